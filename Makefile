@@ -1,0 +1,31 @@
+# Set-up and the two everyday jobs. Everything the project needs is installed from here.
+PYTHON ?= python3.11
+VENV   := .venv
+BIN    := $(VENV)/bin
+DEMO_TRACE ?= examples/traces/mlp_cpu.json.gz
+
+.PHONY: setup demo test bench clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+
+# torch first and pinned: its CPU build is on disk; an open range would pull a CUDA build.
+$(VENV)/.installed: pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet torch==2.13.0
+	$(BIN)/python -m pip install --quiet -e '.[test]'
+	touch $@
+
+setup: $(VENV)/.installed
+
+demo: setup
+	$(BIN)/perf analyze $(DEMO_TRACE)
+
+test: setup
+	$(BIN)/python -m pytest -q -n 2
+
+bench: setup
+	$(BIN)/python benchmarks/bench_ingest.py
+
+clean:
+	rm -rf $(VENV) build *.egg-info .pytest_cache

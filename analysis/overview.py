@@ -1,0 +1,67 @@
+"""What a trace is: its source, ranks, devices, time span, events by kind and iterations."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+
+from profiler.trace import Trace
+
+
+@dataclass(frozen=True)
+class Overview:
+    """A trace at a glance. Times in ns on the trace's common clock."""
+
+    framework: str  # e.g. 'PyTorch profiler (Kineto), schema 1'
+    files: tuple[str, ...]
+    ranks: tuple[int, ...]
+    world_size: int | None  # as the trace states it (may exceed the ranks present)
+    devices: tuple[tuple[int, str, str], ...]  # (rank, device, name)
+    start_ns: int
+    end_ns: int
+    events_by_kind: tuple[tuple[str, int], ...]  # most frequent first
+    steps: tuple[int, ...]  # ProfilerStep numbers present
+
+    @property
+    def wall_ns(self) -> int:
+        return self.end_ns - self.start_ns
+
+
+def overview(trace: Trace) -> Overview:
+    ev = trace.events
+    ranks_meta = trace.metadata.get("ranks", {})
+    first = next(iter(ranks_meta.values()), {})
+    schema = first.get("schemaVersion")
+    framework = "PyTorch profiler (Kineto)" + (f", schema {schema}" if schema is not None else "")
+    world = {m.get("distributedInfo", {}).get("world_size") for m in ranks_meta.values() if isinstance(m.get("distributedInfo"), dict)}
+    world.discard(None)
+    counts = ev["kind"].value_counts(sort=True)
+    steps = np.unique(ev["step"].to_numpy())
+    end = ev["ts"].to_numpy() + ev["dur"].to_numpy()
+    return Overview(
+        framework=framework,
+        files=tuple(trace.metadata.get("files", ())),
+        ranks=tuple(trace.ranks),
+        world_size=max(world) if world else None,
+        devices=tuple((int(r), str(d), str(n)) for r, d, n in trace.devices[["rank", "device", "name"]].itertuples(index=False)),
+        start_ns=int(ev["ts"].min()) if len(ev) else 0,
+        end_ns=int(end.max()) if len(ev) else 0,
+        events_by_kind=tuple((str(k), int(v)) for k, v in counts.items() if v),
+        steps=tuple(int(s) for s in steps if s >= 0),
+    )
+
+
+def select_rank(trace: Trace, rank: int) -> Trace:
+    """The trace restricted to one rank (events, counters, flows, devices)."""
+    ev = trace.events[trace.events["rank"] == rank].reset_index(drop=True)
+    ids = ev["id"].to_numpy()
+    fl = trace.flows[np.isin(trace.flows["src"].to_numpy(), ids)].reset_index(drop=True)
+    co = trace.counters[trace.counters["rank"] == rank].reset_index(drop=True)
+    dv = trace.devices[trace.devices["rank"] == rank].reset_index(drop=True)
+    meta = dict(trace.metadata)
+    meta["ranks"] = {k: v for k, v in meta.get("ranks", {}).items() if k == str(rank)}
+    return Trace(events=ev, counters=co, flows=fl, devices=dv, metadata=meta, problems=trace.problems)
+
+

@@ -1,0 +1,1 @@
+"""Collectors: one adapter per source, each returning a `profiler.Trace`."""

@@ -1,0 +1,56 @@
+"""The devices table: one row per (rank, device) seen in the events, with deviceProperties."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+
+def device_table(events: pd.DataFrame, metadata_by_rank: dict[int, dict[str, Any]]) -> pd.DataFrame:
+    """Columns as profiler.schema.DEVICE_COLUMNS.
+
+    A GPU is matched to the `deviceProperties` entry with its id. Some traces list only device 0
+    while their work runs on another id (the SGLang traces here run on device 9); when every
+    listed entry describes the same hardware, that description is used, since one node's GPUs
+    are alike; otherwise the device's properties stay unknown.
+    """
+    pairs = events[["rank", "device"]].drop_duplicates().sort_values(["rank", "device"])
+    rows = []
+    for rank, device in pairs.itertuples(index=False):
+        props = _properties(metadata_by_rank.get(int(rank), {}), str(device))
+        rows.append(
+            {
+                "rank": int(rank),
+                "device": str(device),
+                "name": str(props.get("name", "cpu" if device == "cpu" else "")),
+                "sm_count": _int(props.get("numSms")),
+                "compute_capability": (
+                    f"{props['computeMajor']}.{props['computeMinor']}" if "computeMajor" in props else ""
+                ),
+                "memory_bytes": _int(props.get("totalGlobalMem"), np.int64),
+                "warp_size": _int(props.get("warpSize")),
+            }
+        )
+    df = pd.DataFrame(rows, columns=["rank", "device", "name", "sm_count", "compute_capability", "memory_bytes", "warp_size"])
+    return df.astype(
+        {"rank": "int32", "device": "category", "name": "object", "sm_count": "int32",
+         "compute_capability": "object", "memory_bytes": "int64", "warp_size": "int32"}
+    )
+
+
+def _properties(meta: dict[str, Any], device: str) -> dict[str, Any]:
+    if not device.startswith("gpu"):
+        return {}
+    listed = [p for p in (meta.get("deviceProperties") or []) if isinstance(p, dict)]
+    index = int(device[3:])
+    for p in listed:
+        if p.get("id") == index:
+            return p
+    described = {tuple(sorted((k, v) for k, v in p.items() if k != "id")) for p in listed}
+    return listed[0] if len(described) == 1 else {}
+
+
+def _int(v: Any, dtype: type = np.int32) -> int:
+    return int(v) if isinstance(v, int) and not isinstance(v, bool) else -1

@@ -1,0 +1,167 @@
+"""Links within one rank: host nesting, launch -> device work, ProfilerStep iterations, flows.
+
+All vectorised; the loops run over threads or nesting levels, never over events.
+
+Nesting. On one host thread, sort by (start, longer first). With `opened` the events before i in
+that order and `closed` those of them that ended by i's start, depth_i = opened - closed: the
+number of intervals still open when i starts. i's parent is the last event before it one level up.
+An event that pokes out of its parent (clock skew in the source) keeps that parent and is counted.
+
+Launches. Device work joins its runtime call by (rank, correlation); graph launches give many
+kernels one correlation, so one call may launch many. The launching op is the innermost `op`
+above that call. Kernels whose call was not recorded fall back to the op with their External id.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from profiler.schema import DEVICE_WORK_KINDS, Kind
+from profiler.trace import Problems
+
+_HOST_WORK = (Kind.OP, Kind.RUNTIME, Kind.ANNOTATION, Kind.PYTHON)
+STEP_PREFIX = "ProfilerStep#"
+
+
+def nest(ev: pd.DataFrame, problems: Problems) -> tuple[np.ndarray, np.ndarray]:
+    """parent_id (-1 at top) and depth for every row; device rows get (-1, 0)."""
+    n = len(ev)
+    parent = np.full(n, -1, dtype=np.int64)
+    depth = np.zeros(n, dtype=np.int16)
+    host = np.flatnonzero(ev["kind"].isin([k.value for k in _HOST_WORK]).to_numpy() & (ev["thread"].to_numpy() >= 0))
+    ts, dur, ids = ev["ts"].to_numpy(), ev["dur"].to_numpy(), ev["id"].to_numpy()
+    if len(host) == 0:
+        return parent, depth
+    threads = ev["track"].cat.codes.to_numpy()[host]
+    order = host[np.lexsort((host, -dur[host], ts[host], threads))]  # by thread, start, longer first
+    bounds = np.flatnonzero(np.diff(ev["track"].cat.codes.to_numpy()[order])) + 1
+    poking = 0
+    for seg in np.split(order, bounds):
+        p, d, poke = _nest_thread(ts[seg], dur[seg])
+        depth[seg] = d
+        parent[seg] = np.where(p >= 0, ids[seg][np.maximum(p, 0)], -1)
+        poking += poke
+    problems.add("host events extend past their parent's end (kept under that parent)", poking)
+    return parent, depth
+
+
+def _nest_thread(start: np.ndarray, dur: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
+    """For one thread's events sorted by (start, -dur): parent position (-1 at top), depth."""
+    n = len(start)
+    if n == 0:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int16), 0
+    end = start + dur
+    ends_by_start = np.searchsorted(np.sort(end), start, side="right")  # events ended by i's start
+    # ...but only those ordered before i count: zero-length events at i's start sort after it.
+    zero = (dur == 0).astype(np.int64)
+    group = np.concatenate(([0], np.cumsum(start[1:] != start[:-1])))  # same-start runs
+    zeros_before = np.cumsum(zero) - zero
+    zeros_before_in_group = zeros_before - _group_first(group, zeros_before)
+    zeros_from_i = np.bincount(group, weights=zero).astype(np.int64)[group] - zeros_before_in_group
+    closed = ends_by_start - zeros_from_i
+    d = np.arange(n) - closed
+    d = np.maximum(d, 0)
+    parent = np.full(n, -1, dtype=np.int64)
+    positions = np.arange(n)
+    for level in range(1, int(d.max(initial=0)) + 1):
+        above = positions[d == level - 1]
+        here = positions[d == level]
+        k = np.searchsorted(above, here) - 1
+        parent[here] = np.where(k >= 0, above[np.maximum(k, 0)], -1)
+    has = parent >= 0
+    poke = int((end[has] > end[parent[has]]).sum())
+    return parent, d.astype(np.int16), poke
+
+
+def _group_first(group: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """values at the first row of each row's (contiguous) group."""
+    first = np.flatnonzero(np.concatenate(([True], group[1:] != group[:-1])))
+    return values[first][group]
+
+
+def launches(ev: pd.DataFrame, parent: np.ndarray, problems: Problems) -> tuple[np.ndarray, pd.DataFrame, np.ndarray]:
+    """op_id per row, the launch flows (runtime call -> device work), and each row's launch time.
+
+    Launch time is the runtime call's start for linked device work and the row's own start
+    otherwise; steps are assigned by it so device work counts in the iteration that issued it.
+    """
+    n = len(ev)
+    kind = ev["kind"].to_numpy(dtype=object)
+    ids, corr = ev["id"].to_numpy(), ev["correlation"].to_numpy()
+    pos_of = pd.Series(np.arange(n), index=ids)
+    is_dev = np.isin(kind, [k.value for k in DEVICE_WORK_KINDS])
+    dev = np.flatnonzero(is_dev & (corr >= 0))
+    rt = np.flatnonzero((kind == Kind.RUNTIME.value) & (corr >= 0))
+    rt_by_corr = pd.Series(rt, index=corr[rt])
+    rt_by_corr = rt_by_corr[~rt_by_corr.index.duplicated(keep="first")]
+    call = rt_by_corr.reindex(corr[dev]).to_numpy()
+    linked = ~np.isnan(call)
+    dev_linked, call = dev[linked], call[linked].astype(np.int64)
+    flows = pd.DataFrame({"src": ids[call], "dst": ids[dev_linked], "kind": "launch"})
+    problems.add("device events whose runtime launch was not recorded", int(is_dev.sum() - linked.sum()))
+
+    # innermost op above each launching call: walk parent links level by level
+    op_id = np.full(n, -1, dtype=np.int64)
+    cur = parent[call]
+    todo = np.arange(len(call))
+    while len(todo):
+        p = cur[todo]
+        alive = p >= 0
+        todo, p = todo[alive], p[alive]
+        at = pos_of.reindex(p).to_numpy()
+        is_op = kind[at] == Kind.OP.value
+        op_id[dev_linked[todo[is_op]]] = p[is_op]
+        todo = todo[~is_op]
+        cur[todo] = parent[at[~is_op]]
+
+    # fallback: External id of an op (same rank: ids are unique per file)
+    ext = ev["external_id"].to_numpy()
+    ops = np.flatnonzero((kind == Kind.OP.value) & (ext >= 0))
+    op_by_ext = pd.Series(ids[ops], index=ext[ops])
+    op_by_ext = op_by_ext[~op_by_ext.index.duplicated(keep="first")]
+    missing = np.flatnonzero(is_dev & (op_id < 0) & (ext >= 0))
+    found = op_by_ext.reindex(ext[missing]).to_numpy()
+    ok = ~np.isnan(found)
+    op_id[missing[ok]] = found[ok].astype(np.int64)
+
+    launch_ts = ev["ts"].to_numpy().copy()
+    launch_ts[dev_linked] = ev["ts"].to_numpy()[call]
+    return op_id, flows, launch_ts
+
+
+def steps(ev: pd.DataFrame, launch_ts: np.ndarray) -> np.ndarray:
+    """The ProfilerStep number containing each row's launch time; -1 outside every step."""
+    names = ev["name"].astype(object).to_numpy()
+    host = ev["device"].to_numpy(dtype=object) == "cpu"
+    is_step = host & pd.Series(names).str.startswith(STEP_PREFIX, na=False).to_numpy()
+    out = np.full(len(ev), -1, dtype=np.int32)
+    if not is_step.any():
+        return out
+    numbers = pd.to_numeric(pd.Series(names[is_step]).str.slice(len(STEP_PREFIX)), errors="coerce")
+    start = ev["ts"].to_numpy()[is_step]
+    end = start + ev["dur"].to_numpy()[is_step]
+    order = np.argsort(start, kind="stable")
+    start, end, numbers = start[order], end[order], numbers.to_numpy()[order]
+    k = np.searchsorted(start, launch_ts, side="right") - 1
+    inside = (k >= 0) & (launch_ts < end[np.maximum(k, 0)])
+    num = np.nan_to_num(numbers[np.maximum(k, 0)], nan=-1).astype(np.int32)
+    out[inside] = num[inside]
+    return out
+
+
+def fwdbwd_flows(flow_ts: np.ndarray, flow_ph: np.ndarray, flow_id: np.ndarray, flow_thread: np.ndarray, ev: pd.DataFrame) -> pd.DataFrame:
+    """Forward -> backward op edges from Kineto's 'fwdbwd' flow events.
+
+    Kineto writes each end at the start of the op it binds to, on the op's thread, so an end is
+    joined to the op with the same (thread, ts); pairs are matched by flow id.
+    """
+    ops = ev[ev["kind"] == Kind.OP.value]
+    at = pd.DataFrame({"thread": ops["thread"].to_numpy(), "ts": ops["ts"].to_numpy(), "op": ops["id"].to_numpy()})
+    at = at.drop_duplicates(["thread", "ts"], keep="last")  # innermost op at that start
+    ends = pd.DataFrame({"thread": flow_thread, "ts": flow_ts, "ph": flow_ph, "fid": flow_id})
+    ends = ends.merge(at, on=["thread", "ts"], how="inner")
+    src = ends[ends["ph"] == "s"][["fid", "op"]].rename(columns={"op": "src"})
+    dst = ends[ends["ph"] == "f"][["fid", "op"]].rename(columns={"op": "dst"})
+    pairs = src.merge(dst, on="fid")
+    return pd.DataFrame({"src": pairs["src"].to_numpy(), "dst": pairs["dst"].to_numpy(), "kind": "fwdbwd"})

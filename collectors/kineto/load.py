@@ -1,0 +1,168 @@
+"""Load a Kineto trace file, or a directory of per-rank files, as one `Trace`.
+
+Ranks come from each file's `distributedInfo.rank`; their clocks are put on one by adding the
+file's `baseTimeNanoseconds` (Kineto writes ts = (t_ns - base) / 1000, so t_ns = ts*1000 + base).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from collectors.kineto import decode, link
+from collectors.kineto.build import build_events, build_memory_counters, ints
+from collectors.kineto.devices import device_table
+from collectors.kineto.kinds import FWDBWD_FLOW_CATEGORY
+from collectors.kineto.timestamps import us_to_ns
+from profiler.errors import InputError
+from profiler.redact import redact
+from profiler.trace import Problems, Trace, empty_table
+
+TRACE_SUFFIXES = (".json", ".json.gz", ".pt.trace.json", ".pt.trace.json.gz")
+
+
+@dataclass
+class RankFile:
+    """One file's tables before ranks are merged (event ids still local to the file)."""
+
+    path: Path
+    rank: int | None
+    events: pd.DataFrame
+    counters: pd.DataFrame
+    flows: pd.DataFrame
+    metadata: dict[str, Any]
+    problems: Problems
+
+
+def load_kineto(path: str | Path) -> Trace:
+    """A Kineto trace from a file (plain or gzip JSON) or a directory of per-rank files."""
+    path = Path(path)
+    if path.is_dir():
+        files = sorted(p for p in path.iterdir() if p.is_file() and p.name.endswith(TRACE_SUFFIXES))
+        if not files:
+            raise InputError(path, "no trace files (*.json, *.json.gz) in this directory")
+    elif path.exists():
+        files = [path]
+    else:
+        raise InputError(path, "no such file or directory")
+    parts = [read_rank_file(f) for f in files]
+    _assign_ranks(parts)
+    return _merge(parts).validate()
+
+
+def read_rank_file(path: Path) -> RankFile:
+    """Decode and build one file's tables."""
+    problems = Problems()
+    data = decode.read_bytes(path)
+    top = decode.split_top(path, data, problems)
+    meta = {k: decode.decode_value(v) for k, v in top.items() if k != "traceEvents"}
+    events = decode.decode_events(path, top.pop("traceEvents"), problems)
+    if not events:
+        raise InputError(path, "empty trace: 'traceEvents' holds no events")
+    del data, top
+    cols = decode.Columns(events)
+    del events
+    dist = meta.get("distributedInfo")
+    rank = dist.get("rank") if isinstance(dist, dict) else None
+    rank = rank if isinstance(rank, int) and not isinstance(rank, bool) and rank >= 0 else None
+    base = meta.get("baseTimeNanoseconds")
+    base = base if isinstance(base, int) and not isinstance(base, bool) else 0
+    r = rank or 0
+    with decode.no_gc():
+        ev = build_events(cols, r, base, problems)
+        if ev.empty:
+            why = "; ".join(problems.lines()) or "no complete ('X') events"
+            raise InputError(path, f"no readable events ({why})")
+        counters = build_memory_counters(cols, r, base, problems)
+        parent, depth = link.nest(ev, problems)
+        op_id, flows, launch_ts = link.launches(ev, parent, problems)
+        ev["parent_id"], ev["depth"], ev["op_id"] = parent, depth, op_id
+        ev["step"] = link.steps(ev, launch_ts)
+        flows = pd.concat([flows, _fwdbwd(cols, base, ev)], ignore_index=True)
+    meta["process_names"] = _process_names(cols)
+    return RankFile(path, rank, ev, counters, flows, meta, problems)
+
+
+def _fwdbwd(cols: decode.Columns, base: int, ev: pd.DataFrame) -> pd.DataFrame:
+    ph = cols.ph
+    rows = np.flatnonzero((cols.obj("cat") == FWDBWD_FLOW_CATEGORY) & np.isin(ph, ["s", "f"]))
+    if len(rows) == 0:
+        return pd.DataFrame({"src": [], "dst": [], "kind": []})
+    ts, missing, bad = us_to_ns(cols.obj("ts")[rows])
+    ok = ~(missing | bad)
+    fid = ints(cols.obj("id")[rows])
+    tid = ints(cols.obj("tid")[rows])
+    return link.fwdbwd_flows(ts[ok] + base, ph[rows][ok], fid[ok], tid[ok], ev)
+
+
+def _process_names(cols: decode.Columns) -> dict[str, str]:
+    """pid -> name from 'process_name' metadata events (e.g. 'python3.10', 'GPU 0')."""
+    out: dict[str, str] = {}
+    for i in np.flatnonzero(cols.ph == "M"):
+        if cols.raw["name"][i] == "process_name" and cols.args[i].label:
+            out[str(cols.raw["pid"][i])] = cols.args[i].label
+    return out
+
+
+def _assign_ranks(parts: list[RankFile]) -> None:
+    """Every file gets a distinct rank; two files claiming one rank is an error."""
+    known = [p for p in parts if p.rank is not None]
+    if len(parts) > 1 and len(known) not in (0, len(parts)):
+        missing = next(p for p in parts if p.rank is None)
+        raise InputError(missing.path, "has no distributedInfo.rank while other files in the directory do")
+    if not known:
+        for i, p in enumerate(parts):  # single file, or ranks by file order (stated in metadata)
+            p.rank = i
+            p.metadata["rank_source"] = "file order" if len(parts) > 1 else "single file"
+    seen: dict[int, Path] = {}
+    for p in parts:
+        if p.rank in seen:
+            raise InputError(p.path, f"claims rank {p.rank}, as does {seen[p.rank].name}")
+        seen[p.rank] = p.path
+        if p.rank != (p.events["rank"].iat[0] if len(p.events) else p.rank):
+            p.events["rank"] = np.int32(p.rank)
+            p.events["track"] = p.events["track"].cat.rename_categories(
+                lambda t: f"rank{p.rank}/" + t.split("/", 1)[1]
+            )
+
+
+def _merge(parts: list[RankFile]) -> Trace:
+    parts = sorted(parts, key=lambda p: p.rank)
+    offset = 0
+    events, flows, counters, problems = [], [], [], Problems()
+    for p in parts:
+        ev = p.events
+        if offset:
+            ev["id"] += offset
+            for ref in ("parent_id", "op_id"):
+                col = ev[ref].to_numpy()
+                ev[ref] = np.where(col >= 0, col + offset, -1)
+            p.flows[["src", "dst"]] += offset
+        offset += len(ev)
+        events.append(ev)
+        flows.append(p.flows)
+        counters.append(p.counters.assign(rank=np.int32(p.rank)) if len(p.counters) else p.counters)
+        problems.merge(p.problems)
+    ev = _concat_categorical(events) if len(events) > 1 else events[0]
+    fl = pd.concat(flows, ignore_index=True) if flows else empty_table("flows")
+    fl = fl.astype({"src": "int64", "dst": "int64"})
+    fl["kind"] = fl["kind"].astype("category")
+    co = _concat_categorical(counters) if len(counters) > 1 else counters[0]
+    metadata = {
+        "files": [str(p.path) for p in parts],
+        "ranks": {str(p.rank): redact(p.metadata) for p in parts},
+    }
+    devices = device_table(ev, {p.rank: p.metadata for p in parts})
+    return Trace(events=ev, counters=co, flows=fl, devices=devices, metadata=metadata, problems=problems)
+
+
+def _concat_categorical(frames: list[pd.DataFrame]) -> pd.DataFrame:
+    """Concatenate keeping categoricals categorical (pandas would fall back to object)."""
+    cats = [c for c in frames[0].columns if isinstance(frames[0][c].dtype, pd.CategoricalDtype)]
+    union = {c: pd.api.types.union_categoricals([f[c] for f in frames]).categories for c in cats}
+    fixed = [f.astype({c: pd.CategoricalDtype(union[c]) for c in cats}) for f in frames]
+    return pd.concat(fixed, ignore_index=True)

@@ -1,0 +1,24 @@
+"""perf: a performance profiling and bottleneck analysis suite for ML compilers and accelerators.
+
+This package imports only the model (schema, trace); `load_trace` and `analyze` are resolved on
+first use so that `analysis` and `collectors` can import the model without cycles.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from profiler.errors import InputError
+from profiler.schema import Kind
+from profiler.trace import Problems, Trace
+
+__version__ = "0.1.0"
+__all__ = ["InputError", "Kind", "Problems", "Trace", "analyze", "load_trace"]
+
+
+def __getattr__(name: str) -> Any:
+    if name in ("load_trace", "analyze"):
+        from profiler import facade
+
+        return getattr(facade, name)
+    raise AttributeError(name)

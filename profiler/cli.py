@@ -1,0 +1,86 @@
+"""The `perf` command line (Typer + Rich). Results on stdout; errors on stderr.
+
+Exit codes: 0 success, 2 bad input (one line naming the file and the problem), 1 failed gate.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from rich.console import Console
+
+from profiler.errors import InputError
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, help="Performance profiling and bottleneck analysis for ML compilers and accelerators.")
+
+
+def fail(problem: str, path: str | None = None) -> None:
+    """Print `perf: <path>: <problem>` on stderr and exit 2."""
+    from profiler.redact import redact_text
+
+    msg = f"{path}: {problem}" if path else problem
+    print(f"perf: {redact_text(msg)}", file=sys.stderr)
+    raise typer.Exit(2)
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        from profiler import __version__
+
+        print(__version__)
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _root(
+    version: Annotated[
+        bool, typer.Option("--version", callback=_print_version, is_eager=True, help="Print the version and exit.")
+    ] = False,
+) -> None:
+    """perf: where the time goes in ML workloads, and why."""
+
+
+@app.command()
+def analyze(
+    trace: Annotated[Path, typer.Argument(help="Trace file (.json, .json.gz) or a directory of per-rank files.")],
+    top: Annotated[int, typer.Option(min=1, help="How many ops and kernels to list.")] = 15,
+    rank: Annotated[Optional[int], typer.Option(help="Analyze only this rank.")] = None,
+    json: Annotated[bool, typer.Option("--json", help="Write the versioned JSON report to stdout.")] = False,
+) -> None:
+    """Summarise a trace: what it is, device busy and idle time, the top ops and kernels."""
+    from profiler.facade import analyze as run_analysis
+    from profiler.facade import load_trace
+
+    try:
+        t = load_trace(trace)
+        result = run_analysis(t, top=top, rank=rank)
+    except InputError as e:
+        fail(e.problem, e.path)
+    except MemoryError:
+        fail("out of memory while reading", str(trace))
+    except Exception as e:  # a bug of ours: still one line, never a traceback (PERF_DEBUG=1 shows it)
+        if os.environ.get("PERF_DEBUG"):
+            raise
+        fail(f"internal error while analyzing ({type(e).__name__}: {e}); rerun with PERF_DEBUG=1 and report it", str(trace))
+    if json:
+        from profiler.report import to_json
+
+        sys.stdout.buffer.write(to_json(result, t.metadata))
+        sys.stdout.flush()
+        return
+    from profiler.render import render
+
+    render(result, Console(soft_wrap=False))
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Entry point of the `perf` console script and `python -m profiler`."""
+    try:
+        app(args=argv, prog_name="perf", standalone_mode=True)
+    except SystemExit as e:
+        if argv is None or e.code not in (0, None):
+            raise

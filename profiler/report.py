@@ -1,0 +1,71 @@
+"""`perf analyze --json`: the versioned, documented JSON form of an `Analysis`.
+
+The schema is described in docs/json-schema.md; bump SCHEMA_VERSION on any change to it.
+Every string that came from the trace passes through `redact` on the way out.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+
+from profiler import __version__
+from profiler.facade import Analysis
+from profiler.redact import redact
+
+SCHEMA = "perf.analyze"
+SCHEMA_VERSION = 1
+
+
+def to_dict(a: Analysis, metadata: dict[str, Any]) -> dict[str, Any]:
+    ov = a.overview
+    dt = a.device_time
+    label = [f"rank{r}/{d}" for r, d in zip(dt["rank"], dt["device"])]
+    devices = [
+        {k: (int(v) if k != "device" else str(v)) for k, v in row.items()} for row in dt.to_dict(orient="records")
+    ]
+    ops = [_op(row) for frame in (a.top_ops, a.top_kernels) for row in frame.to_dict(orient="records")]
+    out = {
+        "schema": SCHEMA,
+        "schema_version": SCHEMA_VERSION,
+        "tool_version": __version__,
+        "trace": {
+            "framework": ov.framework,
+            "files": list(ov.files),
+            "ranks": list(ov.ranks),
+            "world_size": ov.world_size,
+            "devices": [{"rank": r, "device": d, "name": n} for r, d, n in ov.devices],
+            "start_ns": ov.start_ns,
+            "end_ns": ov.end_ns,
+            "events_by_kind": dict(ov.events_by_kind),
+            "steps": list(ov.steps),
+        },
+        "summary": {
+            "wall_ns": ov.wall_ns,
+            "busy_ns": dict(zip(label, map(int, dt["busy_ns"]))),
+            "idle_ns": dict(zip(label, map(int, dt["idle_ns"]))),
+            "devices": devices,
+        },
+        "ops": ops,
+        "problems": dict(a.problems.counts),
+        "metadata": metadata,
+    }
+    return redact(out)
+
+
+def _op(row: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "name": row["name"],
+        "kind": row["kind"],
+        "shapes": row["shapes"],
+        "count": int(row["count"]),
+        "total_ns": int(row["total_ns"]),
+        "mean_ns": int(row["mean_ns"]),
+        "device_ns": int(row["device_ns"]),
+        "share": float(row["share"]),
+    }
+
+
+def to_json(a: Analysis, metadata: dict[str, Any]) -> bytes:
+    return orjson.dumps(to_dict(a, metadata), option=orjson.OPT_INDENT_2) + b"\n"

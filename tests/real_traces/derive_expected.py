@@ -1,0 +1,118 @@
+"""Derive the numbers the loader's tests compare against, from the real traces alone.
+
+Independent of the loader on purpose: Python 3.11 standard library only, no floats anywhere.
+JSON numbers are read as int or Decimal (microseconds, at most 3 decimals) and turned into
+integer nanoseconds exactly (Decimal * 1000, asserted integral; inexact arithmetic raises).
+
+For every folder of the traces directory (LICENSES skipped) and every *.json.gz in it,
+EXPECTED[folder][file_basename] holds:
+  rank         top-level distributedInfo.rank, or 0 when absent
+  events       trace events with ph "X" (complete events, any category) having both ts and dur
+  kernels      those of them with cat "kernel" (legacy 2021 name: "Kernel")
+  memcpy       ... cat "gpu_memcpy" or "Memcpy"
+  memset       ... cat "gpu_memset" or "Memset"
+  ops          ... cat "cpu_op" or "Operator"
+  runtime      ... cat "cuda_runtime", "cuda_driver" or "Runtime"
+  flows        events with ph "s" or "f" and cat "ac2g" (legacy: "async")
+  busy_ns      {"gpuN": ns}: N = args["device"] of a kernel/memcpy/memset event (else its pid);
+               ns = length of the union of the intervals [ts, ts+dur) of that device's
+               kernel, memcpy and memset events (overlap across streams counted once)
+  span_ns      {"gpuN": ns}: last end minus first start of those same events
+  top_kernels  the five kernel names with the largest total duration (ties: name ascending),
+               each [name, count, total_ns]
+
+Rerun: python tests/real_traces/derive_expected.py > tests/real_traces/expected.py
+(optional argument: the traces directory; default ../shared/traces from the repository root).
+"""
+import collections
+import decimal
+import gzip
+import json
+import os
+import pprint
+import sys
+
+decimal.getcontext().traps[decimal.Inexact] = True  # any rounding at all is an error
+
+KERNEL = {"kernel", "Kernel"}
+MEMCPY = {"gpu_memcpy", "Memcpy"}
+MEMSET = {"gpu_memset", "Memset"}
+OPS = {"cpu_op", "Operator"}
+RUNTIME = {"cuda_runtime", "cuda_driver", "Runtime"}
+FLOW = {"ac2g", "async"}
+GPU = KERNEL | MEMCPY | MEMSET
+
+
+def to_ns(us):
+    """Microseconds (int or Decimal) -> integer nanoseconds, exactly."""
+    ns = us * 1000
+    assert ns == int(ns), f"more than 3 decimals: {us}"
+    return int(ns)
+
+
+def union_length(intervals):
+    """Total length covered by half-open intervals [start, end)."""
+    total, cur_start, cur_end = 0, None, None
+    for start, end in sorted(intervals):
+        if cur_end is None or start > cur_end:
+            if cur_end is not None:
+                total += cur_end - cur_start
+            cur_start, cur_end = start, end
+        else:
+            cur_end = max(cur_end, end)
+    if cur_end is not None:
+        total += cur_end - cur_start
+    return total
+
+
+def derive(path):
+    with gzip.open(path, "rb") as f:
+        trace = json.loads(f.read(), parse_float=decimal.Decimal)
+    complete = [e for e in trace["traceEvents"] if e.get("ph") == "X" and "ts" in e and "dur" in e]
+    cats = collections.Counter(e.get("cat") for e in complete)
+    intervals = collections.defaultdict(list)  # device -> [(start_ns, end_ns)]
+    kernel_count, kernel_ns = collections.Counter(), collections.Counter()
+    for e in complete:
+        if e.get("cat") not in GPU:
+            continue
+        start, dur = to_ns(e["ts"]), to_ns(e["dur"])
+        assert dur >= 0, e
+        device = e.get("args", {}).get("device", e["pid"])
+        intervals[f"gpu{device}"].append((start, start + dur))
+        if e["cat"] in KERNEL:
+            kernel_count[e["name"]] += 1
+            kernel_ns[e["name"]] += dur
+    top = sorted(kernel_ns, key=lambda name: (-kernel_ns[name], name))[:5]
+    return {
+        "rank": trace.get("distributedInfo", {}).get("rank", 0),
+        "events": len(complete),
+        "kernels": sum(cats[c] for c in KERNEL),
+        "memcpy": sum(cats[c] for c in MEMCPY),
+        "memset": sum(cats[c] for c in MEMSET),
+        "ops": sum(cats[c] for c in OPS),
+        "runtime": sum(cats[c] for c in RUNTIME),
+        "flows": sum(1 for e in trace["traceEvents"] if e.get("ph") in ("s", "f") and e.get("cat") in FLOW),
+        "busy_ns": {dev: union_length(iv) for dev, iv in intervals.items()},
+        "span_ns": {dev: max(end for _, end in iv) - min(start for start, _ in iv) for dev, iv in intervals.items()},
+        "top_kernels": [[name, kernel_count[name], kernel_ns[name]] for name in top],
+    }
+
+
+def main(traces_dir):
+    expected = {}
+    for folder in sorted(os.listdir(traces_dir)):
+        folder_path = os.path.join(traces_dir, folder)
+        if folder == "LICENSES" or not os.path.isdir(folder_path):
+            continue
+        expected[folder] = {name: derive(os.path.join(folder_path, name))
+                            for name in sorted(os.listdir(folder_path)) if name.endswith(".json.gz")}
+    print('"""Expected numbers for the real traces: generated by derive_expected.py; rerun:')
+    print("python tests/real_traces/derive_expected.py > tests/real_traces/expected.py")
+    print('"""')
+    print()
+    print("EXPECTED = " + pprint.pformat(expected, width=100))
+
+
+if __name__ == "__main__":
+    repo_root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    main(sys.argv[1] if len(sys.argv) > 1 else os.path.join(repo_root, "..", "shared", "traces"))
