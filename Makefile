@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 DEMO_TRACE ?= examples/traces/mlp_cpu.json.gz
 
-.PHONY: setup demo test bench clean
+.PHONY: setup demo test bench bench-big clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -24,8 +24,14 @@ demo: setup
 test: setup
 	$(BIN)/python -m pytest -q -n 2
 
+# The peer (HolisticTraceAnalysis) lives in its own venv, benchmarks/.venv-hta.
 bench: setup
+	bash benchmarks/setup_hta_env.sh
 	$(BIN)/python benchmarks/bench_ingest.py
+
+bench-big: setup
+	bash benchmarks/setup_hta_env.sh
+	$(BIN)/python benchmarks/bench_ingest.py --big
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache

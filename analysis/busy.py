@@ -25,9 +25,10 @@ def device_time(trace: Trace) -> pd.DataFrame:
       work_events: number of work intervals.
     """
     ev = trace.events
-    kinds = ev["kind"].to_numpy(dtype=object)
-    on_gpu = ev["device"].to_numpy(dtype=object) != "cpu"
-    work = np.where(on_gpu, np.isin(kinds, [k.value for k in DEVICE_WORK_KINDS]), np.isin(kinds, _HOST_BUSY_KINDS))
+    on_gpu = (ev["device"] != "cpu").to_numpy()
+    device_work = ev["kind"].isin([k.value for k in DEVICE_WORK_KINDS]).to_numpy()
+    host_work = ev["kind"].isin(_HOST_BUSY_KINDS).to_numpy()
+    work = np.where(on_gpu, device_work, host_work)
     w = ev.loc[work, ["rank", "device", "ts", "dur"]]
     rows = []
     for (rank, device), g in w.groupby(["rank", "device"], observed=True, sort=True):

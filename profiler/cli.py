@@ -7,8 +7,9 @@ from __future__ import annotations
 
 import os
 import sys
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated, Iterator, Optional
 
 import typer
 from rich.console import Console
@@ -35,6 +36,24 @@ def _print_version(value: bool) -> None:
         raise typer.Exit(0)
 
 
+@contextmanager
+def one_line_errors(path: Path) -> Iterator[None]:
+    """Bad input -> `perf: <path>: <problem>`, exit 2. Our own bugs too: one line, never a
+    traceback (set PERF_DEBUG=1 to see it)."""
+    try:
+        yield
+    except InputError as e:
+        fail(e.problem, e.path)
+    except MemoryError:
+        fail("out of memory while reading", str(path))
+    except (typer.Exit, KeyboardInterrupt, BrokenPipeError):
+        raise
+    except Exception as e:
+        if os.environ.get("PERF_DEBUG"):
+            raise
+        fail(f"internal error ({type(e).__name__}: {e}); rerun with PERF_DEBUG=1 and report it", str(path))
+
+
 @app.callback()
 def _root(
     version: Annotated[
@@ -55,26 +74,19 @@ def analyze(
     from profiler.facade import analyze as run_analysis
     from profiler.facade import load_trace
 
-    try:
+    with one_line_errors(trace):
         t = load_trace(trace)
         result = run_analysis(t, top=top, rank=rank)
-    except InputError as e:
-        fail(e.problem, e.path)
-    except MemoryError:
-        fail("out of memory while reading", str(trace))
-    except Exception as e:  # a bug of ours: still one line, never a traceback (PERF_DEBUG=1 shows it)
-        if os.environ.get("PERF_DEBUG"):
-            raise
-        fail(f"internal error while analyzing ({type(e).__name__}: {e}); rerun with PERF_DEBUG=1 and report it", str(trace))
-    if json:
-        from profiler.report import to_json
+        if json:
+            from profiler.report import to_json
 
-        sys.stdout.buffer.write(to_json(result, t.metadata))
-        sys.stdout.flush()
-        return
-    from profiler.render import render
+            out = to_json(result, t.metadata)  # built whole first: a failure prints nothing
+            sys.stdout.buffer.write(out)
+            sys.stdout.flush()
+            return
+        from profiler.render import render
 
-    render(result, Console(soft_wrap=False))
+        render(result, Console(soft_wrap=False, emoji=False))  # ":fire:" in a name stays text
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -4,10 +4,17 @@ from __future__ import annotations
 
 from rich import box
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from profiler.facade import Analysis
 from profiler.redact import redact_text
+
+
+def _text(s: str) -> str:
+    """A string from the trace, made safe to print: secrets redacted, '[...]' shown as typed
+    (Rich would read it as markup: eat '[bold]', raise on '[/]')."""
+    return escape(redact_text(s))
 
 
 def fmt_ns(ns: float) -> str:
@@ -25,11 +32,11 @@ def render(a: Analysis, console: Console) -> None:
     head = Table(box=box.SIMPLE, show_header=False, title="Trace", title_justify="left")
     head.add_column(style="bold")
     head.add_column()
-    head.add_row("source", ov.framework)
-    head.add_row("files", "\n".join(redact_text(f) for f in ov.files))
+    head.add_row("source", _text(ov.framework))
+    head.add_row("files", "\n".join(_text(f) for f in ov.files))
     ranks = f"{len(ov.ranks)} ({', '.join(map(str, ov.ranks))})" if len(ov.ranks) <= 16 else str(len(ov.ranks))
     head.add_row("ranks", ranks + (f" of world size {ov.world_size}" if ov.world_size else ""))
-    names = sorted({f"{d}: {n or 'unnamed'}" for _, d, n in ov.devices if d != "cpu"})
+    names = sorted({_text(f"{d}: {n or 'unnamed'}") for _, d, n in ov.devices if d != "cpu"})
     head.add_row("devices", "\n".join(names) or "cpu only")
     head.add_row("span", fmt_ns(ov.wall_ns))
     head.add_row("events", ", ".join(f"{k} {v:,}" for k, v in ov.events_by_kind))
@@ -50,21 +57,30 @@ def render(a: Analysis, console: Console) -> None:
     for title, frame, is_ops in tables:
         if frame.empty:
             continue
+        if is_ops and not frame["device_ns"].any():  # CPU-only trace: no device columns
+            title = "Top ops (host time, inclusive of child ops)"
+            frame = frame.drop(columns=["device_ns"])
         t = Table(box=box.SIMPLE_HEAD, title=title, title_justify="left")
-        room = max(24, console.width - (62 if is_ops else 40))  # what the number columns leave
+        room = max(24, console.width - (62 if is_ops else 46))  # what the number columns leave
         t.add_column("name", no_wrap=True, overflow="ellipsis", max_width=min(64, room * 2 // 3 if is_ops else room))
         if is_ops:
             t.add_column("shapes", no_wrap=True, overflow="ellipsis", max_width=min(32, room // 3))
-        for col in ("count", "total", "mean") + (("device",) if is_ops else ()) + ("share %",):
+        device_cols = ("device", "share %") if "device_ns" in frame else ()
+        if not is_ops:
+            device_cols = ("share %",)
+        for col in ("count", "total", "mean") + device_cols:
             t.add_column(col, justify="right", no_wrap=True)
         for r in frame.itertuples(index=False):
-            cells = [redact_text(r.name)] + ([redact_text(r.shapes)] if is_ops else [])
+            cells = [_text(r.name)] + ([_text(r.shapes)] if is_ops else [])
             cells += [f"{r.count:,}", fmt_ns(r.total_ns), fmt_ns(r.mean_ns)]
-            cells += ([fmt_ns(r.device_ns)] if is_ops else []) + [f"{100 * r.share:.1f}"]
+            if is_ops and "device" in device_cols:
+                cells.append(fmt_ns(r.device_ns))
+            if device_cols:
+                cells.append(f"{100 * r.share:.1f}")
             t.add_row(*cells)
         console.print(t)
 
     if a.problems:
         console.print("[bold yellow]Problems met while reading[/] (counted, not hidden):")
         for line in a.problems.lines():
-            console.print(f"  {redact_text(line)}")
+            console.print(f"  {_text(line)}")

@@ -12,7 +12,7 @@ import orjson
 
 from profiler import __version__
 from profiler.facade import Analysis
-from profiler.redact import redact
+from profiler.redact import redact, redact_text
 
 SCHEMA = "perf.analyze"
 SCHEMA_VERSION = 1
@@ -48,10 +48,19 @@ def to_dict(a: Analysis, metadata: dict[str, Any]) -> dict[str, Any]:
             "devices": devices,
         },
         "ops": ops,
-        "problems": dict(a.problems.counts),
+        "problems": _problems(a),
         "metadata": metadata,
     }
     return redact(out)
+
+
+def _problems(a: Analysis) -> dict[str, int]:
+    """Problem reasons quote the trace (an unknown category's name); redact() keeps dict keys."""
+    out: dict[str, int] = {}
+    for reason, n in a.problems.counts.items():
+        key = redact_text(reason)
+        out[key] = out.get(key, 0) + int(n)
+    return out
 
 
 def _op(row: dict[str, Any]) -> dict[str, Any]:

@@ -77,7 +77,7 @@ _TOP = msgspec.json.Decoder(dict[str, Raw])
 # NaN/Infinity are not JSON, but Python's json module writes them. Quote them so the event
 # decodes and its timestamp is then counted as not a number.
 _BAD_UTF8 = "invalid UTF-8 sequences replaced by U+FFFD"
-_NON_JSON_NUMBER = re.compile(rb"(?<=:)(\s*)(-?(?:NaN|Infinity))(?=\s*[,}\]])")
+_NON_JSON_NUMBER = re.compile(rb"(?<=[:,\[])(\s*)(-?(?:NaN|Infinity))(?=\s*[,}\]])")
 
 
 @contextmanager
@@ -172,38 +172,6 @@ def decode_value(raw: Raw) -> Any:
         return msgspec.json.decode(raw)
     except msgspec.DecodeError:
         return None
-
-
-class Columns:
-    """The decoded events, one column per field: `raw[f]` a tuple, `obj(f)` an object array.
-
-    Args fields are named 'arg_<field>'. Object arrays are built once and cached, since several
-    steps select rows from the same field.
-    """
-
-    def __init__(self, events: list[Event]):
-        self.n = len(events)
-        with no_gc():
-            if events:
-                raw = dict(zip(EVENT_FIELDS, zip(*map(msgspec.structs.astuple, events))))
-                self.args: tuple[Args, ...] = raw.pop("args")
-                raw |= {f"arg_{f}": c for f, c in zip(ARG_FIELDS, zip(*map(msgspec.structs.astuple, self.args)))}
-            else:
-                raw = {f: () for f in EVENT_FIELDS if f != "args"} | {f"arg_{f}": () for f in ARG_FIELDS}
-                self.args = ()
-        self.raw: dict[str, tuple] = raw
-        self._obj: dict[str, np.ndarray] = {}
-        self.ph = np.array(raw["ph"], dtype=np.str_) if self.n else np.array([], dtype="<U1")
-
-    def obj(self, field: str) -> np.ndarray:
-        if field not in self._obj:
-            # fromiter never looks inside the items (np.array would probe every Raw as a buffer)
-            self._obj[field] = np.fromiter(self.raw[field], dtype=object, count=self.n)
-        return self._obj[field]
-
-    def int64(self, field: str) -> np.ndarray:
-        """An int-typed Args field (defaults -1) as int64."""
-        return np.fromiter(self.raw[field], dtype=np.int64, count=self.n)
 
 
 def _describe(e: msgspec.DecodeError) -> str:

@@ -43,14 +43,16 @@ def device_table(events: pd.DataFrame, metadata_by_rank: dict[int, dict[str, Any
 def _properties(meta: dict[str, Any], device: str) -> dict[str, Any]:
     if not device.startswith("gpu"):
         return {}
-    listed = [p for p in (meta.get("deviceProperties") or []) if isinstance(p, dict)]
+    props = meta.get("deviceProperties")
+    listed = [p for p in props if isinstance(p, dict)] if isinstance(props, list) else []
     index = int(device[3:])
     for p in listed:
         if p.get("id") == index:
             return p
-    described = {tuple(sorted((k, v) for k, v in p.items() if k != "id")) for p in listed}
+    described = {repr(sorted((k, v) for k, v in p.items() if k != "id")) for p in listed}  # values may be lists
     return listed[0] if len(described) == 1 else {}
 
 
 def _int(v: Any, dtype: type = np.int32) -> int:
-    return int(v) if isinstance(v, int) and not isinstance(v, bool) else -1
+    ok = isinstance(v, int) and not isinstance(v, bool) and np.iinfo(dtype).min <= v <= np.iinfo(dtype).max
+    return int(v) if ok else -1

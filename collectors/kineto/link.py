@@ -87,12 +87,13 @@ def launches(ev: pd.DataFrame, parent: np.ndarray, problems: Problems) -> tuple[
     otherwise; steps are assigned by it so device work counts in the iteration that issued it.
     """
     n = len(ev)
-    kind = ev["kind"].to_numpy(dtype=object)
+    kind = ev["kind"]
+    is_op_row = (kind == Kind.OP.value).to_numpy()
     ids, corr = ev["id"].to_numpy(), ev["correlation"].to_numpy()
     pos_of = pd.Series(np.arange(n), index=ids)
-    is_dev = np.isin(kind, [k.value for k in DEVICE_WORK_KINDS])
+    is_dev = kind.isin([k.value for k in DEVICE_WORK_KINDS]).to_numpy()
     dev = np.flatnonzero(is_dev & (corr >= 0))
-    rt = np.flatnonzero((kind == Kind.RUNTIME.value) & (corr >= 0))
+    rt = np.flatnonzero((kind == Kind.RUNTIME.value).to_numpy() & (corr >= 0))
     rt_by_corr = pd.Series(rt, index=corr[rt])
     rt_by_corr = rt_by_corr[~rt_by_corr.index.duplicated(keep="first")]
     call = rt_by_corr.reindex(corr[dev]).to_numpy()
@@ -110,14 +111,14 @@ def launches(ev: pd.DataFrame, parent: np.ndarray, problems: Problems) -> tuple[
         alive = p >= 0
         todo, p = todo[alive], p[alive]
         at = pos_of.reindex(p).to_numpy()
-        is_op = kind[at] == Kind.OP.value
+        is_op = is_op_row[at]
         op_id[dev_linked[todo[is_op]]] = p[is_op]
         todo = todo[~is_op]
         cur[todo] = parent[at[~is_op]]
 
     # fallback: External id of an op (same rank: ids are unique per file)
     ext = ev["external_id"].to_numpy()
-    ops = np.flatnonzero((kind == Kind.OP.value) & (ext >= 0))
+    ops = np.flatnonzero(is_op_row & (ext >= 0))
     op_by_ext = pd.Series(ids[ops], index=ext[ops])
     op_by_ext = op_by_ext[~op_by_ext.index.duplicated(keep="first")]
     missing = np.flatnonzero(is_dev & (op_id < 0) & (ext >= 0))
@@ -132,17 +133,21 @@ def launches(ev: pd.DataFrame, parent: np.ndarray, problems: Problems) -> tuple[
 
 def steps(ev: pd.DataFrame, launch_ts: np.ndarray) -> np.ndarray:
     """The ProfilerStep number containing each row's launch time; -1 outside every step."""
-    names = ev["name"].astype(object).to_numpy()
-    host = ev["device"].to_numpy(dtype=object) == "cpu"
-    is_step = host & pd.Series(names).str.startswith(STEP_PREFIX, na=False).to_numpy()
+    names = ev["name"].cat
+    step_names = [c for c in names.categories if isinstance(c, str) and c.startswith(STEP_PREFIX)]
     out = np.full(len(ev), -1, dtype=np.int32)
-    if not is_step.any():
+    if not step_names:
         return out
-    numbers = pd.to_numeric(pd.Series(names[is_step]).str.slice(len(STEP_PREFIX)), errors="coerce")
+    host = (ev["device"] == "cpu").to_numpy()
+    is_step = host & np.isin(names.codes.to_numpy(), names.categories.get_indexer(step_names))
+    if not is_step.any():  # step names only off the host (e.g. a device or profiler row)
+        return out
+    labels = names.categories[names.codes.to_numpy()[is_step]]
+    numbers = pd.to_numeric(pd.Index([n[len(STEP_PREFIX):] for n in labels], dtype=object), errors="coerce")
     start = ev["ts"].to_numpy()[is_step]
     end = start + ev["dur"].to_numpy()[is_step]
     order = np.argsort(start, kind="stable")
-    start, end, numbers = start[order], end[order], numbers.to_numpy()[order]
+    start, end, numbers = start[order], end[order], np.asarray(numbers, dtype=np.float64)[order]
     k = np.searchsorted(start, launch_ts, side="right") - 1
     inside = (k >= 0) & (launch_ts < end[np.maximum(k, 0)])
     num = np.nan_to_num(numbers[np.maximum(k, 0)], nan=-1).astype(np.int32)
@@ -150,7 +155,7 @@ def steps(ev: pd.DataFrame, launch_ts: np.ndarray) -> np.ndarray:
     return out
 
 
-def fwdbwd_flows(flow_ts: np.ndarray, flow_ph: np.ndarray, flow_id: np.ndarray, flow_thread: np.ndarray, ev: pd.DataFrame) -> pd.DataFrame:
+def fwdbwd_flows(flow_ts: np.ndarray, flow_start: np.ndarray, flow_id: np.ndarray, flow_thread: np.ndarray, ev: pd.DataFrame) -> pd.DataFrame:
     """Forward -> backward op edges from Kineto's 'fwdbwd' flow events.
 
     Kineto writes each end at the start of the op it binds to, on the op's thread, so an end is
@@ -159,9 +164,9 @@ def fwdbwd_flows(flow_ts: np.ndarray, flow_ph: np.ndarray, flow_id: np.ndarray, 
     ops = ev[ev["kind"] == Kind.OP.value]
     at = pd.DataFrame({"thread": ops["thread"].to_numpy(), "ts": ops["ts"].to_numpy(), "op": ops["id"].to_numpy()})
     at = at.drop_duplicates(["thread", "ts"], keep="last")  # innermost op at that start
-    ends = pd.DataFrame({"thread": flow_thread, "ts": flow_ts, "ph": flow_ph, "fid": flow_id})
+    ends = pd.DataFrame({"thread": flow_thread, "ts": flow_ts, "start": flow_start, "fid": flow_id})
     ends = ends.merge(at, on=["thread", "ts"], how="inner")
-    src = ends[ends["ph"] == "s"][["fid", "op"]].rename(columns={"op": "src"})
-    dst = ends[ends["ph"] == "f"][["fid", "op"]].rename(columns={"op": "dst"})
+    src = ends[ends["start"]][["fid", "op"]].rename(columns={"op": "src"})
+    dst = ends[~ends["start"]][["fid", "op"]].rename(columns={"op": "dst"})
     pairs = src.merge(dst, on="fid")
     return pd.DataFrame({"src": pairs["src"].to_numpy(), "dst": pairs["dst"].to_numpy(), "kind": "fwdbwd"})

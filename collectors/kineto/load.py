@@ -6,6 +6,7 @@ file's `baseTimeNanoseconds` (Kineto writes ts = (t_ns - base) / 1000, so t_ns =
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -13,11 +14,13 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from msgspec import Raw
+
 from collectors.kineto import decode, link
-from collectors.kineto.build import build_events, build_memory_counters, ints
+from collectors.kineto.build import build_events, build_memory_counters
+from collectors.kineto.chunks import SplitFailed, event_chunks
 from collectors.kineto.devices import device_table
-from collectors.kineto.kinds import FWDBWD_FLOW_CATEGORY
-from collectors.kineto.timestamps import us_to_ns
+from collectors.kineto.extract import Accumulator
 from profiler.errors import InputError
 from profiler.redact import redact
 from profiler.trace import Problems, Trace, empty_table
@@ -55,57 +58,55 @@ def load_kineto(path: str | Path) -> Trace:
 
 
 def read_rank_file(path: Path) -> RankFile:
-    """Decode and build one file's tables."""
+    """Decode and build one file's tables, a chunk of events at a time."""
     problems = Problems()
     data = decode.read_bytes(path)
     top = decode.split_top(path, data, problems)
     meta = {k: decode.decode_value(v) for k, v in top.items() if k != "traceEvents"}
-    events = decode.decode_events(path, top.pop("traceEvents"), problems)
-    if not events:
-        raise InputError(path, "empty trace: 'traceEvents' holds no events")
-    del data, top
-    cols = decode.Columns(events)
-    del events
+    raw = top.pop("traceEvents")
+    acc = _accumulate(path, raw, problems)
+    nothing = acc.x_given == 0 and not acc.parts
+    empty = nothing and not problems and bytes(raw).translate(None, b" \t\r\n") == b"[]"
+    del data, top, raw
+    if nothing:
+        if empty:
+            raise InputError(path, "empty trace: 'traceEvents' holds no events")
+        # it held items, none of them readable: say why rather than "no events"
+        why = "; ".join(problems.lines()) or "no complete ('X') events"
+        raise InputError(path, f"no readable events ({why})")
     dist = meta.get("distributedInfo")
     rank = dist.get("rank") if isinstance(dist, dict) else None
-    rank = rank if isinstance(rank, int) and not isinstance(rank, bool) and rank >= 0 else None
+    rank = rank if isinstance(rank, int) and not isinstance(rank, bool) and 0 <= rank < 2**31 else None
     base = meta.get("baseTimeNanoseconds")
-    base = base if isinstance(base, int) and not isinstance(base, bool) else 0
+    base = base if isinstance(base, int) and not isinstance(base, bool) and abs(base) < 2**62 else 0  # int64 ns
     r = rank or 0
-    with decode.no_gc():
-        ev = build_events(cols, r, base, problems)
-        if ev.empty:
-            why = "; ".join(problems.lines()) or "no complete ('X') events"
-            raise InputError(path, f"no readable events ({why})")
-        counters = build_memory_counters(cols, r, base, problems)
-        parent, depth = link.nest(ev, problems)
-        op_id, flows, launch_ts = link.launches(ev, parent, problems)
-        ev["parent_id"], ev["depth"], ev["op_id"] = parent, depth, op_id
-        ev["step"] = link.steps(ev, launch_ts)
-        flows = pd.concat([flows, _fwdbwd(cols, base, ev)], ignore_index=True)
-    meta["process_names"] = _process_names(cols)
+    ev = build_events(acc, r, base)
+    if ev.empty:
+        why = "; ".join(problems.lines()) or "no complete ('X') events"
+        raise InputError(path, f"no readable events ({why})")
+    counters = build_memory_counters(acc, r, base)
+    parent, depth = link.nest(ev, problems)
+    op_id, flows, launch_ts = link.launches(ev, parent, problems)
+    ev["parent_id"], ev["depth"], ev["op_id"] = parent, depth, op_id
+    ev["step"] = link.steps(ev, launch_ts)
+    fwdbwd = link.fwdbwd_flows(acc.column("f_ts") + base, acc.column("f_start", "bool"), acc.column("f_id"), acc.column("f_tid"), ev)
+    flows = pd.concat([flows, fwdbwd], ignore_index=True)
+    meta["process_names"] = acc.process_names
     return RankFile(path, rank, ev, counters, flows, meta, problems)
 
 
-def _fwdbwd(cols: decode.Columns, base: int, ev: pd.DataFrame) -> pd.DataFrame:
-    ph = cols.ph
-    rows = np.flatnonzero((cols.obj("cat") == FWDBWD_FLOW_CATEGORY) & np.isin(ph, ["s", "f"]))
-    if len(rows) == 0:
-        return pd.DataFrame({"src": [], "dst": [], "kind": []})
-    ts, missing, bad = us_to_ns(cols.obj("ts")[rows])
-    ok = ~(missing | bad)
-    fid = ints(cols.obj("id")[rows])
-    tid = ints(cols.obj("tid")[rows])
-    return link.fwdbwd_flows(ts[ok] + base, ph[rows][ok], fid[ok], tid[ok], ev)
-
-
-def _process_names(cols: decode.Columns) -> dict[str, str]:
-    """pid -> name from 'process_name' metadata events (e.g. 'python3.10', 'GPU 0')."""
-    out: dict[str, str] = {}
-    for i in np.flatnonzero(cols.ph == "M"):
-        if cols.raw["name"][i] == "process_name" and cols.args[i].label:
-            out[str(cols.raw["pid"][i])] = cols.args[i].label
-    return out
+def _accumulate(path: Path, raw: Raw, problems: Problems) -> Accumulator:
+    """Decode traceEvents chunk by chunk into columns; whole, if the chunking does not fit."""
+    before = Counter(problems.counts)
+    acc = Accumulator(problems)
+    try:
+        for events in event_chunks(path, raw, problems):
+            acc.add(events)
+    except SplitFailed:
+        problems.counts = before
+        acc = Accumulator(problems)
+        acc.add(decode.decode_events(path, raw, problems))
+    return acc
 
 
 def _assign_ranks(parts: list[RankFile]) -> None:

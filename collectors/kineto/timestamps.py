@@ -18,6 +18,7 @@ from decimal import Decimal, InvalidOperation
 import numpy as np
 
 _MISSING = "None"
+_MAX_US = 9 * 10**15  # |µs| at or past this: int64 ns would wrap (year 2255 after the epoch)
 
 
 def us_to_ns(values: tuple | list) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -30,10 +31,14 @@ def us_to_ns(values: tuple | list) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     try:  # integer-µs traces (2021 era and many since): one C loop, exact
         us = np.fromiter(values, dtype=np.int64, count=n)
         none = np.zeros(n, dtype=bool)
-        return us * 1000, none, none
+        big = (us >= _MAX_US) | (us <= -_MAX_US)  # as for text: ns past int64 would wrap around
+        return np.where(big, 0, us) * 1000, none, big
     except (TypeError, ValueError, OverflowError):
         pass
-    text = np.array(values, dtype=np.str_)
+    try:
+        text = np.array(values, dtype=np.str_)
+    except ValueError:  # a JSON array among the values: not a number (rare, so one by one)
+        text = np.array(["[]" if isinstance(v, (list, tuple)) else str(v) for v in values], dtype=np.str_)
     if text.dtype.itemsize == 0:
         text = text.astype("<U1")
     missing = text == _MISSING
@@ -64,6 +69,6 @@ def _decimal_ns(text: str) -> int | None:
         d = Decimal(text)
     except InvalidOperation:
         return None
-    if not d.is_finite() or abs(d) >= Decimal(9e15):
+    if not d.is_finite() or abs(d) >= _MAX_US:
         return None
     return int((d * 1000).to_integral_value(rounding="ROUND_HALF_UP"))
