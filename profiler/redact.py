@@ -17,9 +17,11 @@ Design notes:
 * Pure and stdlib-only so that it can be imported from anywhere (including
   the CLI's output layer) without import cycles.
 * Cheap first: a handful of plain substring checks rejects almost every
-  trace string (kernel and op names) before any regex runs; the rest get
-  one left-to-right pass of a single precompiled alternation.  Results for
-  short strings are memoised, since traces repeat names endlessly.
+  trace string (kernel and op names) before any regex runs; the rest get a
+  left-to-right scan with a single precompiled alternation that collects
+  the spans to hide (repeated until nothing changes; one extra pass only
+  when something was hidden).  Short results are memoised, since traces
+  repeat names endlessly; the memo is invisible to callers.
 * Shapes are anchored on distinctive prefixes (``hf_``, ``ghp_``, ``eyJ``,
   ``AKIA``...) or on a secret-ish key name, never on "long random-looking
   string" alone: C++ template kernel names, hex addresses and 40-hex git
@@ -34,125 +36,22 @@ from __future__ import annotations
 
 import functools
 import re
-from typing import Any, Match
+from typing import Any
+
+from profiler.secret_keys import is_secret_key
 
 __all__ = ["REDACTED", "redact_text", "is_secret_key", "redact"]
 
 REDACTED = "<redacted>"
 
 # --------------------------------------------------------------------------
-# Key names
-# --------------------------------------------------------------------------
-
-# Splits "AWS_SECRET_ACCESS_KEY", "apiKey", "X-Amz-Signature", "HFToken" into
-# words, so that "keyboard" or "monkey" do not count as "key".
-_WORD_RE = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+")
-
-# Substrings that make any word secret (they do not occur in harmless words
-# often enough to matter).
-_SECRET_SUBSTRINGS = (
-    "secret",
-    "password",
-    "passwd",
-    "passphrase",
-    "passcode",
-    "credential",
-    "cookie",
-    "session",
-    "private",
-    "signature",
-    "webhook",
-    "jwt",
-)
-
-# Whole words that are secret on their own.
-_SECRET_WORDS = frozenset({"key", "keys", "sig", "dsn", "bearer"})
-
-# "apikey", "accesstoken"-style fused words; plain "...key" would catch
-# "monkey", "hotkey", "turkey".
-_FUSED_KEY_RE = re.compile(
-    r"(?:api|access|secret|private|ssh|signing|encryption|master|license|"
-    r"licence|client|app|gpg|pgp|service|subscription|hmac|deploy|auth|"
-    r"session|account|storage|consumer|bot|admin|root)keys?"
-)
-
-# Attention layers name tensors "key_states", "num_key_value_heads",
-# "key_padding_mask"; those are shapes/counts, not credentials.
-_ATTENTION_WORDS_AFTER_KEY = frozenset(
-    {
-        "value", "values", "head", "heads", "dim", "dims", "state", "states",
-        "proj", "projection", "cache", "caches", "len", "length", "padding",
-        "mask", "seq", "seqlen", "scale", "size",
-    }
-)
-
-# "GIT_AUTHOR_NAME" is a person, not an auth secret.
-_AUTHOR_WORDS = frozenset({"author", "authors", "authored", "authorship"})
-
-# $PWD / $OLDPWD are working directories, not passwords.
-_WORKING_DIR_KEYS = (("pwd",), ("oldpwd",))
-
-
-def _is_secret_word(word: str, next_word: str | None) -> bool:
-    """Decide one lower-cased word of a key name (see :func:`is_secret_key`)."""
-    if any(s in word for s in _SECRET_SUBSTRINGS):
-        return True
-    if "token" in word:
-        # "num_tokens", "max_tokens", "TOKENIZERS_PARALLELISM" are counts and
-        # switches that LLM-serving traces carry everywhere.
-        return not (word.endswith("tokens") or "tokeniz" in word or "tokenis" in word)
-    if "auth" in word:
-        return word not in _AUTHOR_WORDS
-    if "pwd" in word:
-        return True
-    if word in ("key", "keys"):
-        return next_word not in _ATTENTION_WORDS_AFTER_KEY
-    if word in _SECRET_WORDS:
-        return True
-    return _FUSED_KEY_RE.fullmatch(word) is not None
-
-
-@functools.lru_cache(maxsize=4096)  # a trace has few distinct keys, seen 1e5+ times
-def is_secret_key(key: str) -> bool:
-    """Return True if ``key`` (a dict key, env var, or CLI flag) names a secret.
-
-    Matches case-insensitively on the words of the name: TOKEN, KEY,
-    SECRET, PASSWORD/PASSWD/PASSPHRASE, CREDENTIAL, AUTH, COOKIE, SESSION,
-    PRIVATE, SIGNATURE/SIG, JWT, BEARER, DSN, WEBHOOK, and any word
-    containing PWD (``DB_PWD``, ``MYSQL_PWD``).
-
-    Deliberate exceptions, because they are common and harmless:
-
-    * ``PWD`` and ``OLDPWD`` alone (working directories);
-    * plural/derived "tokens"/"tokenizer" words (``num_tokens``,
-      ``TOKENIZERS_PARALLELISM``);
-    * ``author`` words (``GIT_AUTHOR_NAME``);
-    * "key" followed by an attention-tensor word (``key_states``,
-      ``num_key_value_heads``);
-    * "key" inside another word (``keyboard``, ``monkey``), except fused
-      forms like ``apikey`` / ``accesskey``.
-
-    >>> is_secret_key("HF_TOKEN"), is_secret_key("PWD"), is_secret_key("--api-key")
-    (True, False, True)
-    """
-    words = [w.lower() for w in _WORD_RE.findall(key)]
-    if not words or tuple(words) in _WORKING_DIR_KEYS:
-        return False
-    for i, word in enumerate(words):
-        nxt = words[i + 1] if i + 1 < len(words) else None
-        if _is_secret_word(word, nxt):
-            return True
-    return False
-
-
-# --------------------------------------------------------------------------
 # Text patterns
 # --------------------------------------------------------------------------
 
 # A key name as it appears unquoted in text: env var, kwarg, header, flag.
-# The trigger words are checked by is_secret_key() in the callback rather
-# than in the regex: a lazy case-insensitive alternation at every character
-# made this branch the most expensive one.
+# Whether it is secret is left to is_secret_key() on each match: a lazy
+# case-insensitive trigger alternation at every character made this the
+# most expensive branch.
 _BARE_KEY = r"-{0,2}(?=[A-Za-z_])[\w.-]+"
 # Not inside another identifier, and not a C++ scope ("ns::token = ...").
 _KEY_START = r"(?<![\w.-])(?<!::)"
@@ -173,9 +72,12 @@ _SCHEME = r"(?:(?i:bearer|basic|token|digest|bot)[ \t]+)"
 # see BEGIN to hide the body on the following lines.
 _TRAIL_EXCL = r"""[^\s,;)}\]"'.]"""
 _NO_PEM = r"(?!-----BEGIN)"
-_UNQ_VALUE = rf"(?:{_NO_PEM}\S)*{_NO_PEM}{_TRAIL_EXCL}"
-# "key: value" runs to the end of the line (a Cookie header is all secret).
-_REST_OF_LINE = rf"""(?:{_NO_PEM}[^\r\n"'])*{_NO_PEM}{_TRAIL_EXCL}"""
+# Nor does it start with "--": that is the next flag of a command line,
+# whose own value must stay visible to the --flag branch.
+_UNQ_VALUE = rf"(?!--)(?:{_NO_PEM}\S)*{_NO_PEM}{_TRAIL_EXCL}"
+# "key: value" runs to the end of the line (a Cookie header is all secret),
+# or to a quote (the end of the string it sits in), or to a " --flag".
+_REST_OF_LINE = rf"""(?:{_NO_PEM}(?![ \t]--)[^\r\n"'])*{_NO_PEM}{_TRAIL_EXCL}"""
 # A 40-char AWS-style secret (base64 alphabet, at least one digit, / or +,
 # so plain words do not qualify).
 _AWS_SECRET = r"(?<![A-Za-z0-9/+])(?=[A-Za-z0-9/+]*[0-9/+])[A-Za-z0-9/+]{40}(?![A-Za-z0-9/+=])"
@@ -225,13 +127,13 @@ _PATTERN_SOURCE = rf"""
     (?P<jkv_key>[^"'\r\n\\]{{0,100}}?{_TRIGGER}[^"'\r\n\\]{{0,100}}?)
     (?P=jkv_q)
     (?P<jkv_sep>[ \t]*[:=][ \t]*)
-    (?P<jkv_val>{_LIT_REDACTED}|{_DQ}|{_SQ}|{_ESC_DQ}|(?![{{\[])(?:{_NO_PEM}[^\s,}}\]"'<])+)
+    (?P<jkv_val>{_LIT_REDACTED}|{_DQ}|{_SQ}|{_ESC_DQ}|(?![{{\[])(?!--)(?:{_NO_PEM}[^\s,}}\]"'<])+)
 )
 # --- unquoted key: KEY=value (env dumps, kwargs, --flag=value),
 #     key: value (headers, YAML), key <40-char AWS-style secret> ("aws
 #     configure set ...").  The first two match only up to the value, which
-#     _pair() then reads with _VALUE_RE: matching an unbounded value here
-#     made "a: a: a: ..." quadratic, as each harmless key rescanned the line.
+#     _pair_spans() reads with _VALUE_RE if the key is secret: matching an
+#     unbounded value here made "a: a: a: ..." quadratic.
 | (?P<kv>
     {_KEY_START}(?P<kv_key>{_BARE_KEY})
     (?:
@@ -258,10 +160,13 @@ _PATTERN_SOURCE = rf"""
 _PATTERN = re.compile(_PATTERN_SOURCE, re.VERBOSE | re.ASCII)
 
 
+# (start, end) index ranges of a string to replace by REDACTED.
+_Spans = list[tuple[int, int]]
+
 _CPP_WINDOW = 4096
 
 
-def _in_cpp_with_clause(m: Match[str], sep: str) -> bool:
+def _in_cpp_with_clause(m: re.Match[str], sep: str) -> bool:
     """True if the match is a ``Key = int`` inside a C++ ``[with ...]`` clause.
 
     GCC-style demangled names spell template arguments that way; those are
@@ -277,16 +182,16 @@ def _in_cpp_with_clause(m: Match[str], sep: str) -> bool:
     return opened != -1 and text.find("]", opened, m.start()) == -1 and text.find("]", m.end(), hi) != -1
 
 
-def _redact_value(val: str) -> str:
-    """Redact a matched value, keeping its quotes so syntax stays intact."""
+def _value_span(text: str, start: int, end: int) -> _Spans:
+    """The part of ``text[start:end]`` (a matched value) to hide, quotes kept."""
+    val = text[start:end]
     if val in ("", "null", "None"):
-        # Mirrors redact(): an absent value reveals nothing.
-        return val
+        return []  # mirrors redact(): an absent value reveals nothing
     for q in ('\\"', '"', "'"):
-        if len(val) >= 2 * len(q) and val.startswith(q) and val.endswith(q):
-            inner = val[len(q) : -len(q)]
-            return val if inner == "" else q + REDACTED + q
-    return REDACTED
+        n = len(q)
+        if len(val) >= 2 * n and val.startswith(q) and val.endswith(q):
+            return [(start + n, end - n)] if len(val) > 2 * n else []
+    return [(start, end)]
 
 
 # Key and value group of each key/value form; forms whose value the regex
@@ -306,56 +211,72 @@ _VALUE_RE = {
     "col": re.compile(rf"{_LIT_REDACTED}|{_DQ}|{_SQ}|{_REST_OF_LINE}", re.ASCII),
 }
 
+_RESCAN_MAX = 256
 
-def _pair(m: Match[str], kind: str) -> tuple[str, int]:
-    """Replace a key/value match: see :func:`_replace` for the contract."""
+
+def _pair_spans(m: re.Match[str], kind: str) -> tuple[_Spans, int]:
+    """Spans to hide for a key/value match: see :func:`_match_spans`."""
     if kind == "kv":
-        kind = "eq" if m.group("eq_sep") is not None else (
-            "col" if m.group("col_sep") is not None else "ws"
-        )
+        kind = "eq" if m.group("eq_sep") is not None else ("col" if m.group("col_sep") is not None else "ws")
     key_g, val_g = _PAIR_GROUPS[kind]
-    key = m.group(key_g)
     text = m.string
     val_start = m.end() if val_g is None else m.start(val_g)
-    # Text before the key (an opening quote) and from the key to the value
-    # (closing quote, separator, auth scheme) is kept as it is...
-    head = text[m.start() : m.start(key_g)]
-    between = text[m.end(key_g) : val_start]
-    # ...but the key itself could be token-shaped ("ghp_...=1").
-    prefix = head + redact_text(key) + between
-    if is_secret_key(key) and not (kind == "eq" and _in_cpp_with_clause(m, m.group("eq_sep"))):
-        if val_g is not None:
-            return prefix + _redact_value(m.group(val_g)), m.end()
+    # A quoted key is not rescanned, and could itself be token-shaped.
+    spans = [(m.start(key_g) + a, m.start(key_g) + b) for a, b in _spans(m.group(key_g))] if kind == "jkv" else []
+    if not is_secret_key(m.group(key_g)) or (kind == "eq" and _in_cpp_with_clause(m, m.group("eq_sep"))):
+        # Leave the value unread and scan on from its start: it may hold a
+        # token, a URL password or another pair.  Not reading it keeps
+        # "a: b: c: ..." linear.
+        return spans, val_start
+    if val_g is not None:
+        val_end = m.end(val_g)
+    else:
         vm = _VALUE_RE[kind].match(text, val_start)
-        if vm is not None:
-            return prefix + _redact_value(vm.group()), vm.end()
-    # Not a secret (or no value): keep the value and scan it like any other
-    # text (it may hold a token, a URL password or another pair).  Resuming
-    # inside, rather than recursing on the value, keeps "a: b: c: ..." linear.
-    return prefix, val_start
+        if vm is None:
+            return spans, val_start
+        val_end = vm.end()
+    spans += _value_span(text, val_start, val_end)
+    # A short value is scanned again, because a pattern may begin inside it
+    # and run past its end (an AWS key id whose secret follows a comma).  A
+    # long one is skipped: rescanning every "token: token: ..." value would
+    # be quadratic.
+    return spans, val_start if val_end - val_start <= _RESCAN_MAX else val_end
 
 
-def _replace(m: Match[str]) -> tuple[str, int]:
-    """Replacement for one match of :data:`_PATTERN`.
+def _match_spans(m: re.Match[str]) -> tuple[_Spans, int]:
+    """What one match of :data:`_PATTERN` hides, and where scanning resumes.
 
-    Returns the text that replaces ``m.string[m.start():resume]`` and
-    ``resume``, the index at which scanning continues (``m.end()`` unless
-    part of the match must be scanned again).
+    Returns the ``(start, end)`` spans of ``m.string`` to replace by
+    :data:`REDACTED` and the index at which to continue the search, which
+    is always past ``m.start()``.
     """
     kind = m.lastgroup
     if kind == "pem":
-        return m.group("pem_begin") + REDACTED + m.group("pem_end"), m.end()
+        return [(m.end("pem_begin"), m.start("pem_end"))], m.end()
     if kind == "url":
-        return m.group("url_head") + REDACTED, m.end()
+        return [(m.end("url_head"), m.end())], m.end()
     if kind == "aws":
+        spans = [(m.start(), m.start("aws_sep") if m.group("aws_sep") is not None else m.end())]
         if m.group("aws_secret") is not None:
-            return REDACTED + m.group("aws_sep") + REDACTED, m.end()
-        return REDACTED, m.end()
+            spans.append((m.start("aws_secret"), m.end()))
+        return spans, m.end()
     if kind == "bearer":
-        return m.group("bearer_head") + REDACTED, m.end()
+        return [(m.end("bearer_head"), m.end())], m.end()
     if kind == "tok":
-        return REDACTED, m.end()  # the whole token is the secret
-    return _pair(m, kind)
+        return [(m.start(), m.end())], m.end()  # the whole token is the secret
+    return _pair_spans(m, kind)
+
+
+def _spans(s: str) -> _Spans:
+    """All spans of ``s`` to hide, in match order (may overlap)."""
+    spans: _Spans = []
+    m = _PATTERN.search(s)
+    while m is not None:
+        found, resume = _match_spans(m)
+        spans += found
+        # Look-behinds still see s[:resume], so context is never lost.
+        m = _PATTERN.search(s, resume)
+    return spans
 
 
 # Lower-case substrings at least one of which is in every string that
@@ -438,22 +359,21 @@ def _redact_uncached(s: str) -> str:
 
 
 def _scan(s: str) -> str:
-    """Apply :data:`_PATTERN` to ``s`` (no pre-check, no memo)."""
-    # re.sub() cannot resume scanning inside a match, which non-secret pairs
-    # need (see _pair), so walk the matches by hand.
-    out: list[str] = []
-    done = 0  # s[:done] has been emitted
-    m = _PATTERN.search(s)
-    while m is not None:
-        replacement, resume = _replace(m)
-        out.append(s[done : m.start()])
-        out.append(replacement)
-        done = resume
-        # Look-behinds still see s[:resume], so context is never lost.
-        m = _PATTERN.search(s, resume)
-    if not out:
+    """One pass of :data:`_PATTERN` over ``s`` (no pre-check, no memo)."""
+    spans = [sp for sp in _spans(s) if sp[0] < sp[1]]
+    if not spans:
         return s
-    out.append(s[done:])
+    spans.sort()
+    out: list[str] = []
+    done = 0  # s[:done] is emitted
+    start, end = spans[0]
+    for a, b in spans[1:]:
+        if a <= end:  # overlapping or touching: one marker for both
+            end = max(end, b)
+            continue
+        out += (s[done:start], REDACTED)
+        done, (start, end) = end, (a, b)
+    out += (s[done:start], REDACTED, s[end:])
     return "".join(out)
 
 

@@ -43,3 +43,34 @@ def test_boundary_inside_an_event_falls_back_to_whole(monkeypatch, tmp_path):
     small = load_with_chunk_bytes(monkeypatch, path, 1000)
     assert_same(whole, small)
     assert len(small.events) == 400 and small.problems.counts == {"events skipped: missing dur": 1}
+
+
+def test_forked_half_matches_one_process(monkeypatch):
+    # ddp (51 MiB of events, 13 chunks of 4 MiB): the second half is decoded in a forked child.
+    import collectors.kineto.parallel as parallel
+
+    path = real_trace("ddp_allreduce_v100")
+    monkeypatch.setenv("PERF_JOBS", "1")
+    alone = load_trace(path)
+    monkeypatch.setenv("PERF_JOBS", "2")
+    assert len(chunks.spans(_events_raw(path))) >= parallel.MIN_CHUNKS  # so the fork really runs
+    forked = load_trace(path)
+    assert_same(alone, forked)
+
+
+def test_a_failing_child_is_redone_here(monkeypatch):
+    import collectors.kineto.parallel as parallel
+
+    path = real_trace("ddp_allreduce_v100")
+    monkeypatch.setenv("PERF_JOBS", "1")
+    alone = load_trace(path)
+    monkeypatch.setenv("PERF_JOBS", "2")
+    monkeypatch.setattr(parallel, "_child", lambda *a: parallel.os._exit(3))  # dies, sends nothing
+    assert_same(alone, load_trace(path))
+
+
+def _events_raw(path):
+    from collectors.kineto import decode
+    from profiler.trace import Problems
+
+    return decode.split_top(path, decode.read_bytes(path), Problems())["traceEvents"]

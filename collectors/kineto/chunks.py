@@ -20,10 +20,10 @@ from typing import Iterator
 import msgspec
 from msgspec import Raw
 
-from collectors.kineto.decode import _FAST, Event, _decode_leniently, decode_events, no_gc
+from collectors.kineto.decode import FAST, Event, decode_events, decode_leniently, no_gc
 from profiler.trace import Problems
 
-CHUNK_BYTES = 32 << 20
+CHUNK_BYTES = 4 << 20
 _EVENT_START = re.compile(rb"\n[ \t]*\{")
 
 
@@ -31,19 +31,27 @@ class SplitFailed(Exception):
     """A chunk boundary fell inside an event; decode the array whole instead."""
 
 
-def event_chunks(path: Path, raw: Raw, problems: Problems) -> Iterator[list[Event]]:
-    """Yield the events of `traceEvents` in order, a chunk of about CHUNK_BYTES at a time."""
+def spans(raw: Raw) -> list[tuple[int, int]]:
+    """Byte ranges [a, b) of `traceEvents` (a JSON array) holding whole events, in order."""
     body = memoryview(raw)
     bounds = _boundaries(body, CHUNK_BYTES)
-    if len(bounds) <= 2:
-        yield decode_events(path, raw, problems)
-        return
-    for a, b in zip(bounds, bounds[1:]):
-        a, b = _trim(body, a, b, first=a == 0, last=b == len(body))
+    return [_trim(body, a, b, first=a == 0, last=b == len(body)) for a, b in zip(bounds, bounds[1:])]
+
+
+def event_chunks(path: Path, raw: Raw, problems: Problems, ranges: list[tuple[int, int]] | None = None) -> Iterator[list[Event]]:
+    """Yield the events of `traceEvents` in order, a chunk of about CHUNK_BYTES at a time
+    (only those of `ranges`, from `spans`, when given)."""
+    if ranges is None:
+        ranges = spans(raw)
+        if len(ranges) <= 1:
+            yield decode_events(path, raw, problems)
+            return
+    body = memoryview(raw)
+    for a, b in ranges:
         text = b"".join((b"[", body[a:b], b"]"))  # the one copy of the chunk
         with no_gc():
             try:
-                yield _FAST.decode(text)
+                yield FAST.decode(text)
                 continue
             except msgspec.ValidationError:
                 pass
@@ -51,7 +59,7 @@ def event_chunks(path: Path, raw: Raw, problems: Problems) -> Iterator[list[Even
                 if "UTF-8" not in str(e):
                     raise SplitFailed from None
             try:
-                yield _decode_leniently(path, text, problems)
+                yield decode_leniently(path, text, problems)
             except Exception:  # a bad split shows as malformed JSON here; the whole decode decides
                 raise SplitFailed from None
 

@@ -1,10 +1,10 @@
-"""Bytes of a Kineto (Chrome-trace JSON) file -> raw columns, without per-event dicts.
+"""Bytes of a Kineto (Chrome-trace JSON) file -> small typed event structs, never dicts.
 
-msgspec decodes `traceEvents` straight into small typed structs that keep only the fields the
-suite uses (unknown keys are skipped inside the decoder), then the structs are transposed into one
-tuple per field in C (`zip(*map(astuple, ...))`) and dropped. Timestamps and durations keep the
-file's decimal text (`float_hook=str`), so `timestamps.us_text_to_ns` can turn the digits into
-exact integer nanoseconds: a float64 cannot hold 4458676522690.655 us to the nanosecond.
+msgspec decodes `traceEvents` straight into structs that keep only the fields the suite uses
+(unknown keys are skipped inside the decoder); `extract` turns them into numpy columns a chunk
+at a time (`chunks`). Timestamps and durations keep the file's decimal text (`float_hook=str`),
+so `timestamps.us_to_ns` can turn the digits into exact integer nanoseconds: a float64 cannot
+hold 4458676522690.655 us to the nanosecond.
 
 A file that does not fit the fast typed path (a field of an unexpected type, a NaN literal,
 invalid UTF-8) is decoded event by event instead, and every event that cannot be read is counted
@@ -14,15 +14,13 @@ in `Problems`, never silently dropped.
 from __future__ import annotations
 
 import gc
-import gzip
 import re
-import zlib
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator
 
 import msgspec
-import numpy as np
+from isal import isal_zlib
 from msgspec import Raw, Struct, field
 
 from profiler.errors import InputError
@@ -50,7 +48,6 @@ class Args(Struct, gc=False, frozen=True):
     label: str | None = field(default=None, name="name")
 
 
-ARG_FIELDS = Args.__struct_fields__
 NO_ARGS = Args()
 
 
@@ -68,9 +65,7 @@ class Event(Struct, gc=False, frozen=True):
     args: Args = NO_ARGS
 
 
-EVENT_FIELDS = Event.__struct_fields__
-
-_FAST = msgspec.json.Decoder(list[Event], float_hook=str)
+FAST = msgspec.json.Decoder(list[Event], float_hook=str)
 _ONE = msgspec.json.Decoder(Event, float_hook=str)
 _RAW_LIST = msgspec.json.Decoder(list[Raw])
 _TOP = msgspec.json.Decoder(dict[str, Raw])
@@ -101,11 +96,25 @@ def read_bytes(path: Path) -> bytes:
     if not data:
         raise InputError(path, "empty file (0 bytes)")
     if data[:2] == b"\x1f\x8b":
-        try:
-            data = gzip.decompress(data)
-        except (OSError, EOFError, zlib.error) as e:
-            raise InputError(path, f"corrupt gzip data ({e})") from None
+        data = _gunzip(path, data)
     return data
+
+
+def _gunzip(path: Path, data: bytes) -> bytes:
+    """All gzip members of `data`, CRCs checked. ISA-L inflates 2.5x faster than zlib here."""
+    out = []
+    try:
+        while data:
+            d = isal_zlib.decompressobj(wbits=31)
+            out.append(d.decompress(data))
+            if not d.eof:
+                raise InputError(path, "corrupt gzip data (truncated: the file ended before the end of the gzip stream)")
+            data = d.unused_data.lstrip(b"\x00")  # members may follow, padding may too
+    except InputError:
+        raise
+    except Exception as e:  # isal raises its own IsalError (not zlib.error) for bad streams
+        raise InputError(path, f"corrupt gzip data ({e or type(e).__name__})") from None
+    return out[0] if len(out) == 1 else b"".join(out)
 
 
 def split_top(path: Path, data: bytes, problems: Problems) -> dict[str, Raw]:
@@ -131,13 +140,13 @@ def decode_events(path: Path, raw: Raw, problems: Problems) -> list[Event]:
     buf = bytes(raw)
     with no_gc():
         try:
-            return _FAST.decode(buf)
+            return FAST.decode(buf)
         except (msgspec.ValidationError, msgspec.DecodeError):
             pass
-        return _decode_leniently(path, buf, problems)
+        return decode_leniently(path, buf, problems)
 
 
-def _decode_leniently(path: Path, buf: bytes, problems: Problems) -> list[Event]:
+def decode_leniently(path: Path, buf: bytes, problems: Problems) -> list[Event]:
     if _NON_JSON_NUMBER.search(buf):
         buf = _NON_JSON_NUMBER.sub(rb'\1"\2"', buf)
     try:
@@ -148,7 +157,7 @@ def _decode_leniently(path: Path, buf: bytes, problems: Problems) -> list[Event]
         if "UTF-8" in str(e):
             fixed = buf.decode("utf-8", "replace").encode()
             problems.add(_BAD_UTF8, _count_bad_utf8(buf))
-            return _decode_leniently(path, fixed, problems)
+            return decode_leniently(path, fixed, problems)
         raise InputError(path, f"not valid JSON ({_describe(e)})") from None
     events: list[Event] = []
     for item in items:

@@ -77,15 +77,16 @@ class Interner:
     def codes(self, values: np.ndarray, text=None) -> np.ndarray:
         """Codes of an object array; `text` turns each distinct raw value into its string."""
         local, uniq = pd.factorize(values, use_na_sentinel=False)
-        table = np.empty(len(uniq), dtype=np.int32)
-        for i, u in enumerate(uniq):
-            s = text(u) if text else u
-            code = self.index.get(s)
-            if code is None:
-                code = self.index[s] = len(self.values)
-                self.values.append(s)
-            table[i] = code
+        table = np.array([self.code(text(u) if text else u) for u in uniq], dtype=np.int32)
         return table[local]
+
+    def code(self, s: str) -> int:
+        """The code of one string, new or known."""
+        code = self.index.get(s)
+        if code is None:
+            code = self.index[s] = len(self.values)
+            self.values.append(s)
+        return code
 
     def categorical(self, codes: np.ndarray) -> pd.Categorical:
         cats = np.array(self.values, dtype=object)
@@ -119,6 +120,8 @@ def _type_text(blob: bytes) -> str:
 
 
 X_INT_ARGS = ("device", "stream", "correlation", "external_id", "external_id_legacy")
+#: columns holding codes, and the Accumulator interner they index
+INTERNED = {"x_name": "names", "x_cat": "cats", "x_shapes": "shapes", "x_dtypes": "dtypes"}
 
 
 @dataclass
@@ -142,8 +145,33 @@ class Accumulator:
         got = self.parts.get(name)
         return np.concatenate(got) if got else np.zeros(0, dtype=dtype)
 
+    def export(self) -> dict:
+        """What another process sends back: plain lists, dicts and arrays (picklable)."""
+        return {
+            "parts": self.parts,
+            "strings": {k: getattr(self, k).values for k in INTERNED.values()},
+            "problems": dict(self.problems.counts),
+            "process_names": self.process_names,
+            "x_given": self.x_given,
+        }
+
+    def merge(self, other: dict) -> None:
+        """Append another accumulator's export (its chunks come after ours), re-coding strings."""
+        tables = {
+            k: np.array([getattr(self, k).code(s) for s in values] or [0], dtype=np.int32)
+            for k, values in other["strings"].items()
+        }
+        for name, arrays in other["parts"].items():
+            interner = INTERNED.get(name)
+            for a in arrays:
+                self.parts.setdefault(name, []).append(tables[interner][a] if interner else a)
+        self.problems.counts.update(other["problems"])
+        self.process_names.update(other["process_names"])
+        self.x_given += other["x_given"]
+
     def add(self, events: list[Event]) -> None:
-        ph = np.fromiter(map(attrgetter("ph"), events), dtype=object, count=len(events))
+        # 'U2' keeps compares in C; a junk ph like 'Xy' still differs from 'X'
+        ph = np.fromiter(map(attrgetter("ph"), events), dtype="U2", count=len(events))
         self._complete(Fields.of_rows(events, np.flatnonzero(ph == "X")))
         self._memory(Fields.of_rows(events, np.flatnonzero(ph == "i")))
         self._fwdbwd(Fields.of_rows(events, np.flatnonzero((ph == "s") | (ph == "f"))))
@@ -181,10 +209,18 @@ class Accumulator:
             x_pid=ints(pick(x.obj("pid"))),
             x_tid=ints(pick(x.obj("tid"))),
             x_nbytes=ints(pick(x.obj("arg_nbytes"))),
-            x_shapes=self.shapes.codes(np.fromiter(map(bytes, pick(x.obj("arg_input_dims"))), dtype=object, count=n), _shape_text),
-            x_dtypes=self.dtypes.codes(np.fromiter(map(bytes, pick(x.obj("arg_input_type"))), dtype=object, count=n), _type_text),
+            x_shapes=self._recorded(self.shapes, x, "arg_input_dims", pick, n, _shape_text),
+            x_dtypes=self._recorded(self.dtypes, x, "arg_input_type", pick, n, _type_text),
             **{f"x_{a}": pick(x.int64(f"arg_{a}")) for a in X_INT_ARGS},
         )
+
+    @staticmethod
+    def _recorded(interner: Interner, x: Fields, name: str, pick, n: int, text) -> np.ndarray:
+        """Codes of a recorded JSON value's text (shapes, dtypes); '' where not recorded."""
+        raws = x.obj(name)
+        if not any(map(len, raws)):  # not recorded in this chunk: skip the per-row work
+            return np.full(n, interner.codes(np.array([b""], dtype=object), text)[0], dtype=np.int32)
+        return interner.codes(np.fromiter(map(bytes, pick(raws)), dtype=object, count=n), text)
 
     def _memory(self, inst: Fields) -> None:
         """`[memory]` instant events (profile_memory samples)."""

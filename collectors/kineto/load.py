@@ -16,9 +16,9 @@ import pandas as pd
 
 from msgspec import Raw
 
-from collectors.kineto import decode, link
+from collectors.kineto import decode, link, parallel
 from collectors.kineto.build import build_events, build_memory_counters
-from collectors.kineto.chunks import SplitFailed, event_chunks
+from collectors.kineto.chunks import SplitFailed
 from collectors.kineto.devices import device_table
 from collectors.kineto.extract import Accumulator
 from profiler.errors import InputError
@@ -98,15 +98,13 @@ def read_rank_file(path: Path) -> RankFile:
 def _accumulate(path: Path, raw: Raw, problems: Problems) -> Accumulator:
     """Decode traceEvents chunk by chunk into columns; whole, if the chunking does not fit."""
     before = Counter(problems.counts)
-    acc = Accumulator(problems)
     try:
-        for events in event_chunks(path, raw, problems):
-            acc.add(events)
+        return parallel.accumulate(path, raw, problems)
     except SplitFailed:
         problems.counts = before
         acc = Accumulator(problems)
         acc.add(decode.decode_events(path, raw, problems))
-    return acc
+        return acc
 
 
 def _assign_ranks(parts: list[RankFile]) -> None:
