@@ -47,9 +47,8 @@ def top_kernels(trace: Trace, busy_ns: int, n: int | None = 20) -> pd.DataFrame:
 def _finish(g: pd.DataFrame, kind: str | None, busy_ns: int, key: str, n: int | None) -> pd.DataFrame:
     if kind is not None:
         g["kind"] = kind
-    g["name"] = g["name"].astype(str)
-    g["kind"] = g["kind"].astype(str)
-    g["shapes"] = g["shapes"].astype(str)
+    for col in ("name", "kind", "shapes"):  # plain Python strings (not categories) out
+        g[col] = g[col].astype(object)
     g["mean_ns"] = (g["total_ns"] / g["count"]).round().astype(np.int64) if len(g) else []
     g["share"] = g["device_ns"] / busy_ns if busy_ns else 0.0
     g = g.sort_values([key, "name"], ascending=[False, True], kind="stable")

@@ -4,11 +4,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pandas as pd
 
 from profiler.errors import InputError
 from profiler.trace import Problems, Trace
+
+if TYPE_CHECKING:
+    from analysis.overview import Overview
 
 
 @dataclass(frozen=True)
@@ -16,7 +20,7 @@ class Analysis:
     """Everything `perf analyze` reports. DataFrame columns are listed where they are built:
     device_time in analysis.busy.device_time, top_ops / top_kernels in analysis.top."""
 
-    overview: "object"  # analysis.overview.Overview
+    overview: "Overview"
     device_time: pd.DataFrame
     top_ops: pd.DataFrame
     top_kernels: pd.DataFrame

@@ -34,7 +34,6 @@ Design notes:
 
 from __future__ import annotations
 
-import functools
 import re
 from typing import Any
 

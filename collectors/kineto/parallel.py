@@ -72,12 +72,12 @@ def _child(path: Path, raw: Raw, ranges: list[tuple[int, int]], write_end: int) 
         try:
             acc = Accumulator(Problems())
             _run(acc, path, raw, ranges)
-            payload = pickle.dumps(("ok", acc.export()), protocol=pickle.HIGHEST_PROTOCOL)
+            message = ("ok", acc.export())
         except SplitFailed:
-            payload = pickle.dumps(("split", None))
+            message = ("split", None)
         except BaseException as e:  # noqa: BLE001 - reported to the parent, which redoes the work
-            payload = pickle.dumps(("error", repr(e)))
-        with os.fdopen(write_end, "wb") as pipe:
-            pipe.write(payload)
+            message = ("error", repr(e))
+        with os.fdopen(write_end, "wb") as pipe:  # streamed: no second copy of the columns
+            pickle.dump(message, pipe, protocol=pickle.HIGHEST_PROTOCOL)
     finally:
         os._exit(0)
