@@ -35,6 +35,9 @@ def overview(trace: Trace) -> Overview:
     first = next(iter(ranks_meta.values()), {})
     schema = first.get("schemaVersion")
     framework = "PyTorch profiler (Kineto)" + (f", schema {schema}" if schema is not None else "")
+    runtime = _runtime(first)
+    if runtime:
+        framework += f", {runtime}"
     world = {m.get("distributedInfo", {}).get("world_size") for m in ranks_meta.values() if isinstance(m.get("distributedInfo"), dict)}
     world.discard(None)
     counts = ev["kind"].value_counts(sort=True)
@@ -65,3 +68,16 @@ def select_rank(trace: Trace, rank: int) -> Trace:
     return Trace(events=ev, counters=co, flows=fl, devices=dv, metadata=meta, problems=trace.problems)
 
 
+
+
+def _runtime(meta: dict) -> str:
+    """'CUDA 12.9' or 'HIP 7.2' from the versions Kineto records (CUDA: 1000*major + 10*minor;
+    HIP: 10,000,000*major + 100,000*minor + patch)."""
+    cuda, hip = meta.get("cuda_runtime_version"), meta.get("hip_runtime_version")
+    if isinstance(cuda, int) and not isinstance(cuda, bool) and cuda > 0:
+        return f"CUDA {cuda // 1000}.{cuda % 1000 // 10}"
+    if isinstance(hip, int) and not isinstance(hip, bool) and hip > 0:
+        return f"HIP {hip // 10_000_000}.{hip % 10_000_000 // 100_000}"
+    if "roctracer_version" in meta:
+        return "ROCm"
+    return ""

@@ -61,13 +61,11 @@ def render(a: Analysis, console: Console) -> None:
             title = "Top ops (host time, inclusive of child ops)"
             frame = frame.drop(columns=["device_ns"])
         t = Table(box=box.SIMPLE_HEAD, title=title, title_justify="left")
-        room = max(24, console.width - (62 if is_ops else 46))  # what the number columns leave
-        t.add_column("name", no_wrap=True, overflow="ellipsis", max_width=min(64, room * 2 // 3 if is_ops else room))
+        device_cols = ("share %",) if not is_ops else ("device", "share %") if "device_ns" in frame else ()
+        room = max(24, console.width - 12 * (3 + len(device_cols)) - 4)  # what the number columns leave
+        t.add_column("name", no_wrap=True, overflow="ellipsis", max_width=min(64, room * 3 // 5 if is_ops else room))
         if is_ops:
-            t.add_column("shapes", no_wrap=True, overflow="ellipsis", max_width=min(32, room // 3))
-        device_cols = ("device", "share %") if "device_ns" in frame else ()
-        if not is_ops:
-            device_cols = ("share %",)
+            t.add_column("shapes", no_wrap=True, overflow="ellipsis", max_width=min(40, room * 2 // 5))
         for col in ("count", "total", "mean") + device_cols:
             t.add_column(col, justify="right", no_wrap=True)
         for r in frame.itertuples(index=False):

@@ -70,3 +70,12 @@ def test_ops_link_to_kernels_on_a_real_trace():
 
 def test_version():
     assert run("--version").stdout.strip() == "0.1.0"
+
+
+def test_runtime_named_from_recorded_versions():
+    # b200: cuda_runtime_version 12090 = 1000*12 + 10*9; sglang: hip_runtime_version 70253211
+    # = 10,000,000*7 + 100,000*2 + 53211.
+    b200 = json.loads(run("analyze", real_trace("b200_eager"), "--json").stdout)
+    rocm = json.loads(run("analyze", real_trace("sglang_qwen3_decode_mi300x"), "--json").stdout)
+    assert b200["trace"]["framework"].endswith("CUDA 12.9")
+    assert rocm["trace"]["framework"].endswith("HIP 7.2")
