@@ -159,3 +159,17 @@ def test_zero_length_and_equal_intervals_nest(tmp_path):
     assert parent == {"outer": None, "zero_at_start": "outer", "inner": "outer",
                       "same_as_inner": "inner", "zero_at_end": None}
     assert np.array_equal(ev.loc[["outer", "inner", "same_as_inner"], "depth"].to_numpy(), [0, 1, 2])
+
+
+def test_ranks_from_file_order_relabel_every_table(tmp_path):
+    # No file names its rank: ranks follow file order, and every table says so.
+    d = tmp_path / "run"
+    d.mkdir()
+    mem = {"ph": "i", "s": "t", "name": "[memory]", "pid": 1, "tid": 1, "ts": 3,
+           "args": {"Device Type": 0, "Device Id": -1, "Bytes": 64}}
+    for name in ("a.json", "b.json"):
+        write_trace(d / name, [x("aten::mm", "cpu_op", 1, 1), mem])
+    t = load_trace(d)
+    assert sorted(set(zip(t.events["rank"], t.events["track"]))) == [(0, "rank0/cpu/thread1"), (1, "rank1/cpu/thread1")]
+    assert sorted(set(zip(t.counters["rank"], t.counters["track"]))) == [(0, "rank0/cpu/memory"), (1, "rank1/cpu/memory")]
+    assert t.metadata["ranks"]["1"]["rank_source"] == "file order"

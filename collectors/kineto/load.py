@@ -13,7 +13,6 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-
 from msgspec import Raw
 
 from collectors.kineto import decode, link, parallel
@@ -122,11 +121,13 @@ def _assign_ranks(parts: list[RankFile]) -> None:
         if p.rank in seen:
             raise InputError(p.path, f"claims rank {p.rank}, as does {seen[p.rank].name}")
         seen[p.rank] = p.path
-        if p.rank != (p.events["rank"].iat[0] if len(p.events) else p.rank):
-            p.events["rank"] = np.int32(p.rank)
-            p.events["track"] = p.events["track"].cat.rename_categories(
-                lambda t: f"rank{p.rank}/" + t.split("/", 1)[1]
-            )
+        if p.rank != 0:  # tables were built as rank 0 ('rank or 0') when the file named none
+            for table in (p.events, p.counters):
+                if len(table) and table["rank"].iat[0] != p.rank:
+                    table["rank"] = np.int32(p.rank)
+                    table["track"] = table["track"].cat.rename_categories(
+                        lambda t: f"rank{p.rank}/" + t.split("/", 1)[1]
+                    )
 
 
 def _merge(parts: list[RankFile]) -> Trace:
@@ -144,7 +145,7 @@ def _merge(parts: list[RankFile]) -> Trace:
         offset += len(ev)
         events.append(ev)
         flows.append(p.flows)
-        counters.append(p.counters.assign(rank=np.int32(p.rank)) if len(p.counters) else p.counters)
+        counters.append(p.counters)
         problems.merge(p.problems)
     ev = _concat_categorical(events) if len(events) > 1 else events[0]
     fl = pd.concat(flows, ignore_index=True) if flows else empty_table("flows")
@@ -160,8 +161,14 @@ def _merge(parts: list[RankFile]) -> Trace:
 
 
 def _concat_categorical(frames: list[pd.DataFrame]) -> pd.DataFrame:
-    """Concatenate keeping categoricals categorical (pandas would fall back to object)."""
+    """Concatenate keeping categoricals categorical (pandas would fall back to object): each
+    frame's codes are mapped onto the union of the categories, as plain Python strings."""
     cats = [c for c in frames[0].columns if isinstance(frames[0][c].dtype, pd.CategoricalDtype)]
-    union = {c: pd.api.types.union_categoricals([f[c] for f in frames]).categories for c in cats}
-    fixed = [f.astype({c: pd.CategoricalDtype(union[c]) for c in cats}) for f in frames]
+    fixed = [f.copy(deep=False) for f in frames]
+    for c in cats:
+        union = pd.Index(sorted(set().union(*(f[c].cat.categories.astype(object) for f in frames))), dtype=object)
+        for f in fixed:
+            remap = union.get_indexer(f[c].cat.categories.astype(object))
+            codes = f[c].cat.codes.to_numpy()
+            f[c] = pd.Categorical.from_codes(np.where(codes >= 0, remap[codes], -1), categories=union)
     return pd.concat(fixed, ignore_index=True)
