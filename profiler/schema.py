@@ -1,7 +1,8 @@
 """The one declaration of every column of a `Trace`: dtype, unit and meaning.
 
 Collectors build their tables to match it and `Trace.validate()` checks them against it; the
-column reference in `docs/schema.md` is generated from it (`python -m profiler.schema`).
+column reference in `docs/schema.md` is generated from it:
+`python -c "from profiler.schema import markdown; print(markdown())" > docs/schema.md`.
 Like Perfetto's trace-processor tables, each column carries a unit and a sentence.
 """
 
@@ -121,7 +122,3 @@ def markdown() -> str:
         out.append("")
     out += ["## kinds", "", *[f"- `{k.value}`" for k in Kind], ""]
     return "\n".join(out)
-
-
-if __name__ == "__main__":
-    print(markdown())

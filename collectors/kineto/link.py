@@ -63,10 +63,11 @@ def _nest_thread(start: np.ndarray, dur: np.ndarray) -> tuple[np.ndarray, np.nda
     d = np.arange(n) - closed
     d = np.maximum(d, 0)
     parent = np.full(n, -1, dtype=np.int64)
-    positions = np.arange(n)
-    for level in range(1, int(d.max(initial=0)) + 1):
-        above = positions[d == level - 1]
-        here = positions[d == level]
+    by_level = np.argsort(d, kind="stable")  # positions grouped by depth, ascending within each
+    cuts = np.searchsorted(d[by_level], np.arange(int(d.max(initial=0)) + 2))
+    for level in range(1, len(cuts) - 1):
+        above = by_level[cuts[level - 1] : cuts[level]]
+        here = by_level[cuts[level] : cuts[level + 1]]
         k = np.searchsorted(above, here) - 1
         parent[here] = np.where(k >= 0, above[np.maximum(k, 0)], -1)
     has = parent >= 0
