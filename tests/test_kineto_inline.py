@@ -18,7 +18,8 @@ def _kernel(name, ts, dur, stream, corr, **extra):
 
 EVENTS = [
     x("ProfilerStep#5", "user_annotation", 0, 100),
-    x("aten::linear", "cpu_op", 10, 30, **{"External id": 1, "Input Dims": [[4, 8], [16, 8], [16]], "Input type": ["float", "float", "float"]}),
+    x("aten::linear", "cpu_op", 10, 30, **{"External id": 1, "Input Dims": [[4, 8], [16, 8], [16]], "Input type": ["float", "float", "float"],
+                                          "Concrete Inputs": ["", "", ""]}),
     x("aten::addmm", "cpu_op", 12, 20, **{"External id": 2}),
     x("cudaLaunchKernel", "cuda_runtime", 14, 5, correlation=100, **{"External id": 2}),
     x("aten::relu", "cpu_op", 50, 10, **{"External id": 3}),
@@ -53,7 +54,9 @@ def test_kinds_tracks_and_times(trace):
     m = row(trace, "Memcpy DtoD (Device -> Device)")
     assert (m["kind"], m["ts"], m["dur"], m["bytes_recorded"]) == ("memcpy", 95_000, 2_500, 1024)  # 2.5 us = 2500 ns
     assert row(trace, "aten::linear")["shapes"] == "[[4,8],[16,8],[16]]"
-    assert row(trace, "aten::linear")["dtypes"] == '["float", "float", "float"]'
+    assert row(trace, "aten::linear")["dtypes"] == '["float","float","float"]'  # compact JSON
+    assert row(trace, "aten::linear")["concrete"] == '["","",""]'
+    assert row(trace, "aten::addmm")["concrete"] == ""  # not recorded
 
 
 def test_nesting(trace):

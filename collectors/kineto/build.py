@@ -67,6 +67,7 @@ def build_events(acc: Accumulator, rank: int, base_ns: int) -> pd.DataFrame:
             "source": pd.Categorical.from_codes(np.zeros(n, dtype=np.int8), categories=pd.Index(["runtime"], dtype=object)),
             "shapes": acc.shapes.categorical(col("x_shapes", "int32")),
             "dtypes": acc.dtypes.categorical(col("x_dtypes", "int32")),
+            "concrete": acc.concrete.categorical(col("x_concrete", "int32")),
             "bytes_recorded": col("x_nbytes"),
         }
     )

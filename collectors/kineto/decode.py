@@ -37,6 +37,7 @@ class Args(Struct, gc=False, frozen=True):
     stream: int = -1
     input_dims: Raw = field(default=Raw(), name="Input Dims")  # empty Raw: not recorded
     input_type: Raw = field(default=Raw(), name="Input type")
+    concrete: Raw = field(default=Raw(), name="Concrete Inputs")  # scalar args (stride, dims...)
     nbytes: int | str = field(default=-1, name="bytes")  # ROCm traces write it as a string
     # [memory] instant events (profile_memory)
     mem_bytes: int | None = field(default=None, name="Bytes")

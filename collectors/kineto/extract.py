@@ -15,6 +15,7 @@ import re
 from dataclasses import dataclass, field
 from operator import attrgetter, itemgetter
 
+import msgspec
 import numpy as np
 import pandas as pd
 
@@ -115,13 +116,17 @@ def _shape_text(blob: bytes) -> str:
     return blob.translate(None, b" \n\r\t").decode()
 
 
-def _type_text(blob: bytes) -> str:
-    return blob.decode()
+def _json_text(blob: bytes) -> str:
+    """Compact JSON text of a recorded value (pretty-printed files indent inside it)."""
+    try:
+        return msgspec.json.encode(msgspec.json.decode(blob)).decode()
+    except msgspec.MsgspecError:
+        return blob.decode("utf-8", "replace")
 
 
 X_INT_ARGS = ("device", "stream", "correlation", "external_id", "external_id_legacy")
 #: columns holding codes, and the Accumulator interner they index
-INTERNED = {"x_name": "names", "x_cat": "cats", "x_shapes": "shapes", "x_dtypes": "dtypes"}
+INTERNED = {"x_name": "names", "x_cat": "cats", "x_shapes": "shapes", "x_dtypes": "dtypes", "x_concrete": "concrete"}
 
 
 @dataclass
@@ -133,6 +138,7 @@ class Accumulator:
     cats: Interner = field(default_factory=Interner)
     shapes: Interner = field(default_factory=Interner)
     dtypes: Interner = field(default_factory=Interner)
+    concrete: Interner = field(default_factory=Interner)
     parts: dict[str, list[np.ndarray]] = field(default_factory=dict)
     process_names: dict[str, str] = field(default_factory=dict)
     x_given: int = 0  # complete events seen, kept or not
@@ -210,7 +216,8 @@ class Accumulator:
             x_tid=ints(pick(x.obj("tid"))),
             x_nbytes=ints(pick(x.obj("arg_nbytes"))),
             x_shapes=self._recorded(self.shapes, x, "arg_input_dims", pick, n, _shape_text),
-            x_dtypes=self._recorded(self.dtypes, x, "arg_input_type", pick, n, _type_text),
+            x_dtypes=self._recorded(self.dtypes, x, "arg_input_type", pick, n, _json_text),
+            x_concrete=self._recorded(self.concrete, x, "arg_concrete", pick, n, _json_text),
             **{f"x_{a}": pick(x.int64(f"arg_{a}")) for a in X_INT_ARGS},
         )
 
