@@ -63,3 +63,15 @@ def test_vectorised_nesting_matches_stack_walk(ivs):
     assert got_depth == ref_depth
     assert got_parent == ref_parent
     assert poking == 0
+
+
+@given(st.lists(st.tuples(st.integers(0, 4), st.integers(0, 200), st.integers(0, 40)), max_size=80))
+def test_grouped_union_equals_union_per_group(rows):
+    from analysis.intervals import grouped_union_length
+
+    g = np.array([r[0] for r in rows], dtype=np.int64)
+    s = np.array([r[1] for r in rows], dtype=np.int64)
+    e = s + np.array([r[2] for r in rows], dtype=np.int64)
+    got = grouped_union_length(g, s, e).to_dict()
+    want = {int(k): union_length(s[g == k], e[g == k]) for k in np.unique(g)}
+    assert got == want

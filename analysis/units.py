@@ -1,0 +1,105 @@
+"""Units of work, as ../shared/DESIGN.md ("How time is classified") defines them.
+
+On a device, a unit is a host op together with the device work it launched (events whose
+`op_id` is that op); its device time is the union of that work's intervals. Device work with no
+launching op (a graph replay, a collective kernel) is a unit by itself. On a rank with no device
+work (a CPU-only trace), each op is a unit and its time is its self time: its duration less that
+of its child ops. Annotations (record_function, ProfilerStep) are labels, never units.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from analysis.intervals import grouped_union_length
+from profiler.schema import DEVICE_WORK_KINDS, Kind
+from profiler.trace import Trace
+
+UNIT_COLUMNS = [
+    "unit_id", "rank", "device", "kind", "name", "shapes", "dtypes", "concrete",
+    "start_ns", "end_ns", "time_ns", "work_events",
+]
+_LABELS = ["name", "shapes", "dtypes", "concrete"]
+
+
+def units(trace: Trace) -> pd.DataFrame:
+    """One row per unit.
+
+    Columns:
+      unit_id: the op's event id (or the device event's own id when no op launched it),
+      rank, device ('gpu<N>' or 'cpu'), kind ('op', or the work's kind for an op-less unit),
+      name, shapes, dtypes, concrete: of the op (or of the work) as recorded,
+      start_ns, end_ns: first start and last end of the unit's work (ns),
+      time_ns: device units: union of the work's intervals; CPU units: self time (ns),
+      work_events: device events in the unit (0 for CPU units).
+    """
+    ev = trace.events
+    is_work = ev["kind"].isin([k.value for k in DEVICE_WORK_KINDS]).to_numpy()
+    frames = [_device_units(ev, is_work)]
+    ranks_with_work = set(ev.loc[is_work, "rank"].unique().tolist())
+    cpu_only = ~ev["rank"].isin(ranks_with_work).to_numpy()
+    if cpu_only.any():
+        frames.append(_cpu_units(ev, cpu_only))
+    frames = [f for f in frames if len(f)]
+    if not frames:
+        return pd.DataFrame({c: pd.Series(dtype="int64" if c.endswith(("_ns", "_id", "events")) else object) for c in UNIT_COLUMNS})
+    return pd.concat(frames, ignore_index=True)[UNIT_COLUMNS]
+
+
+def _device_units(ev: pd.DataFrame, is_work: np.ndarray) -> pd.DataFrame:
+    work = ev.loc[is_work, ["id", "op_id", "rank", "device", "kind", "ts", "dur", *_LABELS]]
+    if work.empty:
+        return pd.DataFrame(columns=UNIT_COLUMNS)
+    op_id = work["op_id"].to_numpy()
+    unit = np.where(op_id >= 0, op_id, work["id"].to_numpy())
+    start = work["ts"].to_numpy()
+    end = start + work["dur"].to_numpy()
+    g = pd.DataFrame({"unit_id": unit, "start_ns": start, "end_ns": end, "row": np.arange(len(work))})
+    agg = g.groupby("unit_id", sort=True).agg(start_ns=("start_ns", "min"), end_ns=("end_ns", "max"), work_events=("row", "size"), row=("row", "first"))
+    agg["time_ns"] = grouped_union_length(unit, start, end).reindex(agg.index).to_numpy()
+    first = work.iloc[agg["row"].to_numpy()]
+    out = pd.DataFrame(
+        {
+            "unit_id": agg.index.to_numpy(),
+            "rank": first["rank"].to_numpy(),
+            "device": first["device"].astype(object).to_numpy(),
+            "kind": first["kind"].astype(object).to_numpy(),
+            "start_ns": agg["start_ns"].to_numpy(),
+            "end_ns": agg["end_ns"].to_numpy(),
+            "time_ns": agg["time_ns"].to_numpy(),
+            "work_events": agg["work_events"].to_numpy(),
+        }
+    )
+    for c in _LABELS:
+        out[c] = first[c].astype(object).to_numpy()
+    ops = ev.set_index("id").loc[:, ["kind", *_LABELS]]
+    has_op = np.isin(out["unit_id"].to_numpy(), work.loc[op_id >= 0, "op_id"].to_numpy())
+    op_rows = ops.loc[out.loc[has_op, "unit_id"].to_numpy()]
+    out.loc[has_op, "kind"] = Kind.OP.value
+    for c in _LABELS:
+        out.loc[has_op, c] = op_rows[c].astype(object).to_numpy()
+    return out
+
+
+def _cpu_units(ev: pd.DataFrame, rows: np.ndarray) -> pd.DataFrame:
+    """Ops of CPU-only ranks, timed by self time (duration less that of their child ops)."""
+    is_op = (ev["kind"] == Kind.OP.value).to_numpy() & rows
+    ops = ev.loc[is_op, ["id", "parent_id", "rank", "device", "ts", "dur", *_LABELS]]
+    child_time = ops.groupby("parent_id")["dur"].sum()
+    self_ns = ops["dur"].to_numpy() - child_time.reindex(ops["id"].to_numpy(), fill_value=0).to_numpy()
+    out = pd.DataFrame(
+        {
+            "unit_id": ops["id"].to_numpy(),
+            "rank": ops["rank"].to_numpy(),
+            "device": ops["device"].astype(object).to_numpy(),
+            "kind": Kind.OP.value,
+            "start_ns": ops["ts"].to_numpy(),
+            "end_ns": (ops["ts"] + ops["dur"]).to_numpy(),
+            "time_ns": np.maximum(self_ns, 0),
+            "work_events": 0,
+        }
+    )
+    for c in _LABELS:
+        out[c] = ops[c].astype(object).to_numpy()
+    return out
