@@ -42,6 +42,16 @@ class Kind(StrEnum):
     OTHER = "other"  # a category this reader does not know; counted in Trace.problems
 
 
+class Bound(StrEnum):
+    """What limits a unit of work: its largest floor (DESIGN.md, "How time is classified")."""
+
+    COMPUTE = "compute"
+    MEMORY = "memory"
+    COMMUNICATION = "communication"
+    RUNTIME = "runtime"
+    UNKNOWN = "unknown"  # the cost model cannot derive the unit's FLOPs/bytes
+
+
 #: Kinds that occupy a device (they make up its busy time).
 DEVICE_WORK_KINDS = (Kind.KERNEL, Kind.MEMCPY, Kind.MEMSET)
 

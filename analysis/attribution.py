@@ -1,0 +1,152 @@
+"""Where every nanosecond of a device's time goes (DESIGN.md, "Time attribution").
+
+Busy time is split among the work running at each instant in equal shares, and each share goes
+to the bound of the share's unit. With k(t) the number of work intervals running at t, an
+interval [s, e) receives
+
+    share = integral over [s, e) of dt / k(t) = F(e) - F(s),   F(t) = integral_0^t [k > 0] / k
+
+so the shares of a device sum to its busy time (the union of its work). Idle time (the gaps in
+that union, inside the device's window) is split by what the next work was waiting for:
+
+- idle_host: the next work's launch call had not been issued yet (the host was late);
+- idle_sync: the rest of the gap that a host synchronisation call overlaps (waiting on an
+  event, a stream, the device);
+- idle_other: what remains.
+
+So per device: window = compute + memory + communication + runtime + unknown
+                        + idle_host + idle_sync + idle_other.
+Shares are floats summed per device and rounded once; everything else is exact integer ns.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from analysis.intervals import union_length
+from profiler.schema import DEVICE_WORK_KINDS, Bound, Kind
+from profiler.trace import Trace
+
+BOUND_COLUMNS = [f"{b.value}_ns" for b in Bound]
+IDLE_COLUMNS = ["idle_host_ns", "idle_sync_ns", "idle_other_ns"]
+#: Host runtime calls that wait for the device (CUDA and HIP spellings).
+SYNC_CALL = r"(?i)synchronize|streamwaitevent|eventquery"
+
+
+def attribute(trace: Trace, unit_bound: pd.Series) -> pd.DataFrame:
+    """The wall-time equation per device.
+
+    `unit_bound` maps unit_id (as analysis.units.units gives it) to a Bound value; units it does
+    not name count as unknown.
+    Columns: rank, device, window_ns, busy_ns, compute_ns, memory_ns, communication_ns,
+    runtime_ns, unknown_ns, idle_host_ns, idle_sync_ns, idle_other_ns (all ns, int64).
+    """
+    ev = trace.events
+    work = ev[ev["kind"].isin([k.value for k in DEVICE_WORK_KINDS])]
+    launch = _launch_times(trace, work)
+    sync = _sync_calls(ev)
+    rows = []
+    for (rank, device), w in work.groupby(["rank", "device"], observed=True, sort=True):
+        unit = np.where(w["op_id"].to_numpy() >= 0, w["op_id"].to_numpy(), w["id"].to_numpy())
+        bound = unit_bound.reindex(unit).fillna(Bound.UNKNOWN.value).to_numpy(dtype=object)
+        start = w["ts"].to_numpy()
+        end = start + w["dur"].to_numpy()
+        shares = equal_shares(start, end)
+        row = {"rank": int(rank), "device": str(device)}
+        for b in Bound:
+            row[f"{b.value}_ns"] = float(shares[bound == b.value].sum())
+        _round_to_busy(row, busy := union_length(start, end))
+        row["window_ns"] = int(end.max() - start.min())
+        row["busy_ns"] = busy
+        row.update(_idle(start, end, launch.reindex(w["id"].to_numpy()).to_numpy(), sync.get(int(rank))))
+        rows.append(row)
+    cols = ["rank", "device", "window_ns", "busy_ns", *BOUND_COLUMNS, *IDLE_COLUMNS]
+    return pd.DataFrame(rows, columns=cols)
+
+
+def equal_shares(start: np.ndarray, end: np.ndarray) -> np.ndarray:
+    """Each interval's share of busy time when concurrent intervals split it equally (float ns)."""
+    if len(start) == 0:
+        return np.zeros(0)
+    times = np.unique(np.concatenate([start, end]))
+    delta = np.zeros(len(times), dtype=np.int64)
+    np.add.at(delta, np.searchsorted(times, start), 1)
+    np.add.at(delta, np.searchsorted(times, end), -1)
+    running = np.cumsum(delta)[:-1]  # k on each elementary segment [times[j], times[j+1])
+    seg = np.diff(times).astype(np.float64)
+    weight = np.divide(seg, running, out=np.zeros_like(seg), where=running > 0)
+    F = np.concatenate([[0.0], np.cumsum(weight)])
+    return F[np.searchsorted(times, end)] - F[np.searchsorted(times, start)]
+
+
+def _round_to_busy(row: dict, busy: int) -> None:
+    """Round the float shares to ns so that they sum to busy exactly (largest remainders)."""
+    keys = BOUND_COLUMNS
+    raw = np.array([row[k] for k in keys])
+    floor = np.floor(raw).astype(np.int64)
+    short = busy - int(floor.sum())
+    order = np.argsort(-(raw - floor), kind="stable")
+    floor[order[: max(short, 0)]] += 1
+    row.update({k: int(v) for k, v in zip(keys, floor)})
+
+
+def _launch_times(trace: Trace, work: pd.DataFrame) -> pd.Series:
+    """Launch call start per device event id (its own start when the call was not recorded)."""
+    fl = trace.flows[trace.flows["kind"] == "launch"]
+    ts = trace.events.set_index("id")["ts"]
+    launched = pd.Series(ts.reindex(fl["src"].to_numpy()).to_numpy(), index=fl["dst"].to_numpy())
+    own = pd.Series(work["ts"].to_numpy(), index=work["id"].to_numpy())
+    return launched.reindex(own.index).fillna(own).astype(np.int64)
+
+
+def _sync_calls(ev: pd.DataFrame) -> dict[int, tuple[np.ndarray, np.ndarray]]:
+    """Per rank, the union of host calls that wait for the device, as sorted disjoint runs."""
+    rt = ev[(ev["kind"] == Kind.RUNTIME.value)]
+    names = rt["name"].cat.categories
+    waiting = names[names.str.contains(SYNC_CALL, regex=True)]
+    calls = rt[rt["name"].isin(waiting)]
+    out = {}
+    for rank, c in calls.groupby("rank", observed=True):
+        out[int(rank)] = _runs(c["ts"].to_numpy(), (c["ts"] + c["dur"]).to_numpy())
+    return out
+
+
+def _runs(start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    order = np.argsort(start, kind="stable")
+    s, e = start[order], np.maximum.accumulate(end[order])
+    new = np.concatenate([[True], s[1:] > e[:-1]])
+    last = np.append(np.flatnonzero(new[1:]), len(s) - 1)
+    return s[new], e[last]
+
+
+def _covered(runs: tuple[np.ndarray, np.ndarray] | None, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Length of [a, b) covered by the disjoint sorted runs, per pair."""
+    if runs is None or len(runs[0]) == 0 or len(a) == 0:
+        return np.zeros(len(a), dtype=np.int64)
+    rs, re_ = runs
+    cum = np.concatenate([[0], np.cumsum(re_ - rs)])
+
+    def upto(t: np.ndarray) -> np.ndarray:  # covered length in (-inf, t)
+        j = np.searchsorted(rs, t, side="right")  # runs starting at or before t
+        inside = np.where(j > 0, np.minimum(t, re_[np.maximum(j - 1, 0)]) - rs[np.maximum(j - 1, 0)], 0)
+        return cum[np.maximum(j - 1, 0)] * (j > 0) + np.maximum(inside, 0)
+
+    return upto(b) - upto(a)
+
+
+def _idle(start: np.ndarray, end: np.ndarray, launch: np.ndarray, sync: tuple | None) -> dict[str, int]:
+    """Split the gaps of the device's work union into host, sync and other (ns)."""
+    order = np.lexsort((launch, start))
+    s, e, lt = start[order], end[order], launch[order]
+    reach = np.maximum.accumulate(e)
+    gap = np.flatnonzero(s[1:] > reach[:-1]) + 1  # work i starts a run after a gap
+    g0, g1 = reach[gap - 1], s[gap]
+    issued = np.clip(lt[gap], g0, g1)  # when the next work's launch was issued, within the gap
+    host = issued - g0
+    sync_ns = _covered(sync, issued, g1)
+    return {
+        "idle_host_ns": int(host.sum()),
+        "idle_sync_ns": int(sync_ns.sum()),
+        "idle_other_ns": int((g1 - issued - sync_ns).sum()),
+    }
