@@ -96,3 +96,61 @@ def main(argv: list[str] | None = None) -> None:
     except SystemExit as e:
         if argv is None or e.code not in (0, None):
             raise
+
+
+hardware_app = typer.Typer(no_args_is_help=True, help="Hardware specs: the ceilings the roofline is drawn against.")
+app.add_typer(hardware_app, name="hardware")
+
+
+@hardware_app.command("list")
+def hardware_list() -> None:
+    """List the bundled presets."""
+    from profiler.hardware import load_spec, presets
+
+    for name in presets():
+        spec = load_spec(name)
+        print(f"{name:24} {spec.kind:4} {spec.vendor}")
+
+
+@hardware_app.command("show")
+def hardware_show(name: Annotated[str, typer.Argument(help="A preset name or a spec YAML file.")]) -> None:
+    """Show one spec: peaks, memory levels, links, minimum op time and sources."""
+    from rich.table import Table
+
+    from profiler.hardware import describe, load_spec
+
+    with one_line_errors(Path(name)):
+        spec = load_spec(name)
+        table = Table(title=spec.name, title_justify="left", show_header=False)
+        table.add_column(style="bold")
+        table.add_column(overflow="fold")
+        for label, value in describe(spec):
+            table.add_row(label, value)
+        Console(emoji=False).print(table)
+
+
+@app.command()
+def calibrate(
+    output: Annotated[Path, typer.Option("-o", "--output", help="Where to write the measured spec (YAML).")] = Path("calibrated.yaml"),
+    quick: Annotated[bool, typer.Option(help="Small sizes: seconds instead of a minute, rougher figures.")] = False,
+    links: Annotated[bool, typer.Option(help="Also measure gloo all_reduce between two local processes.")] = True,
+) -> None:
+    """Measure this machine's ceilings (matmul FLOP/s per dtype, bandwidth, op time, link) into a spec."""
+    from rich.progress import Progress
+
+    from profiler import calibrate as cal
+    from profiler.hardware import save_spec
+
+    with one_line_errors(output), Progress(console=Console(stderr=True), transient=True) as bar:
+        steps = 4 + len(cal.MATRIX_DTYPES) + int(links)
+        task = bar.add_task("calibrating", total=steps)
+
+        def step(what: str) -> None:
+            bar.update(task, description=what, advance=1)
+
+        specs = cal.calibrate(cal.Sizes.quick() if quick else cal.Sizes(), progress=step, links=links)
+        bar.update(task, completed=steps)
+    for i, spec in enumerate(specs):
+        path = output if i == 0 else output.with_name(f"{output.stem}-{spec.kind}{output.suffix}")
+        save_spec(spec, path)
+        print(f"wrote {path} ({spec.name}); use it with --hardware {path}")
