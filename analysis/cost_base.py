@@ -1,0 +1,164 @@
+"""Cost model basics: the `Cost` value, dtype tables and the recorded-argument accessor.
+
+Shared by the formula modules (`cost_compute`, `cost_memory`); the entry points and the
+conventions are in `analysis.cost`.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+FAMILIES = ("gemm", "attention", "conv", "norm", "elementwise", "reduction", "softmax",
+            "quant/cast", "copy", "embedding", "optimizer", "collective", "other")
+
+
+@dataclass(frozen=True)
+class Cost:
+    """FLOPs and bytes of one op. ``flops_effective`` applies causal masks (attention)."""
+
+    flops: float
+    flops_effective: float
+    bytes_read: float
+    bytes_written: float
+    family: str
+    dtype: str
+
+    @property
+    def bytes(self) -> float:
+        return self.bytes_read + self.bytes_written
+
+
+# Kineto "Input type" -> (normalised dtype, bytes per element).
+_DTYPES: dict[str, tuple[str, int]] = {
+    "float": ("fp32", 4), "double": ("fp64", 8), "c10::Half": ("fp16", 2),
+    "c10::BFloat16": ("bf16", 2), "long int": ("int64", 8), "int": ("int32", 4),
+    "short int": ("int16", 2), "signed char": ("int8", 1), "unsigned char": ("int8", 1),
+    "bool": ("bool", 1), "c10::qint8": ("int8", 1), "c10::quint8": ("int8", 1),
+    "c10::qint32": ("int32", 4), "c10::Float8_e4m3fn": ("fp8", 1), "c10::Float8_e5m2": ("fp8", 1),
+    "c10::Float8_e4m3fnuz": ("fp8", 1), "c10::Float8_e5m2fnuz": ("fp8", 1),
+}
+# Normalised names accepted too (for list_dtype and callers that already normalised).
+_DTYPES.update({v[0]: v for v in list(_DTYPES.values())})
+# c10::ScalarType enum values, as recorded in Concrete Inputs for a `dtype` argument.
+_SCALAR_TYPES = {0: "unsigned char", 1: "signed char", 2: "short int", 3: "int", 4: "long int",
+                 5: "c10::Half", 6: "float", 7: "double", 11: "bool", 12: "c10::qint8",
+                 13: "c10::quint8", 14: "c10::qint32", 15: "c10::BFloat16",
+                 23: "c10::Float8_e5m2", 24: "c10::Float8_e4m3fn", 25: "c10::Float8_e5m2fnuz",
+                 26: "c10::Float8_e4m3fnuz"}
+# Argument kinds that are not tensors (older Kineto writes 'Int', 'Bool', 'GenericList', ...).
+_NOT_TENSOR = {"", "Scalar", "ScalarList", "TensorList", "GenericList", "None", "Int", "Bool",
+               "Double", "Float", "Long", "String", "Device", "Layout", "ScalarType",
+               "MemoryFormat", "Generator", "Storage", "Stream", "Tuple", "Dict", "Object"}
+
+
+class _Unknown(Exception):
+    """Raised inside a formula when the record lacks what the formula needs."""
+
+
+def _parse(text: Any) -> Any:
+    """One Concrete Inputs string -> int, float, bool, list or str; None when empty."""
+    if text is None or text == "":
+        return None
+    if not isinstance(text, str):
+        return text
+    if text in ("True", "False"):
+        return text == "True"
+    try:
+        return orjson.loads(text)          # ints, '[1, 1]', '1e-05'
+    except orjson.JSONDecodeError:
+        pass
+    if text.startswith("["):               # '[True, True, False]' (output_mask)
+        try:
+            return orjson.loads(text.replace("True", "true").replace("False", "false"))
+        except orjson.JSONDecodeError:
+            return text
+    try:
+        return float(text)                 # '0.' (C++ float formatting)
+    except ValueError:
+        return text                        # a string argument, e.g. padding='same'
+
+
+def _numel(shape: list[int]) -> int:
+    return math.prod(shape)
+
+
+class _Args:
+    """The recorded arguments of one op, with typed accessors that raise _Unknown."""
+
+    def __init__(self, shapes, dtypes, concrete, list_dtype):
+        self.shapes = shapes
+        self.dtypes = dtypes
+        self.concrete = concrete
+        self.list_dtype = list_dtype
+
+    def is_tensor(self, i: int) -> bool:
+        return (i < len(self.shapes) and i < len(self.dtypes) and isinstance(self.dtypes[i], str)
+                and self.dtypes[i] not in _NOT_TENSOR)
+
+    def shape(self, i: int) -> list[int]:
+        if not self.is_tensor(i):
+            raise _Unknown
+        return list(self.shapes[i])
+
+    def size(self, i: int) -> int:
+        """Bytes per element of tensor argument i."""
+        if not self.is_tensor(i) or self.dtypes[i] not in _DTYPES:
+            raise _Unknown
+        return _DTYPES[self.dtypes[i]][1]
+
+    def dtype(self, i: int) -> str:
+        if not self.is_tensor(i) or self.dtypes[i] not in _DTYPES:
+            raise _Unknown
+        return _DTYPES[self.dtypes[i]][0]
+
+    def nbytes(self, i: int) -> int:
+        """Bytes of tensor argument i; 0 when it is absent (None, an optional bias)."""
+        if not self.is_tensor(i):
+            return 0
+        return _numel(self.shape(i)) * self.size(i)
+
+    def tensors(self) -> list[int]:
+        return [i for i in range(len(self.shapes)) if self.is_tensor(i)]
+
+    def value(self, i: int, default: Any = _Unknown) -> Any:
+        """Concrete value of argument i; `default` when unrecorded (raises without one)."""
+        v = None
+        if self.concrete is not None and i < len(self.concrete):
+            v = _parse(self.concrete[i])
+        if v is None:
+            if default is _Unknown:
+                raise _Unknown
+            return default
+        return v
+
+    def tensor_list(self, i: int) -> list[list[int]]:
+        """Shapes of a TensorList argument ([] when the list is empty)."""
+        if i >= len(self.shapes) or i >= len(self.dtypes) or self.dtypes[i] != "TensorList":
+            raise _Unknown
+        s = self.shapes[i]
+        return [list(x) for x in s] if s and isinstance(s[0], list) else []
+
+    def list_size(self) -> int:
+        if self.list_dtype not in _DTYPES:
+            raise _Unknown
+        return _DTYPES[self.list_dtype][1]
+
+
+def _cost(flops, read, written, family, dtype, effective=None) -> Cost:
+    return Cost(float(flops), float(flops if effective is None else effective), float(read),
+                float(written), family, dtype)
+
+
+def _broadcast(*shapes: list[int]) -> list[int]:
+    nd = max((len(s) for s in shapes), default=0)
+    out = []
+    for d in range(nd):
+        dims = {s[len(s) - nd + d] for s in shapes if len(s) - nd + d >= 0} - {1}
+        if len(dims) > 1:
+            raise _Unknown
+        out.append(dims.pop() if dims else 1)
+    return out
