@@ -25,6 +25,7 @@ import numpy as np
 import pandas as pd
 
 from analysis.intervals import union_length
+from analysis.units import self_segments
 from profiler.schema import DEVICE_WORK_KINDS, Bound, Kind
 from profiler.trace import Trace
 
@@ -38,31 +39,47 @@ def attribute(trace: Trace, unit_bound: pd.Series) -> pd.DataFrame:
     """The wall-time equation per device.
 
     `unit_bound` maps unit_id (as analysis.units.units gives it) to a Bound value; units it does
-    not name count as unknown.
+    not name count as unknown. Accelerators: work = kernels, copies, memsets. A rank with no
+    device work (CPU-only): work = the self-time pieces of its ops on any thread, and its idle
+    time (no op running: Python and framework code between ops) is host time.
     Columns: rank, device, window_ns, busy_ns, compute_ns, memory_ns, communication_ns,
     runtime_ns, unknown_ns, idle_host_ns, idle_sync_ns, idle_other_ns (all ns, int64).
     """
     ev = trace.events
-    work = ev[ev["kind"].isin([k.value for k in DEVICE_WORK_KINDS])]
+    is_work = ev["kind"].isin([k.value for k in DEVICE_WORK_KINDS]).to_numpy()
+    work = ev[is_work]
     launch = _launch_times(trace, work)
     sync = _sync_calls(ev)
     rows = []
     for (rank, device), w in work.groupby(["rank", "device"], observed=True, sort=True):
         unit = np.where(w["op_id"].to_numpy() >= 0, w["op_id"].to_numpy(), w["id"].to_numpy())
-        bound = unit_bound.reindex(unit).fillna(Bound.UNKNOWN.value).to_numpy(dtype=object)
         start = w["ts"].to_numpy()
-        end = start + w["dur"].to_numpy()
-        shares = equal_shares(start, end)
-        row = {"rank": int(rank), "device": str(device)}
-        for b in Bound:
-            row[f"{b.value}_ns"] = float(shares[bound == b.value].sum())
-        _round_to_busy(row, busy := union_length(start, end))
-        row["window_ns"] = int(end.max() - start.min())
-        row["busy_ns"] = busy
-        row.update(_idle(start, end, launch.reindex(w["id"].to_numpy()).to_numpy(), sync.get(int(rank))))
-        rows.append(row)
+        lt = launch.reindex(w["id"].to_numpy()).to_numpy()
+        rows.append(_equation(int(rank), str(device), start, start + w["dur"].to_numpy(), unit, unit_bound, lt, sync.get(int(rank))))
+    cpu_only = ~ev["rank"].isin(set(work["rank"].unique().tolist())).to_numpy()
+    if cpu_only.any():
+        seg = self_segments(ev, cpu_only)
+        for (rank, device), g in seg.groupby(["rank", "device"], sort=True):
+            start = g["start"].to_numpy()
+            rows.append(_equation(int(rank), str(device), start, g["end"].to_numpy(), g["op"].to_numpy(), unit_bound, None, None))
     cols = ["rank", "device", "window_ns", "busy_ns", *BOUND_COLUMNS, *IDLE_COLUMNS]
     return pd.DataFrame(rows, columns=cols)
+
+
+def _equation(rank: int, device: str, start: np.ndarray, end: np.ndarray, unit: np.ndarray, unit_bound: pd.Series,
+              launch: np.ndarray | None, sync: tuple | None) -> dict:
+    """One device's row: shares by bound, busy, window, and the idle split. Without launch
+    times (a CPU), every gap is host time."""
+    bound = unit_bound.reindex(unit).fillna(Bound.UNKNOWN.value).to_numpy(dtype=object)
+    shares = equal_shares(start, end)
+    row: dict = {"rank": rank, "device": device}
+    for b in Bound:
+        row[f"{b.value}_ns"] = float(shares[bound == b.value].sum())
+    _round_to_busy(row, busy := union_length(start, end))
+    row["window_ns"] = int(end.max() - start.min())
+    row["busy_ns"] = busy
+    row.update(_idle(start, end, start if launch is None else launch, sync, all_host=launch is None))
+    return row
 
 
 def equal_shares(start: np.ndarray, end: np.ndarray) -> np.ndarray:
@@ -135,14 +152,14 @@ def _covered(runs: tuple[np.ndarray, np.ndarray] | None, a: np.ndarray, b: np.nd
     return upto(b) - upto(a)
 
 
-def _idle(start: np.ndarray, end: np.ndarray, launch: np.ndarray, sync: tuple | None) -> dict[str, int]:
+def _idle(start: np.ndarray, end: np.ndarray, launch: np.ndarray, sync: tuple | None, all_host: bool = False) -> dict[str, int]:
     """Split the gaps of the device's work union into host, sync and other (ns)."""
     order = np.lexsort((launch, start))
     s, e, lt = start[order], end[order], launch[order]
     reach = np.maximum.accumulate(e)
     gap = np.flatnonzero(s[1:] > reach[:-1]) + 1  # work i starts a run after a gap
     g0, g1 = reach[gap - 1], s[gap]
-    issued = np.clip(lt[gap], g0, g1)  # when the next work's launch was issued, within the gap
+    issued = g1 if all_host else np.clip(lt[gap], g0, g1)  # when the next work's launch was issued
     host = issued - g0
     sync_ns = _covered(sync, issued, g1)
     return {

@@ -84,10 +84,10 @@ def _device_units(ev: pd.DataFrame, is_work: np.ndarray) -> pd.DataFrame:
 
 def _cpu_units(ev: pd.DataFrame, rows: np.ndarray) -> pd.DataFrame:
     """Ops of CPU-only ranks, timed by self time (duration less that of their child ops)."""
+    seg = self_segments(ev, rows)
+    self_ns = (seg["end"] - seg["start"]).groupby(seg["op"]).sum()
     is_op = (ev["kind"] == Kind.OP.value).to_numpy() & rows
-    ops = ev.loc[is_op, ["id", "parent_id", "rank", "device", "ts", "dur", *_LABELS]]
-    child_time = ops.groupby("parent_id")["dur"].sum()
-    self_ns = ops["dur"].to_numpy() - child_time.reindex(ops["id"].to_numpy(), fill_value=0).to_numpy()
+    ops = ev.loc[is_op, ["id", "rank", "device", "ts", "dur", *_LABELS]]
     out = pd.DataFrame(
         {
             "unit_id": ops["id"].to_numpy(),
@@ -96,10 +96,57 @@ def _cpu_units(ev: pd.DataFrame, rows: np.ndarray) -> pd.DataFrame:
             "kind": Kind.OP.value,
             "start_ns": ops["ts"].to_numpy(),
             "end_ns": (ops["ts"] + ops["dur"]).to_numpy(),
-            "time_ns": np.maximum(self_ns, 0),
+            "time_ns": self_ns.reindex(ops["id"].to_numpy(), fill_value=0).to_numpy().astype(np.int64),
             "work_events": 0,
         }
     )
     for c in _LABELS:
         out[c] = ops[c].astype(object).to_numpy()
     return out
+
+
+def op_parent(ev: pd.DataFrame) -> np.ndarray:
+    """For every row, the nearest enclosing event of kind op (-1 if none), skipping the labels
+    (annotations, python frames) that may sit between two ops."""
+    is_op = pd.Series((ev["kind"] == Kind.OP.value).to_numpy(), index=ev["id"].to_numpy())
+    parent = pd.Series(ev["parent_id"].to_numpy(), index=ev["id"].to_numpy())
+    out = ev["parent_id"].to_numpy().copy()
+    todo = np.flatnonzero(out >= 0)
+    while len(todo):
+        p = out[todo]
+        ok = is_op.reindex(p).fillna(False).to_numpy(dtype=bool)
+        todo = todo[~ok]
+        out[todo] = parent.reindex(out[todo]).fillna(-1).to_numpy(dtype=np.int64)
+        todo = todo[out[todo] >= 0]
+    return out
+
+
+def self_segments(ev: pd.DataFrame, rows: np.ndarray) -> pd.DataFrame:
+    """The pieces of each op's interval not covered by its child ops (its self time), for the
+    ops among `rows`. Columns: op (event id), rank, device, start, end (ns).
+
+    For an op with children c1..ck (sorted by start), the pieces are [op.start, c1.start),
+    [c1.end, c2.start), ..., [ck.end, op.end); an op without children is one piece.
+    """
+    is_op = (ev["kind"] == Kind.OP.value).to_numpy() & rows
+    ops = pd.DataFrame({"op": ev["id"].to_numpy()[is_op], "start": ev["ts"].to_numpy()[is_op],
+                        "end": (ev["ts"] + ev["dur"]).to_numpy()[is_op], "rank": ev["rank"].to_numpy()[is_op],
+                        "device": ev["device"].astype(object).to_numpy()[is_op]})
+    kids = pd.DataFrame({"op": op_parent(ev)[is_op], "start": ops["start"].to_numpy(), "end": ops["end"].to_numpy()})
+    kids = kids[kids["op"] >= 0].sort_values(["op", "start"], kind="stable")
+    # a piece ends at each child's start and begins at the previous child's end (or the op's start)
+    op_start = ops.set_index("op")["start"]
+    prev_end = kids.groupby("op")["end"].shift()
+    first = prev_end.isna().to_numpy()
+    gaps = pd.DataFrame({"op": kids["op"].to_numpy(),
+                         "start": np.where(first, op_start.reindex(kids["op"].to_numpy()).to_numpy(), prev_end.fillna(0).to_numpy()).astype(np.int64),
+                         "end": kids["start"].to_numpy()})
+    last_end = kids.groupby("op")["end"].max().reindex(ops["op"].to_numpy()).to_numpy(dtype=np.float64)
+    tails = pd.DataFrame({"op": ops["op"].to_numpy(),
+                          "start": np.where(np.isnan(last_end), ops["start"].to_numpy(), last_end).astype(np.int64),
+                          "end": ops["end"].to_numpy()})
+    seg = pd.concat([gaps, tails], ignore_index=True)
+    seg = seg[seg["end"] > seg["start"]]
+    info = ops.set_index("op")[["rank", "device"]]
+    seg = seg.join(info, on="op")
+    return seg.reset_index(drop=True)

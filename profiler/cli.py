@@ -69,6 +69,8 @@ def analyze(
     top: Annotated[int, typer.Option(min=1, help="How many ops and kernels to list.")] = 15,
     rank: Annotated[Optional[int], typer.Option(help="Analyze only this rank.")] = None,
     json: Annotated[bool, typer.Option("--json", help="Write the versioned JSON report to stdout.")] = False,
+    hardware: Annotated[Optional[str], typer.Option(help="Floor every device on this spec (preset name or YAML): what-if.")] = None,
+    dtype: Annotated[Optional[str], typer.Option(help="Re-floor GEMMs, convolutions and attention at this precision: bf16, fp8, int8 (what-if).")] = None,
 ) -> None:
     """Summarise a trace: what it is, device busy and idle time, the top ops and kernels."""
     from profiler.facade import analyze as run_analysis
@@ -76,7 +78,9 @@ def analyze(
 
     with one_line_errors(trace):
         t = load_trace(trace)
-        result = run_analysis(t, top=top, rank=rank)
+        if dtype and dtype not in ("fp32", "tf32", "bf16", "fp16", "fp8", "int8", "fp4"):
+            raise InputError(None, f"--dtype {dtype}: expected one of fp32, tf32, bf16, fp16, fp8, int8, fp4")
+        result = run_analysis(t, top=top, rank=rank, hardware=hardware, dtype=dtype)
         if json:
             from profiler.report import to_json
 

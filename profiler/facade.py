@@ -2,29 +2,42 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable
 
 import pandas as pd
 
 from profiler.errors import InputError
+from profiler.hardware import HardwareSpec, load_spec, match_device
 from profiler.trace import Problems, Trace
 
 if TYPE_CHECKING:
     from analysis.overview import Overview
 
+#: Used for a CPU when no spec is given: nominal numbers, to be replaced by `perf calibrate`.
+DEFAULT_CPU_SPEC = "generic-x86-cpu"
+
 
 @dataclass(frozen=True)
 class Analysis:
     """Everything `perf analyze` reports. DataFrame columns are listed where they are built:
-    device_time in analysis.busy.device_time, top_ops / top_kernels in analysis.top."""
+    device_time in analysis.busy.device_time, top_ops / top_kernels in analysis.top, units in
+    analysis.roofline.classify, equation in analysis.attribution.attribute, by_* in
+    analysis.roofline.by."""
 
     overview: "Overview"
     device_time: pd.DataFrame
     top_ops: pd.DataFrame
     top_kernels: pd.DataFrame
     problems: Problems
+    units: pd.DataFrame = field(default_factory=pd.DataFrame)
+    equation: pd.DataFrame = field(default_factory=pd.DataFrame)
+    by_bound: pd.DataFrame = field(default_factory=pd.DataFrame)
+    by_family: pd.DataFrame = field(default_factory=pd.DataFrame)
+    by_dtype: pd.DataFrame = field(default_factory=pd.DataFrame)
+    hardware: dict[str, str] = field(default_factory=dict)  # 'rank0/gpu0' -> spec name
+    whatif_dtype: str | None = None
 
 
 def load_trace(path: str | Path) -> Trace:
@@ -34,11 +47,40 @@ def load_trace(path: str | Path) -> Trace:
     return load_kineto(path)
 
 
-def analyze(trace: Trace, *, top: int | None = 20, rank: int | None = None) -> Analysis:
-    """Run the analysis passes over `trace` (or one rank of it)."""
+def spec_resolver(trace: Trace, hardware: str | None = None) -> Callable[[int, str], HardwareSpec | None]:
+    """(rank, device) -> the HardwareSpec its floors use.
+
+    `hardware` (a preset name or a YAML file) applies to every accelerator, or to the CPU of a
+    CPU-only trace; otherwise each GPU is matched from its recorded deviceProperties numbers
+    (profiler.hardware.match_device) and a CPU gets the nominal generic-x86-cpu preset.
+    """
+    override = load_spec(hardware) if hardware else None
+    cpu_only = not (trace.devices["device"] != "cpu").any()
+    matched: dict[tuple[int, str], HardwareSpec | None] = {}
+    for d in trace.devices.itertuples(index=False):
+        if d.device == "cpu":
+            spec = override if (override and cpu_only) else load_spec(DEFAULT_CPU_SPEC)
+        else:
+            spec = override or match_device(d.name, int(max(d.sm_count, 0)), d.compute_capability, int(max(d.memory_bytes, 0)))
+        matched[(int(d.rank), str(d.device))] = spec
+    return lambda rank, device: matched.get((rank, device))
+
+
+def analyze(
+    trace: Trace, *, top: int | None = 20, rank: int | None = None, hardware: str | None = None, dtype: str | None = None
+) -> Analysis:
+    """Run the analysis passes over `trace` (or one rank of it).
+
+    `hardware` floors every unit on that spec instead of the matched one (what-if); `dtype`
+    re-floors GEMMs, convolutions and attention at that precision (what-if: 'bf16', 'fp8', 'int8').
+    """
+    from analysis.attribution import attribute
     from analysis.busy import device_time
+    from analysis.cost import cost_table
     from analysis.overview import overview, select_rank
+    from analysis.roofline import MATRIX_FAMILIES, by, classify, drop_carried_costs, groups
     from analysis.top import top_kernels, top_ops
+    from analysis.units import units as find_units
 
     if rank is not None:
         if rank not in trace.ranks:
@@ -46,10 +88,27 @@ def analyze(trace: Trace, *, top: int | None = 20, rank: int | None = None) -> A
         trace = select_rank(trace, rank)
     dt = device_time(trace)
     gpu_busy = int(dt.loc[dt["device"] != "cpu", "busy_ns"].sum())
+    spec_for = spec_resolver(trace, hardware)
+    u = find_units(trace)
+    costs = drop_carried_costs(trace.events, u, cost_table(u))
+    if dtype:
+        costs = costs.copy()
+        costs.loc[costs["family"].isin(MATRIX_FAMILIES), "dtype"] = dtype
+    classified = classify(u, costs, spec_for)
+    equation = attribute(trace, pd.Series(classified["bound"].to_numpy(), index=classified["unit_id"].to_numpy()))
+    names = {f"rank{r}/{d}": (spec_for(int(r), str(d)).name if spec_for(int(r), str(d)) else "")
+             for r, d in trace.devices[["rank", "device"]].itertuples(index=False)}
     return Analysis(
         overview=overview(trace),
         device_time=dt,
-        top_ops=top_ops(trace, gpu_busy, top),
+        top_ops=top_ops(trace, gpu_busy, top).merge(groups(classified), on=["name", "shapes"], how="left", suffixes=("", "_unit")),
         top_kernels=top_kernels(trace, gpu_busy, top),
         problems=trace.problems,
+        units=classified,
+        equation=equation,
+        by_bound=by(classified, "bound"),
+        by_family=by(classified, "family"),
+        by_dtype=by(classified, "dtype"),
+        hardware=names,
+        whatif_dtype=dtype,
     )

@@ -15,7 +15,7 @@ from profiler.facade import Analysis
 from profiler.redact import redact, redact_text
 
 SCHEMA = "perf.analyze"
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: roofline fields (family, dtype, flops, bytes, floors, bound, efficiency, equation)
 
 
 def to_dict(a: Analysis, metadata: dict[str, Any]) -> dict[str, Any]:
@@ -46,6 +46,12 @@ def to_dict(a: Analysis, metadata: dict[str, Any]) -> dict[str, Any]:
             "busy_ns": dict(zip(label, map(int, dt["busy_ns"]))),
             "idle_ns": dict(zip(label, map(int, dt["idle_ns"]))),
             "devices": devices,
+            "hardware": a.hardware,
+            "whatif_dtype": a.whatif_dtype,
+            "equation": [_equation(row) for row in a.equation.to_dict(orient="records")],
+            "by_bound": _by(a.by_bound, "bound"),
+            "by_family": _by(a.by_family, "family"),
+            "by_dtype": _by(a.by_dtype, "dtype"),
         },
         "ops": ops,
         "problems": _problems(a),
@@ -73,7 +79,43 @@ def _op(row: dict[str, Any]) -> dict[str, Any]:
         "mean_ns": int(row["mean_ns"]),
         "device_ns": int(row["device_ns"]),
         "share": float(row["share"]),
+    } | _roofline(row)
+
+
+def _num(v: Any) -> float | None:
+    """JSON has no NaN: unknown numbers are null."""
+    return None if v is None or v != v else float(v)
+
+
+def _roofline(row: dict[str, Any]) -> dict[str, Any]:
+    """The roofline fields of an op row (absent for kernels, which are costed through their op)."""
+    if row.get("kind") != "op" or "bound" not in row:
+        return {}
+    return {
+        "family": row.get("family") if isinstance(row.get("family"), str) else "unknown",
+        "dtype": row.get("dtype") if isinstance(row.get("dtype"), str) else "unknown",
+        "flops": _num(row.get("flops_effective")),
+        "flops_dense": _num(row.get("flops")),
+        "bytes": _num(row.get("bytes")),
+        "intensity": _num(row.get("intensity")),
+        "floors": {k: _num(row.get(f"t_{k}_ns")) for k in ("compute", "memory", "comm", "runtime")},
+        "floor_ns": _num(row.get("floor_ns")),
+        "unit_time_ns": _num(row.get("time_ns")),
+        "bound": row["bound"] if isinstance(row["bound"], str) else "unknown",
+        "efficiency": _num(row.get("efficiency")),
     }
+
+
+def _equation(row: dict[str, Any]) -> dict[str, Any]:
+    bound = {k[:-3]: int(row[k]) for k in ("compute_ns", "memory_ns", "communication_ns", "runtime_ns", "unknown_ns")}
+    idle = {k[5:-3]: int(row[k]) for k in ("idle_host_ns", "idle_sync_ns", "idle_other_ns")}
+    return {"rank": int(row["rank"]), "device": str(row["device"]), "window_ns": int(row["window_ns"]),
+            "busy_ns": int(row["busy_ns"]), "bound_ns": bound, "idle_ns": idle}
+
+
+def _by(frame: Any, key: str) -> list[dict[str, Any]]:
+    return [{key: str(r[key]), "units": int(r["units"]), "time_ns": int(r["time_ns"]), "share": float(r["share"])}
+            for r in frame.to_dict(orient="records")]
 
 
 def to_json(a: Analysis, metadata: dict[str, Any]) -> bytes:

@@ -78,3 +78,18 @@ def test_equation_holds_on_real_traces(folder):
     dt = device_time(t)
     gpu = dt[dt["device"] != "cpu"].reset_index(drop=True)
     assert eq["busy_ns"].tolist() == gpu["busy_ns"].tolist() and eq["window_ns"].tolist() == gpu["window_ns"].tolist()
+
+
+def test_cpu_threads_share_time_by_self_time(tmp_path):
+    # Thread 1: A [0,10) us with child B [2,6), then D [12,14). Thread 2: C [4,8).
+    # Self pieces: A [0,2) + [6,10); B [2,6); C [4,8); D [12,14).
+    # [0,2) A alone: A 2 | [2,4) B: 2 | [4,6) B and C: 1 each | [6,8) A and C: 1 each | [8,10) A: 2
+    # => A 5 (compute), B 3 (memory), C 2 (runtime), D 2 (unknown); busy 12; window 14;
+    # [10,12) nothing runs: 2 us of host time (Python between ops).
+    events = [x("A", "cpu_op", 0, 10), x("B", "cpu_op", 2, 4), x("D", "cpu_op", 12, 2), x("C", "cpu_op", 4, 4, tid=2)]
+    t = load_trace(write_trace(tmp_path / "cpu.json", events))
+    ids = dict(zip(t.events["name"].astype(str), t.events["id"]))
+    row = attribute(t, pd.Series({ids["A"]: "compute", ids["B"]: "memory", ids["C"]: "runtime"})).iloc[0]
+    assert row["device"] == "cpu"
+    assert (row["compute_ns"], row["memory_ns"], row["runtime_ns"], row["unknown_ns"]) == (5_000, 3_000, 2_000, 2_000)
+    assert (row["busy_ns"], row["window_ns"], row["idle_host_ns"], row["idle_other_ns"]) == (12_000, 14_000, 2_000, 0)

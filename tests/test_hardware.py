@@ -223,7 +223,7 @@ def test_describe():
     assert d["peak matrix int8"] == "624 TOP/s"
     assert d["memory hbm"] == "40 GiB, 1,555 GB/s"
     assert d["link nvlink3"].startswith("300 GB/s per direction")
-    assert d["min op time"] == "4 µs"
+    assert d["min op time"] == "1 µs"
     assert any(k.startswith("source") and "datasheet" in v for k, v in rows)
     assert dict(describe(load_spec("h100-sxm")))["peak matrix bf16"] == "989.5 TFLOP/s"
 

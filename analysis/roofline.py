@@ -1,0 +1,152 @@
+"""Floors, bound and efficiency of each unit of work (DESIGN.md, "How time is classified").
+
+For a unit with `flops` (effective: causal masks applied) and `bytes` from the cost model, on a
+device whose ceilings are a HardwareSpec:
+
+    t_compute = flops / peak(dtype, unit)        unit: matrix for gemm, conv, attention;
+                                                 vector for everything else
+    t_memory  = bytes / bandwidth(outermost memory level)   (per-level bytes: later)
+    t_comm    = 0 until the collective cost model lands
+    t_runtime = spec.min_op_time                 one op's minimum time on that device
+
+bound = the largest floor (ties: compute, memory, communication, runtime, in that order);
+unknown when the cost cannot be derived. efficiency = floor / measured time (the roofline's
+"fraction of the limit reached": Williams et al. 2009; XProf's "bound by").
+
+A CPU unit whose op has a costed child op (aten::linear over aten::addmm) does its work in that
+child: its own self time is dispatch, so its cost is zero and only the runtime floor applies.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import numpy as np
+import pandas as pd
+
+from profiler.hardware import HardwareSpec
+from profiler.schema import Bound
+
+MATRIX_FAMILIES = frozenset({"gemm", "conv", "attention"})
+FLOOR_COLUMNS = ["t_compute_ns", "t_memory_ns", "t_comm_ns", "t_runtime_ns"]
+_FLOOR_BOUND = [Bound.COMPUTE.value, Bound.MEMORY.value, Bound.COMMUNICATION.value, Bound.RUNTIME.value]
+
+
+def classify(units: pd.DataFrame, costs: pd.DataFrame, spec_for: Callable[[int, str], HardwareSpec | None]) -> pd.DataFrame:
+    """`units` (analysis.units.units) joined with `costs` (analysis.cost.cost_table, same rows).
+
+    Adds: family, dtype, flops, flops_effective, bytes (float, NaN when unknown),
+    intensity (flops_effective / bytes, FLOP/byte), t_compute_ns, t_memory_ns, t_comm_ns,
+    t_runtime_ns, floor_ns (float ns), bound (a profiler.schema.Bound value),
+    efficiency (floor_ns / time_ns; NaN when unknown or time 0), hardware (spec name or '').
+    """
+    out = units.reset_index(drop=True).copy()
+    c = costs.reset_index(drop=True)
+    out["family"] = c["family"].to_numpy(dtype=object)
+    out["dtype"] = c["dtype"].to_numpy(dtype=object)
+    out["flops"] = c["flops"].to_numpy(dtype=np.float64)
+    out["flops_effective"] = c["flops_effective"].to_numpy(dtype=np.float64)
+    out["bytes"] = (c["bytes_read"] + c["bytes_written"]).to_numpy(dtype=np.float64)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        out["intensity"] = out["flops_effective"] / out["bytes"]
+    floors = np.full((len(out), 4), np.nan)
+    names = np.full(len(out), "", dtype=object)
+    for (rank, device), idx in out.groupby(["rank", "device"], sort=False).indices.items():
+        spec = spec_for(int(rank), str(device))
+        if spec is None:
+            continue
+        names[idx] = spec.name
+        floors[idx] = _floors(out.iloc[idx], spec)
+    for i, col in enumerate(FLOOR_COLUMNS):
+        out[col] = floors[:, i]
+    out["hardware"] = names
+    known = ~np.isnan(out["flops_effective"].to_numpy()) & ~np.isnan(floors).any(axis=1)
+    filled = np.where(np.isnan(floors), -1.0, floors)
+    out["floor_ns"] = np.where(known, filled.max(axis=1), np.nan)
+    out["bound"] = np.where(known, np.array(_FLOOR_BOUND, dtype=object)[filled.argmax(axis=1)], Bound.UNKNOWN.value)
+    time_ns = out["time_ns"].to_numpy(dtype=np.float64)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        out["efficiency"] = np.where(known & (time_ns > 0), out["floor_ns"] / time_ns, np.nan)
+    return out
+
+
+def _floors(u: pd.DataFrame, spec: HardwareSpec) -> np.ndarray:
+    """[t_compute, t_memory, t_comm, t_runtime] in ns for the units of one device."""
+    unit = np.where(u["family"].isin(MATRIX_FAMILIES), "matrix", "vector")
+    dtypes = u["dtype"].fillna("fp32").to_numpy(dtype=object)
+    peaks = np.array([spec.peak(d or "fp32", k) for d, k in zip(dtypes, unit)]) if len(u) else np.zeros(0)
+    t_compute = u["flops_effective"].to_numpy() / peaks * 1e9
+    t_memory = u["bytes"].to_numpy() / spec.bandwidth() * 1e9
+    t_comm = np.zeros(len(u))
+    t_runtime = np.full(len(u), spec.min_op_time * 1e9)
+    return np.stack([t_compute, t_memory, t_comm, t_runtime], axis=1)
+
+
+def by(classified: pd.DataFrame, key: str) -> pd.DataFrame:
+    """Measured time per value of `key` ('bound', 'family', 'dtype'), most first.
+
+    Columns: <key>, units (count), time_ns (sum of the units' time), share (of the total).
+    Unit times overlap when units run concurrently; the wall equation (analysis.attribution)
+    is the exact split.
+    """
+    g = classified.groupby(classified[key].fillna("unknown"), sort=False).agg(units=("time_ns", "size"), time_ns=("time_ns", "sum"))
+    total = g["time_ns"].sum()
+    g["share"] = g["time_ns"] / total if total else 0.0
+    return g.sort_values("time_ns", ascending=False).reset_index()
+
+
+def drop_carried_costs(events: pd.DataFrame, units: pd.DataFrame, costs: pd.DataFrame) -> pd.DataFrame:
+    """Zero the cost of CPU units that only wrap a child doing the work.
+
+    The cost model gives a wrapper the cost of the op it always calls (aten::linear and
+    aten::matmul carry aten::mm's FLOPs; conv2d carries convolution's). On a CPU each op is a
+    unit timed by self time, so the FLOPs must stay with the innermost op: walking up from each
+    costed op, every ancestor with the very same FLOPs and bytes is a wrapper, and the walk stops
+    at the first ancestor that differs. `costs` rows align with `units`; returns a copy.
+    """
+    out = costs.reset_index(drop=True).copy()
+    cpu = (units["device"] == "cpu").to_numpy()
+    flops = out["flops_effective"].to_numpy(dtype=np.float64)
+    nbytes = (out["bytes_read"] + out["bytes_written"]).to_numpy(dtype=np.float64)
+    uid = units["unit_id"].to_numpy()
+    row_of = pd.Series(np.arange(len(uid)), index=uid)
+    parent = pd.Series(events["parent_id"].to_numpy(), index=events["id"].to_numpy())
+    origin = np.flatnonzero(cpu & ~np.isnan(flops) & ((flops > 0) | (nbytes > 0)))
+    cur = parent.reindex(uid[origin]).to_numpy()
+    wrappers: list[np.ndarray] = []
+    while len(origin):
+        at = row_of.reindex(cur).to_numpy()  # the ancestor's unit row (NaN: not a unit)
+        ok = ~np.isnan(at)
+        at_rows = np.where(ok, at, 0).astype(np.int64)
+        same = ok & (flops[at_rows] == flops[origin]) & (nbytes[at_rows] == nbytes[origin])
+        wrappers.append(at_rows[same])
+        origin, cur = origin[same], parent.reindex(uid[at_rows[same]]).to_numpy()
+    carried = np.unique(np.concatenate(wrappers)) if wrappers else np.zeros(0, dtype=np.int64)
+    for col in ("flops", "flops_effective", "bytes_read", "bytes_written"):
+        out.loc[carried, col] = 0.0
+    return out
+
+
+def groups(classified: pd.DataFrame, keys: tuple[str, ...] = ("name", "shapes")) -> pd.DataFrame:
+    """Classified units grouped (by name and shapes by default), for the op table.
+
+    Columns: the keys, family, dtype (of the first unit), flops, flops_effective, bytes (sums;
+    NaN when any unit's cost is unknown), intensity (FLOP/byte), t_compute_ns .. t_runtime_ns,
+    floor_ns, time_ns (sums, ns), bound (the largest summed floor; unknown if any unit's is),
+    efficiency (floor_ns / time_ns).
+    """
+    c = classified
+    agg = {"time_ns": ("time_ns", "sum")}
+    # a sum over units with any unknown cost is unknown (NaN), not a partial figure
+    agg |= {col: (col, lambda s: s.sum(min_count=len(s))) for col in ("flops", "flops_effective", "bytes", *FLOOR_COLUMNS, "floor_ns")}
+    agg |= {"family": ("family", "first"), "dtype": ("dtype", "first"), "unknown": ("bound", lambda s: (s == Bound.UNKNOWN.value).any())}
+    g = c.groupby(list(keys), sort=False, dropna=False).agg(**agg).reset_index()
+    floors = g[FLOOR_COLUMNS].to_numpy()
+    bound = np.array(_FLOOR_BOUND, dtype=object)[np.nan_to_num(floors, nan=-1).argmax(axis=1)]
+    g["bound"] = np.where(g.pop("unknown").to_numpy(dtype=bool), Bound.UNKNOWN.value, bound)
+    unknown = g["bound"] == Bound.UNKNOWN.value
+    with np.errstate(divide="ignore", invalid="ignore"):
+        g["intensity"] = g["flops_effective"] / g["bytes"]
+        g["efficiency"] = np.where(~unknown & (g["time_ns"] > 0), g["floor_ns"] / g["time_ns"], np.nan)
+    g.loc[unknown, "floor_ns"] = np.nan
+    return g
