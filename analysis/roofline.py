@@ -89,10 +89,12 @@ def by(classified: pd.DataFrame, key: str) -> pd.DataFrame:
     Unit times overlap when units run concurrently; the wall equation (analysis.attribution)
     is the exact split.
     """
-    g = classified.groupby(classified[key].fillna("unknown"), sort=False).agg(units=("time_ns", "size"), time_ns=("time_ns", "sum"))
-    total = g["time_ns"].sum()
-    g["share"] = g["time_ns"] / total if total else 0.0
-    return g.sort_values("time_ns", ascending=False).reset_index()
+    codes, values = pd.factorize(classified[key].fillna("unknown").to_numpy(dtype=object))
+    time_ns = np.bincount(codes, weights=classified["time_ns"].to_numpy(dtype=np.float64), minlength=len(values))
+    total = time_ns.sum()
+    g = pd.DataFrame({key: values, "units": np.bincount(codes, minlength=len(values)),
+                      "time_ns": time_ns.astype(np.int64), "share": time_ns / total if total else 0.0})
+    return g.sort_values("time_ns", ascending=False, kind="stable").reset_index(drop=True)
 
 
 def drop_carried_costs(events: pd.DataFrame, units: pd.DataFrame, costs: pd.DataFrame) -> pd.DataFrame:
@@ -136,11 +138,15 @@ def groups(classified: pd.DataFrame, keys: tuple[str, ...] = ("name", "shapes"))
     efficiency (floor_ns / time_ns).
     """
     c = classified
-    agg = {"time_ns": ("time_ns", "sum")}
+    nums = ["flops", "flops_effective", "bytes", *FLOOR_COLUMNS, "floor_ns"]
+    g = c.groupby(list(keys), sort=False, dropna=False)
+    sums = g[["time_ns", *nums]].sum()
     # a sum over units with any unknown cost is unknown (NaN), not a partial figure
-    agg |= {col: (col, lambda s: s.sum(min_count=len(s))) for col in ("flops", "flops_effective", "bytes", *FLOOR_COLUMNS, "floor_ns")}
-    agg |= {"family": ("family", "first"), "dtype": ("dtype", "first"), "unknown": ("bound", lambda s: (s == Bound.UNKNOWN.value).any())}
-    g = c.groupby(list(keys), sort=False, dropna=False).agg(**agg).reset_index()
+    unknown_parts = c[nums].isna().assign(**{k: c[k] for k in keys}).groupby(list(keys), sort=False, dropna=False)[nums].any()
+    sums[nums] = sums[nums].mask(unknown_parts.reindex(sums.index).to_numpy(dtype=bool))
+    first = g[["family", "dtype"]].first()
+    unknown = (c["bound"] == Bound.UNKNOWN.value).groupby([c[k] for k in keys], sort=False, dropna=False).any()
+    g = pd.concat([sums, first], axis=1).assign(unknown=unknown.reindex(sums.index).to_numpy()).reset_index()
     floors = g[FLOOR_COLUMNS].to_numpy()
     bound = np.array(_FLOOR_BOUND, dtype=object)[np.nan_to_num(floors, nan=-1).argmax(axis=1)]
     g["bound"] = np.where(g.pop("unknown").to_numpy(dtype=bool), Bound.UNKNOWN.value, bound)

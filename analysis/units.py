@@ -73,12 +73,12 @@ def _device_units(ev: pd.DataFrame, is_work: np.ndarray) -> pd.DataFrame:
     )
     for c in _LABELS:
         out[c] = first[c].astype(object).to_numpy()
-    ops = ev.set_index("id").loc[:, ["kind", *_LABELS]]
     has_op = np.isin(out["unit_id"].to_numpy(), work.loc[op_id >= 0, "op_id"].to_numpy())
-    op_rows = ops.loc[out.loc[has_op, "unit_id"].to_numpy()]
+    rows = pd.Index(ev["id"].to_numpy()).get_indexer(out.loc[has_op, "unit_id"].to_numpy())
     out.loc[has_op, "kind"] = Kind.OP.value
     for c in _LABELS:
-        out.loc[has_op, c] = op_rows[c].astype(object).to_numpy()
+        col = ev[c].cat  # categories by code: no object copy of the whole column
+        out.loc[has_op, c] = col.categories.to_numpy(dtype=object)[col.codes.to_numpy()[rows]] if len(rows) else []
     return out
 
 

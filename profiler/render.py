@@ -62,11 +62,12 @@ def render(a: Analysis, console: Console) -> None:
             frame = frame.drop(columns=["device_ns"])
         t = Table(box=box.SIMPLE_HEAD, title=title, title_justify="left")
         device_cols = ("share %",) if not is_ops else ("device", "share %") if "device_ns" in frame else ()
-        room = max(24, console.width - 12 * (3 + len(device_cols)) - 4)  # what the number columns leave
+        roofline = ("bound", "eff") if is_ops and "bound" in frame else ()
+        room = max(24, console.width - 12 * (3 + len(device_cols) + len(roofline)) - 4)  # what the number columns leave
         t.add_column("name", no_wrap=True, overflow="ellipsis", max_width=min(64, room * 3 // 5 if is_ops else room))
         if is_ops:
             t.add_column("shapes", no_wrap=True, overflow="ellipsis", max_width=min(40, room * 2 // 5))
-        for col in ("count", "total", "mean") + device_cols:
+        for col in ("count", "total", "mean") + device_cols + roofline:
             t.add_column(col, justify="right", no_wrap=True)
         for r in frame.itertuples(index=False):
             cells = [_text(r.name)] + ([_text(r.shapes)] if is_ops else [])
@@ -75,8 +76,15 @@ def render(a: Analysis, console: Console) -> None:
                 cells.append(fmt_ns(r.device_ns))
             if device_cols:
                 cells.append(f"{100 * r.share:.1f}")
+            if roofline:
+                eff = r.efficiency
+                cells += [str(r.bound) if isinstance(r.bound, str) else "unknown", "-" if eff != eff or eff is None else f"{eff:.2f}"]
             t.add_row(*cells)
         console.print(t)
+
+    from profiler.render_roofline import render_roofline
+
+    render_roofline(a, console)
 
     if a.problems:
         console.print("[bold yellow]Problems met while reading[/] (counted, not hidden):")

@@ -1,0 +1,44 @@
+"""Rich tables for the roofline part of `perf analyze`: the wall equation per device and the
+measured time by bound, op family and dtype."""
+
+from __future__ import annotations
+
+from rich import box
+from rich.console import Console
+from rich.table import Table
+
+from profiler.facade import Analysis
+from profiler.render import fmt_ns
+
+_PARTS = [("compute", "compute_ns"), ("memory", "memory_ns"), ("comm", "communication_ns"), ("runtime", "runtime_ns"),
+          ("unknown", "unknown_ns"), ("idle host", "idle_host_ns"), ("idle sync", "idle_sync_ns"), ("idle other", "idle_other_ns")]
+
+
+def render_roofline(a: Analysis, console: Console) -> None:
+    if not a.equation.empty:
+        title = "Where the time goes (window = compute + memory + comm + runtime + unknown + idle)"
+        if a.whatif_dtype:
+            title += f"  [what-if: GEMMs at {a.whatif_dtype}]"
+        t = Table(box=box.SIMPLE_HEAD, title=title, title_justify="left")
+        for col in ("device", "hardware", "window", *(label for label, _ in _PARTS)):
+            t.add_column(col, justify="left" if col in ("device", "hardware") else "right", no_wrap=col != "hardware")
+        for r in a.equation.to_dict(orient="records"):
+            label = f"rank{r['rank']}/{r['device']}"
+            cells = [label, a.hardware.get(label, "") or "none", fmt_ns(r["window_ns"])]
+            cells += [_pct(r[col], r["window_ns"]) for _, col in _PARTS]
+            t.add_row(*cells)
+        console.print(t)
+    for title, frame, key in (("Unit time by bound", a.by_bound, "bound"), ("by op family", a.by_family, "family"),
+                              ("by dtype", a.by_dtype, "dtype")):
+        if frame.empty:
+            continue
+        t = Table(box=box.SIMPLE_HEAD, title=title, title_justify="left")
+        for col in (key, "units", "time", "share %"):
+            t.add_column(col, justify="left" if col == key else "right")
+        for r in frame.head(8).to_dict(orient="records"):
+            t.add_row(str(r[key]), f"{r['units']:,}", fmt_ns(r["time_ns"]), f"{100 * r['share']:.1f}")
+        console.print(t)
+
+
+def _pct(part: int, whole: int) -> str:
+    return f"{100 * part / whole:.1f}%" if whole else "-"
