@@ -21,8 +21,10 @@ setup: $(VENV)/.installed
 demo: setup
 	$(BIN)/perf analyze $(DEMO_TRACE)
 
+# Timing-sensitive roofline checks (marked serial) run alone, after the parallel suite.
 test: setup
-	$(BIN)/python -m pytest -q -n 2
+	$(BIN)/python -m pytest -q -n 2 -m "not serial"
+	$(BIN)/python -m pytest -q -m serial
 
 # The peer (HolisticTraceAnalysis) lives in its own venv, benchmarks/.venv-hta.
 bench: setup
