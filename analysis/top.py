@@ -21,15 +21,31 @@ def top_ops(trace: Trace, busy_ns: int, n: int | None = 20) -> pd.DataFrame:
       share: device_ns / busy_ns, the fraction of the devices' busy time (0 if no device work).
     """
     ev = trace.events
-    ops = ev.loc[ev["kind"] == Kind.OP.value, ["id", "name", "shapes", "dur"]]
-    dev = ev.loc[ev["kind"].isin([k.value for k in DEVICE_WORK_KINDS]) & (ev["op_id"] >= 0), ["op_id", "dur"]]
-    launched = dev.groupby("op_id")["dur"].sum()
-    ops = ops.assign(device=launched.reindex(ops["id"].to_numpy(), fill_value=0).to_numpy())
-    g = ops.groupby(["name", "shapes"], observed=True, sort=False).agg(
-        count=("dur", "size"), total_ns=("dur", "sum"), device_ns=("device", "sum")
-    )
+    kind = ev["kind"]
+    is_op = (kind == Kind.OP.value).to_numpy()
+    dev = kind.isin([k.value for k in DEVICE_WORK_KINDS]).to_numpy() & (ev["op_id"].to_numpy() >= 0)
+    dur = ev["dur"].to_numpy()
+    # device time launched per op row (ids are row positions' labels: map through an index)
+    launched = np.zeros(len(ev), dtype=np.int64)
+    np.add.at(launched, pd.Index(ev["id"].to_numpy()).get_indexer(ev["op_id"].to_numpy()[dev]), dur[dev])
+    g = _grouped(ev["name"].cat.codes.to_numpy()[is_op], ev["shapes"].cat.codes.to_numpy()[is_op],
+                 dur[is_op], launched[is_op])
+    g["name"] = ev["name"].cat.categories.to_numpy(dtype=object)[g.pop("a")]
+    g["shapes"] = ev["shapes"].cat.categories.to_numpy(dtype=object)[g.pop("b")]
     key = "device_ns" if g["device_ns"].sum() > 0 else "total_ns"
-    return _finish(g.reset_index(), Kind.OP.value, busy_ns, key, n)
+    return _finish(g, Kind.OP.value, busy_ns, key, n)
+
+
+def _grouped(a: np.ndarray, b: np.ndarray, dur: np.ndarray, device: np.ndarray) -> pd.DataFrame:
+    """Group rows by the code pair (a, b): count, summed dur and device time (bincount, no pandas groupby)."""
+    pair = a.astype(np.int64) << 32 | b.astype(np.int64)
+    codes, uniq = pd.factorize(pair)
+    return pd.DataFrame({
+        "a": (uniq >> 32).astype(np.int64), "b": (uniq & 0xFFFFFFFF).astype(np.int64),
+        "count": np.bincount(codes, minlength=len(uniq)),
+        "total_ns": np.bincount(codes, weights=dur, minlength=len(uniq)).astype(np.int64),
+        "device_ns": np.bincount(codes, weights=device, minlength=len(uniq)).astype(np.int64),
+    })
 
 
 def top_kernels(trace: Trace, busy_ns: int, n: int | None = 20) -> pd.DataFrame:
@@ -38,9 +54,12 @@ def top_kernels(trace: Trace, busy_ns: int, n: int | None = 20) -> pd.DataFrame:
     Columns as `top_ops`, with kind the work's kind, shapes '' and device_ns = total_ns.
     """
     ev = trace.events
-    work = ev.loc[ev["kind"].isin([k.value for k in DEVICE_WORK_KINDS]), ["kind", "name", "dur"]]
-    g = work.groupby(["kind", "name"], observed=True, sort=False).agg(count=("dur", "size"), total_ns=("dur", "sum"))
-    g = g.reset_index().assign(shapes="", device_ns=lambda d: d["total_ns"])
+    work = ev["kind"].isin([k.value for k in DEVICE_WORK_KINDS]).to_numpy()
+    dur = ev["dur"].to_numpy()[work]
+    g = _grouped(ev["kind"].cat.codes.to_numpy()[work], ev["name"].cat.codes.to_numpy()[work], dur, dur)
+    g["kind"] = ev["kind"].cat.categories.to_numpy(dtype=object)[g.pop("a")]
+    g["name"] = ev["name"].cat.categories.to_numpy(dtype=object)[g.pop("b")]
+    g["shapes"] = ""
     return _finish(g, None, busy_ns, "total_ns", n)
 
 
