@@ -9,7 +9,7 @@ from analysis.intervals import union_length
 from profiler.schema import DEVICE_WORK_KINDS, Kind
 from profiler.trace import Trace
 
-_HOST_BUSY_KINDS = (Kind.OP.value, Kind.RUNTIME.value)
+_HOST_BUSY_KINDS = (Kind.OP.value, Kind.RUNTIME.value, Kind.COLLECTIVE.value)
 
 
 def device_time(trace: Trace) -> pd.DataFrame:

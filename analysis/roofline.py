@@ -6,7 +6,7 @@ device whose ceilings are a HardwareSpec:
     t_compute = flops / peak(dtype, unit)        unit: matrix for gemm, conv, attention;
                                                  vector for everything else
     t_memory  = bytes / bandwidth(outermost memory level)   (per-level bytes: later)
-    t_comm    = 0 until the collective cost model lands
+    t_comm    = link latency + algorithm bytes / link bandwidth (analysis.cost_comm; first link)
     t_runtime = spec.min_op_time                 one op's minimum time on that device
 
 bound = the largest floor (ties: compute, memory, communication, runtime, in that order);
@@ -47,6 +47,7 @@ def classify(units: pd.DataFrame, costs: pd.DataFrame, spec_for: Callable[[int, 
     out["flops"] = c["flops"].to_numpy(dtype=np.float64)
     out["flops_effective"] = c["flops_effective"].to_numpy(dtype=np.float64)
     out["bytes"] = (c["bytes_read"] + c["bytes_written"]).to_numpy(dtype=np.float64)
+    out["algo_bytes"] = c["algo_bytes"].to_numpy(dtype=np.float64) if "algo_bytes" in c else np.nan
     with np.errstate(divide="ignore", invalid="ignore"):
         out["intensity"] = out["flops_effective"] / out["bytes"]
     floors = np.full((len(out), 4), np.nan)
@@ -77,7 +78,14 @@ def _floors(u: pd.DataFrame, spec: HardwareSpec) -> np.ndarray:
     peaks = np.array([spec.peak(d or "fp32", k) for d, k in zip(dtypes, unit)]) if len(u) else np.zeros(0)
     t_compute = u["flops_effective"].to_numpy() / peaks * 1e9
     t_memory = u["bytes"].to_numpy() / spec.bandwidth() * 1e9
+    algo = u["algo_bytes"].to_numpy(dtype=np.float64) if "algo_bytes" in u else np.full(len(u), np.nan)
+    link = spec.links[0] if spec.links else None
+    has = ~np.isnan(algo)
     t_comm = np.zeros(len(u))
+    if link is not None:
+        t_comm[has] = (link.latency + algo[has] / link.bandwidth) * 1e9
+    elif has.any():  # a collective on hardware with no link figure: its comm floor is unknown
+        t_comm[has] = np.nan
     t_runtime = np.full(len(u), spec.min_op_time * 1e9)
     return np.stack([t_compute, t_memory, t_comm, t_runtime], axis=1)
 

@@ -16,11 +16,12 @@ from analysis.intervals import grouped_union_length
 from profiler.schema import DEVICE_WORK_KINDS, Kind
 from profiler.trace import Trace
 
-UNIT_COLUMNS = [
-    "unit_id", "rank", "device", "kind", "name", "shapes", "dtypes", "concrete",
-    "start_ns", "end_ns", "time_ns", "work_events",
-]
-_LABELS = ["name", "shapes", "dtypes", "concrete"]
+_LABELS = ["name", "shapes", "dtypes", "concrete", "collective", "msg_dtype"]
+_NUMBERS = ["msg_in_nelems", "msg_out_nelems", "group_size"]  # collective message, as recorded
+UNIT_COLUMNS = ["unit_id", "rank", "device", "kind", *_LABELS, *_NUMBERS, "start_ns", "end_ns", "time_ns", "work_events"]
+#: Host events that are units on a CPU-only rank: ops, and collectives run by a backend's
+#: worker threads (gloo's 'gloo:all_reduce' regions).
+_CPU_WORK = (Kind.OP.value, Kind.COLLECTIVE.value)
 
 
 def units(trace: Trace) -> pd.DataFrame:
@@ -48,7 +49,7 @@ def units(trace: Trace) -> pd.DataFrame:
 
 
 def _device_units(ev: pd.DataFrame, is_work: np.ndarray) -> pd.DataFrame:
-    work = ev.loc[is_work, ["id", "op_id", "rank", "device", "kind", "ts", "dur", *_LABELS]]
+    work = ev.loc[is_work, ["id", "op_id", "rank", "device", "kind", "ts", "dur", *_LABELS, *_NUMBERS]]
     if work.empty:
         return pd.DataFrame(columns=UNIT_COLUMNS)
     op_id = work["op_id"].to_numpy()
@@ -73,12 +74,21 @@ def _device_units(ev: pd.DataFrame, is_work: np.ndarray) -> pd.DataFrame:
     )
     for c in _LABELS:
         out[c] = first[c].astype(object).to_numpy()
+    for c in _NUMBERS:
+        out[c] = first[c].to_numpy()
     has_op = np.isin(out["unit_id"].to_numpy(), work.loc[op_id >= 0, "op_id"].to_numpy())
     rows = pd.Index(ev["id"].to_numpy()).get_indexer(out.loc[has_op, "unit_id"].to_numpy())
     out.loc[has_op, "kind"] = Kind.OP.value
     for c in _LABELS:
         col = ev[c].cat  # categories by code: no object copy of the whole column
-        out.loc[has_op, c] = col.categories.to_numpy(dtype=object)[col.codes.to_numpy()[rows]] if len(rows) else []
+        values = col.categories.to_numpy(dtype=object)[col.codes.to_numpy()[rows]] if len(rows) else []
+        if c in ("collective", "msg_dtype"):  # the op may not record them while its kernel does
+            values = np.where(values == "", out.loc[has_op, c].to_numpy(dtype=object), values) if len(rows) else values
+        out.loc[has_op, c] = values
+    for c in _NUMBERS:
+        if len(rows):
+            op_value = ev[c].to_numpy()[rows]
+            out.loc[has_op, c] = np.where(op_value >= 0, op_value, out.loc[has_op, c].to_numpy())
     return out
 
 
@@ -86,14 +96,14 @@ def _cpu_units(ev: pd.DataFrame, rows: np.ndarray) -> pd.DataFrame:
     """Ops of CPU-only ranks, timed by self time (duration less that of their child ops)."""
     seg = self_segments(ev, rows)
     self_ns = (seg["end"] - seg["start"]).groupby(seg["op"]).sum()
-    is_op = (ev["kind"] == Kind.OP.value).to_numpy() & rows
-    ops = ev.loc[is_op, ["id", "rank", "device", "ts", "dur", *_LABELS]]
+    is_op = ev["kind"].isin(_CPU_WORK).to_numpy() & rows
+    ops = ev.loc[is_op, ["id", "rank", "device", "kind", "ts", "dur", *_LABELS, *_NUMBERS]]
     out = pd.DataFrame(
         {
             "unit_id": ops["id"].to_numpy(),
             "rank": ops["rank"].to_numpy(),
             "device": ops["device"].astype(object).to_numpy(),
-            "kind": Kind.OP.value,
+            "kind": ops["kind"].astype(object).to_numpy(),
             "start_ns": ops["ts"].to_numpy(),
             "end_ns": (ops["ts"] + ops["dur"]).to_numpy(),
             "time_ns": self_ns.reindex(ops["id"].to_numpy(), fill_value=0).to_numpy().astype(np.int64),
@@ -102,6 +112,8 @@ def _cpu_units(ev: pd.DataFrame, rows: np.ndarray) -> pd.DataFrame:
     )
     for c in _LABELS:
         out[c] = ops[c].astype(object).to_numpy()
+    for c in _NUMBERS:
+        out[c] = ops[c].to_numpy()
     return out
 
 
@@ -128,7 +140,7 @@ def self_segments(ev: pd.DataFrame, rows: np.ndarray) -> pd.DataFrame:
     For an op with children c1..ck (sorted by start), the pieces are [op.start, c1.start),
     [c1.end, c2.start), ..., [ck.end, op.end); an op without children is one piece.
     """
-    is_op = (ev["kind"] == Kind.OP.value).to_numpy() & rows
+    is_op = ev["kind"].isin(_CPU_WORK).to_numpy() & rows
     ops = pd.DataFrame({"op": ev["id"].to_numpy()[is_op], "start": ev["ts"].to_numpy()[is_op],
                         "end": (ev["ts"] + ev["dur"]).to_numpy()[is_op], "rank": ev["rank"].to_numpy()[is_op],
                         "device": ev["device"].astype(object).to_numpy()[is_op]})

@@ -77,6 +77,7 @@ def analyze(
     from analysis.attribution import attribute
     from analysis.busy import device_time
     from analysis.cost import cost_table
+    from analysis.cost_comm import apply_comm, comm_table
     from analysis.overview import overview, select_rank
     from analysis.roofline import MATRIX_FAMILIES, by, classify, drop_carried_costs, groups
     from analysis.top import top_kernels, top_ops
@@ -90,7 +91,9 @@ def analyze(
     gpu_busy = int(dt.loc[dt["device"] != "cpu", "busy_ns"].sum())
     spec_for = spec_resolver(trace, hardware)
     u = find_units(trace)
-    costs = drop_carried_costs(trace.events, u, cost_table(u))
+    world = {int(r): m.get("distributedInfo", {}).get("world_size") for r, m in trace.metadata.get("ranks", {}).items()
+             if isinstance(m.get("distributedInfo"), dict) and isinstance(m["distributedInfo"].get("world_size"), int)}
+    costs = apply_comm(drop_carried_costs(trace.events, u, cost_table(u)), comm_table(u, world), u["name"])
     if dtype:
         costs = costs.copy()
         costs.loc[costs["family"].isin(MATRIX_FAMILIES), "dtype"] = dtype

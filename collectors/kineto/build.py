@@ -15,6 +15,7 @@ from profiler.schema import Kind
 from profiler.trace import empty_table
 
 LINK_COLUMNS = ["parent_id", "depth", "op_id", "step"]
+GLOO_PREFIX = "gloo:"  # record_function names of gloo's collectives, e.g. 'gloo:all_reduce'
 
 
 def build_events(acc: Accumulator, rank: int, base_ns: int) -> pd.DataFrame:
@@ -47,14 +48,20 @@ def build_events(acc: Accumulator, rank: int, base_ns: int) -> pd.DataFrame:
     device, track = _places(rank, on_device, dev_index, stream, thread, profiler_rows)
     ext = col("x_external_id")
     ext = np.where(ext >= 0, ext, col("x_external_id_legacy"))
-    kinds = sorted(set(cat_kind.tolist()))
-    kind_code = np.searchsorted(np.array(kinds, dtype=object), cat_kind).astype(np.int32)
+    row_kind = cat_kind[cat_codes]
+    names = acc.names.values
+    gloo = np.array([n.startswith(GLOO_PREFIX) for n in names], dtype=bool)
+    if gloo.any():  # gloo runs collectives on its own worker threads: that is communication work
+        is_gloo = gloo[col("x_name", "int32")] & (row_kind == Kind.ANNOTATION.value)
+        row_kind = np.where(is_gloo, Kind.COLLECTIVE.value, row_kind)
+    kinds = sorted(set(row_kind.tolist()))
+    kind_code = np.searchsorted(np.array(kinds, dtype=object), row_kind).astype(np.int32)
     return pd.DataFrame(
         {
             "id": np.arange(n, dtype=np.int64),
             "name": acc.names.categorical(col("x_name", "int32")),
             "cat": pd.Categorical.from_codes(cat_codes, categories=pd.Index(cat_values, dtype=object)),
-            "kind": pd.Categorical.from_codes(kind_code[cat_codes], categories=pd.Index(kinds, dtype=object)),
+            "kind": pd.Categorical.from_codes(kind_code, categories=pd.Index(kinds, dtype=object)),
             "ts": ts + base_ns,
             "dur": col("x_dur"),
             "rank": np.full(n, rank, dtype=np.int32),
@@ -68,6 +75,11 @@ def build_events(acc: Accumulator, rank: int, base_ns: int) -> pd.DataFrame:
             "shapes": acc.shapes.categorical(col("x_shapes", "int32")),
             "dtypes": acc.dtypes.categorical(col("x_dtypes", "int32")),
             "concrete": acc.concrete.categorical(col("x_concrete", "int32")),
+            "collective": acc.collectives.categorical(col("x_collective", "int32")),
+            "msg_in_nelems": col("x_in_nelems"),
+            "msg_out_nelems": col("x_out_nelems"),
+            "group_size": col("x_group_size").astype(np.int32),
+            "msg_dtype": acc.msg_dtypes.categorical(col("x_msg_dtype", "int32")),
             "bytes_recorded": col("x_nbytes"),
         }
     )

@@ -38,6 +38,12 @@ class Args(Struct, gc=False, frozen=True):
     input_dims: Raw = field(default=Raw(), name="Input Dims")  # empty Raw: not recorded
     input_type: Raw = field(default=Raw(), name="Input type")
     concrete: Raw = field(default=Raw(), name="Concrete Inputs")  # scalar args (stride, dims...)
+    # collectives (record_param_comms ops and NCCL kernels carry these)
+    collective: str = field(default="", name="Collective name")
+    in_nelems: int = field(default=-1, name="In msg nelems")
+    out_nelems: int = field(default=-1, name="Out msg nelems")
+    group_size: int = field(default=-1, name="Group size")
+    msg_dtype: str = field(default="", name="dtype")
     nbytes: int | str = field(default=-1, name="bytes")  # ROCm traces write it as a string
     # [memory] instant events (profile_memory)
     mem_bytes: int | None = field(default=None, name="Bytes")

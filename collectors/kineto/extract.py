@@ -124,9 +124,10 @@ def _json_text(blob: bytes) -> str:
         return blob.decode("utf-8", "replace")
 
 
-X_INT_ARGS = ("device", "stream", "correlation", "external_id", "external_id_legacy")
+X_INT_ARGS = ("device", "stream", "correlation", "external_id", "external_id_legacy", "in_nelems", "out_nelems", "group_size")
 #: columns holding codes, and the Accumulator interner they index
-INTERNED = {"x_name": "names", "x_cat": "cats", "x_shapes": "shapes", "x_dtypes": "dtypes", "x_concrete": "concrete"}
+INTERNED = {"x_name": "names", "x_cat": "cats", "x_shapes": "shapes", "x_dtypes": "dtypes", "x_concrete": "concrete",
+            "x_collective": "collectives", "x_msg_dtype": "msg_dtypes"}
 
 
 @dataclass
@@ -139,6 +140,8 @@ class Accumulator:
     shapes: Interner = field(default_factory=Interner)
     dtypes: Interner = field(default_factory=Interner)
     concrete: Interner = field(default_factory=Interner)
+    collectives: Interner = field(default_factory=Interner)
+    msg_dtypes: Interner = field(default_factory=Interner)
     parts: dict[str, list[np.ndarray]] = field(default_factory=dict)
     process_names: dict[str, str] = field(default_factory=dict)
     x_given: int = 0  # complete events seen, kept or not
@@ -218,6 +221,8 @@ class Accumulator:
             x_shapes=self._recorded(self.shapes, x, "arg_input_dims", pick, n, _shape_text),
             x_dtypes=self._recorded(self.dtypes, x, "arg_input_type", pick, n, _json_text),
             x_concrete=self._recorded(self.concrete, x, "arg_concrete", pick, n, _json_text),
+            x_collective=self.collectives.codes(pick(x.obj("arg_collective"))),
+            x_msg_dtype=self.msg_dtypes.codes(pick(x.obj("arg_msg_dtype"))),
             **{f"x_{a}": pick(x.int64(f"arg_{a}")) for a in X_INT_ARGS},
         )
 

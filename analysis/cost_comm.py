@@ -1,0 +1,134 @@
+"""Cost of collectives: message bytes and the bytes each rank moves over its link.
+
+A collective's data movement is communication, never also memory (DESIGN.md). For a message of
+S bytes over a group of n ranks, the bytes one rank sends with the ring algorithms NCCL and gloo
+use (NCCL's "bus bandwidth" conventions, nccl-tests/doc/PERFORMANCE.md):
+
+    all_reduce      2 (n-1)/n * S     (reduce-scatter then all-gather)
+    all_gather        (n-1)/n * S_out (S_out: the gathered output)
+    reduce_scatter    (n-1)/n * S_in
+    all_to_all        (n-1)/n * S
+    broadcast, reduce, send/recv, gather, scatter:  S
+    barrier           0
+
+so t_comm = link latency + algorithm bytes / link bandwidth.
+
+What the trace records: NCCL kernels and record_param_comms ops carry 'Collective name',
+'In/Out msg nelems', 'Group size' and 'dtype'; gloo's worker-thread regions ('gloo:all_reduce')
+carry only the tensor's shape and dtype, so their group size is the rank's world size.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import orjson
+import pandas as pd
+
+#: collective names as recorded -> our names
+_ALIASES = {
+    "allreduce": "all_reduce", "all_reduce": "all_reduce", "allreduce_coalesced": "all_reduce",
+    "_allgather_base": "all_gather", "allgather": "all_gather", "all_gather": "all_gather",
+    "all_gather_into_tensor": "all_gather", "allgather_into_tensor_coalesced": "all_gather",
+    "_reduce_scatter_base": "reduce_scatter", "reduce_scatter": "reduce_scatter",
+    "reduce_scatter_tensor": "reduce_scatter", "reduce_scatter_tensor_coalesced": "reduce_scatter",
+    "alltoall": "all_to_all", "all_to_all": "all_to_all", "alltoall_base": "all_to_all", "all_to_all_single": "all_to_all",
+    "broadcast": "broadcast", "reduce": "reduce", "gather": "gather", "scatter": "scatter",
+    "send": "send_recv", "recv": "send_recv", "isend": "send_recv", "irecv": "send_recv", "sendrecv": "send_recv",
+    "barrier": "barrier",
+}
+#: element sizes of the dtype names collectives record ('Float', 'BFloat16') and ops record ('float')
+_ELEM = {
+    "float": 4, "float32": 4, "double": 8, "float64": 8, "half": 2, "float16": 2, "c10::half": 2,
+    "bfloat16": 2, "c10::bfloat16": 2, "int": 4, "int32": 4, "long": 8, "long int": 8, "int64": 8,
+    "byte": 1, "char": 1, "int8": 1, "uint8": 1, "bool": 1, "float8_e4m3fn": 1, "float8_e5m2": 1,
+}
+_DTYPE = {4: "fp32", 8: "fp64", 2: "bf16", 1: "int8"}
+GLOO_PREFIX = "gloo:"
+
+
+def collective_kind(name: str, collective: str) -> str | None:
+    """Our name of a unit's collective, from 'Collective name' or a gloo region's name."""
+    if collective:
+        key = collective.lower()
+        return _ALIASES.get(key) or _ALIASES.get(key.lstrip("_"))
+    if name.startswith(GLOO_PREFIX):
+        return _ALIASES.get(name[len(GLOO_PREFIX):].lower())
+    return None
+
+
+def algorithm_bytes(kind: str, in_bytes: float, out_bytes: float, n: int) -> float:
+    """Bytes one rank sends for `kind` over a group of n (see the module docstring)."""
+    if n <= 1 or kind == "barrier":
+        return 0.0
+    ring = (n - 1) / n
+    return {
+        "all_reduce": 2 * ring * in_bytes,
+        "all_gather": ring * out_bytes,
+        "reduce_scatter": ring * in_bytes,
+        "all_to_all": ring * in_bytes,
+    }.get(kind, in_bytes)
+
+
+def comm_table(units: pd.DataFrame, world_size: dict[int, int]) -> pd.DataFrame:
+    """Collective cost per unit (rows aligned with `units`, from analysis.units.units).
+
+    Columns: collective (our name, '' for other units), comm_bytes (message bytes: the input, or
+    the output for all_gather; NaN when unknown), algo_bytes (bytes one rank sends; NaN when
+    unknown), dtype ('' when unknown). `world_size` maps rank -> the trace's world size, the group
+    size of gloo regions (which record none).
+    """
+    n = len(units)
+    kinds, comm, algo, dtypes = np.full(n, "", dtype=object), np.full(n, np.nan), np.full(n, np.nan), np.full(n, "", dtype=object)
+    for i, r in enumerate(units[["name", "collective", "msg_in_nelems", "msg_out_nelems", "group_size", "msg_dtype",
+                                 "shapes", "dtypes", "rank"]].itertuples(index=False)):
+        kind = collective_kind(str(r.name), str(r.collective or ""))
+        if kind is None:
+            continue
+        kinds[i] = kind
+        elem, in_n, out_n, group = _message(r, world_size)
+        if elem is None or in_n is None or group is None:
+            continue
+        in_b, out_b = in_n * elem, (out_n if out_n is not None else in_n) * elem
+        comm[i] = out_b if kind == "all_gather" else in_b
+        algo[i] = algorithm_bytes(kind, in_b, out_b, group)
+        dtypes[i] = _DTYPE.get(elem, "")
+    return pd.DataFrame({"collective": kinds, "comm_bytes": comm, "algo_bytes": algo, "dtype": dtypes}, index=units.index)
+
+
+def _message(r, world_size: dict[int, int]) -> tuple[int | None, int | None, int | None, int | None]:
+    """(element size, input elements, output elements, group size) of one unit, None when unknown."""
+    if r.msg_in_nelems >= 0:  # recorded by record_param_comms / NCCL kernels
+        elem = _ELEM.get(str(r.msg_dtype).lower())
+        group = int(r.group_size) if r.group_size > 0 else world_size.get(int(r.rank))
+        return elem, int(r.msg_in_nelems), int(r.msg_out_nelems) if r.msg_out_nelems >= 0 else None, group
+    try:  # a gloo region: its first input's shape and dtype
+        shapes, dtypes = orjson.loads(r.shapes or "[]"), orjson.loads(r.dtypes or "[]")
+    except orjson.JSONDecodeError:
+        return None, None, None, None
+    if not shapes or not isinstance(shapes[0], list) or not dtypes:
+        return None, None, None, None
+    first = shapes[0][0] if shapes[0] and isinstance(shapes[0][0], list) else shapes[0]
+    return _ELEM.get(str(dtypes[0]).lower()), math.prod(first), None, world_size.get(int(r.rank))
+
+
+def apply_comm(costs: pd.DataFrame, comm: pd.DataFrame, names: pd.Series) -> pd.DataFrame:
+    """`costs` (analysis.cost.cost_table rows) with collectives costed as communication only:
+    family 'collective', no FLOPs and no memory bytes, plus `algo_bytes` (NaN elsewhere).
+    A c10d:: op that records no message (the enqueue of a collective a worker thread runs)
+    costs nothing itself: only its dispatch (the runtime floor) remains.
+    """
+    out = costs.copy()
+    out["algo_bytes"] = np.nan
+    is_comm = (comm["collective"] != "").to_numpy()
+    enqueue = names.astype(str).str.startswith("c10d::").to_numpy() & ~is_comm
+    known = is_comm & ~np.isnan(comm["algo_bytes"].to_numpy())
+    zero = known | enqueue
+    for col in ("flops", "flops_effective", "bytes_read", "bytes_written"):
+        out.loc[zero, col] = 0.0
+        out.loc[is_comm & ~known, col] = np.nan
+    out.loc[is_comm | enqueue, "family"] = "collective"
+    out.loc[is_comm, "dtype"] = np.where(comm["dtype"].to_numpy(dtype=object)[is_comm] != "", comm["dtype"].to_numpy(dtype=object)[is_comm], "unknown")
+    out.loc[known, "algo_bytes"] = comm["algo_bytes"].to_numpy()[known]
+    return out

@@ -1,0 +1,49 @@
+"""Collective costs: algorithm bytes by hand, and collectives in real traces."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from analysis.cost_comm import algorithm_bytes, collective_kind, comm_table
+from profiler import analyze, load_trace
+from tests.conftest import real_trace
+
+
+@pytest.mark.parametrize("kind, in_b, out_b, n, want", [
+    ("all_reduce", 64e6, 64e6, 2, 64e6),  # 2 (n-1)/n S = 2 * 1/2 * 64 MB
+    ("all_reduce", 80e6, 80e6, 8, 140e6),  # 2 * 7/8 * 80 MB
+    ("all_gather", 1e6, 8e6, 8, 7e6),  # (n-1)/n * S_out = 7/8 * 8 MB
+    ("reduce_scatter", 8e6, 1e6, 8, 7e6),  # (n-1)/n * S_in
+    ("all_to_all", 4e6, 4e6, 4, 3e6),  # 3/4 * 4 MB
+    ("broadcast", 5e6, 5e6, 8, 5e6),  # the whole message
+    ("barrier", 0, 0, 8, 0), ("all_reduce", 1e6, 1e6, 1, 0),  # nothing to send
+])
+def test_algorithm_bytes(kind, in_b, out_b, n, want):
+    assert algorithm_bytes(kind, in_b, out_b, n) == pytest.approx(want)
+
+
+def test_names():
+    assert collective_kind("record_param_comms", "allreduce") == "all_reduce"
+    assert collective_kind("x", "_allgather_base") == "all_gather"
+    assert collective_kind("gloo:all_reduce", "") == "all_reduce"
+    assert collective_kind("aten::mm", "") is None
+
+
+def test_gloo_region_uses_shape_and_world_size():
+    units = pd.DataFrame([{"name": "gloo:all_reduce", "collective": "", "msg_in_nelems": -1, "msg_out_nelems": -1,
+                           "group_size": -1, "msg_dtype": "", "shapes": "[[16777216]]", "dtypes": '["float"]', "rank": 0}])
+    row = comm_table(units, {0: 2}).iloc[0]
+    # 16,777,216 floats = 64 MiB; ring all-reduce over 2 ranks sends 2 * 1/2 of it
+    assert (row["collective"], row["comm_bytes"], row["algo_bytes"], row["dtype"]) == ("all_reduce", 4 * 2**24, 4 * 2**24, "fp32")
+
+
+def test_nccl_collectives_in_a_real_trace_are_communication():
+    a = analyze(load_trace(real_trace("nccl_meta_a100")))
+    coll = a.units[a.units["family"] == "collective"]
+    # the trace's 21 NCCL kernels (15 all_reduce + 6 broadcast; traces README) are all costed
+    assert coll["work_events"].sum() == 21
+    assert set(coll["bound"]) == {"communication"}
+    assert (coll["bytes"] == 0).all() and (coll["flops"] == 0).all()  # never memory, never compute
+    eq = a.equation.iloc[0]
+    assert eq["communication_ns"] > 0
