@@ -81,8 +81,10 @@ def comm_table(units: pd.DataFrame, world_size: dict[int, int]) -> pd.DataFrame:
     """
     n = len(units)
     kinds, comm, algo, dtypes = np.full(n, "", dtype=object), np.full(n, np.nan), np.full(n, np.nan), np.full(n, "", dtype=object)
-    for i, r in enumerate(units[["name", "collective", "msg_in_nelems", "msg_out_nelems", "group_size", "msg_dtype",
-                                 "shapes", "dtypes", "rank"]].itertuples(index=False)):
+    names = units["name"].astype(str)
+    maybe = np.flatnonzero((units["collective"].astype(str) != "").to_numpy() | names.str.startswith(GLOO_PREFIX).to_numpy())
+    cols = ["name", "collective", "msg_in_nelems", "msg_out_nelems", "group_size", "msg_dtype", "shapes", "dtypes", "rank"]
+    for i, r in zip(maybe, units.iloc[maybe][cols].itertuples(index=False)):  # collectives only: few
         kind = collective_kind(str(r.name), str(r.collective or ""))
         if kind is None:
             continue
