@@ -164,3 +164,36 @@ def groups(classified: pd.DataFrame, keys: tuple[str, ...] = ("name", "shapes"))
         g["efficiency"] = np.where(~unknown & (g["time_ns"] > 0), g["floor_ns"] / g["time_ns"], np.nan)
     g.loc[unknown, "floor_ns"] = np.nan
     return g
+
+
+def utilization(classified: pd.DataFrame, equation: pd.DataFrame, spec_for: Callable[[int, str], HardwareSpec | None]) -> pd.DataFrame:
+    """Achieved over peak per resource and device (the XProf / Nsight Compute view), and the
+    time the device's units would take at their floors (the what-if lower bound).
+
+    Columns: rank, device, flops (effective, known units), bytes (memory, known units),
+    comm_bytes (algorithm bytes of collectives), flops_per_s and bytes_per_s (over the window),
+    compute_util (flops_per_s / matrix peak of the dtype with the most FLOPs), memory_util
+    (bytes_per_s / outermost bandwidth), floor_ns (sum of the known units' floors: their time
+    if each ran at its floor, one after another), unknown_ns (measured time of units without a
+    floor, which the lower bound cannot shorten).
+    """
+    rows = []
+    for r in equation.itertuples(index=False):
+        u = classified[(classified["rank"] == r.rank) & (classified["device"] == r.device)]
+        known = u[u["bound"] != Bound.UNKNOWN.value]
+        flops, nbytes = float(np.nansum(known["flops_effective"])), float(np.nansum(known["bytes"]))
+        window_s = r.window_ns / 1e9 if r.window_ns else float("nan")
+        spec = spec_for(int(r.rank), str(r.device))
+        by_dtype = known.groupby(known["dtype"].fillna("fp32"))["flops_effective"].sum()
+        top_dtype = str(by_dtype.idxmax()) if len(by_dtype) and by_dtype.max() > 0 else "fp32"
+        peak = spec.peak(top_dtype, "matrix") if spec else float("nan")
+        bw = spec.bandwidth() if spec else float("nan")
+        rows.append({
+            "rank": int(r.rank), "device": str(r.device), "flops": flops, "bytes": nbytes,
+            "comm_bytes": float(np.nansum(known["algo_bytes"])) if "algo_bytes" in known else 0.0,
+            "flops_per_s": flops / window_s, "bytes_per_s": nbytes / window_s,
+            "compute_util": flops / window_s / peak, "compute_dtype": top_dtype, "memory_util": nbytes / window_s / bw,
+            "floor_ns": float(np.nansum(known["floor_ns"])),
+            "unknown_ns": float(u.loc[u["bound"] == Bound.UNKNOWN.value, "time_ns"].sum()),
+        })
+    return pd.DataFrame(rows)

@@ -38,6 +38,7 @@ class Analysis:
     by_dtype: pd.DataFrame = field(default_factory=pd.DataFrame)
     hardware: dict[str, str] = field(default_factory=dict)  # 'rank0/gpu0' -> spec name
     whatif_dtype: str | None = None
+    utilization: pd.DataFrame = field(default_factory=pd.DataFrame)
 
 
 def load_trace(path: str | Path) -> Trace:
@@ -79,7 +80,7 @@ def analyze(
     from analysis.cost import cost_table
     from analysis.cost_comm import apply_comm, comm_table
     from analysis.overview import overview, select_rank
-    from analysis.roofline import MATRIX_FAMILIES, by, classify, drop_carried_costs, groups
+    from analysis.roofline import MATRIX_FAMILIES, by, classify, drop_carried_costs, groups, utilization
     from analysis.top import top_kernels, top_ops
     from analysis.units import units as find_units
 
@@ -114,4 +115,5 @@ def analyze(
         by_dtype=by(classified, "dtype"),
         hardware=names,
         whatif_dtype=dtype,
+        utilization=utilization(classified, equation, spec_for),
     )

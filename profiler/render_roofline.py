@@ -28,6 +28,15 @@ def render_roofline(a: Analysis, console: Console) -> None:
             cells += [_pct(r[col], r["window_ns"]) for _, col in _PARTS]
             t.add_row(*cells)
         console.print(t)
+    if not a.utilization.empty:
+        t = Table(box=box.SIMPLE_HEAD, title="Utilization over the window (achieved / peak) and the time at the floors",
+                  title_justify="left")
+        for col in ("device", "FLOP/s", "of peak", "bytes/s", "of bandwidth", "units at floors", "no floor"):
+            t.add_column(col, justify="left" if col == "device" else "right")
+        for r in a.utilization.to_dict(orient="records"):
+            t.add_row(f"rank{r['rank']}/{r['device']}", _si(r["flops_per_s"]), f"{_frac(r['compute_util'])} {r['compute_dtype']}",
+                      _si(r["bytes_per_s"]), _frac(r["memory_util"]), fmt_ns(r["floor_ns"]), fmt_ns(r["unknown_ns"]))
+        console.print(t)
     for title, frame, key in (("Unit time by bound", a.by_bound, "bound"), ("by op family", a.by_family, "family"),
                               ("by dtype", a.by_dtype, "dtype")):
         if frame.empty:
@@ -42,3 +51,14 @@ def render_roofline(a: Analysis, console: Console) -> None:
 
 def _pct(part: int, whole: int) -> str:
     return f"{100 * part / whole:.1f}%" if whole else "-"
+
+
+def _si(v: float) -> str:
+    for unit, scale in (("T", 1e12), ("G", 1e9), ("M", 1e6), ("k", 1e3)):
+        if v == v and abs(v) >= scale:
+            return f"{v / scale:.3g} {unit}"
+    return "-" if v != v else f"{v:.3g}"
+
+
+def _frac(v: float) -> str:
+    return "-" if v != v else f"{100 * v:.2g}%"

@@ -49,6 +49,8 @@ def to_dict(a: Analysis, metadata: dict[str, Any]) -> dict[str, Any]:
             "hardware": a.hardware,
             "whatif_dtype": a.whatif_dtype,
             "equation": [_equation(row) for row in a.equation.to_dict(orient="records")],
+            "utilization": [{k: (_num(v) if not isinstance(v, str) else v) for k, v in row.items()}
+                            for row in a.utilization.to_dict(orient="records")],
             "by_bound": _by(a.by_bound, "bound"),
             "by_family": _by(a.by_family, "family"),
             "by_dtype": _by(a.by_dtype, "dtype"),
