@@ -27,16 +27,25 @@ def union_length(start: np.ndarray, end: np.ndarray) -> int:
 def grouped_union_length(group: np.ndarray, start: np.ndarray, end: np.ndarray) -> pd.Series:
     """`union_length` of each group's intervals at once: a Series indexed by group value.
 
-    The same sweep as union_length, with the running maximum restarted per group (pandas'
-    grouped cummax), so the whole table is one sort and a few grouped passes.
+    The same sweep as union_length, made to restart per group by lifting group k's times by
+    k * (span + 1), so no interval reaches into another group's range; one sort, one running max.
     """
     if len(group) == 0:
         return pd.Series(dtype=np.int64)
-    df = pd.DataFrame({"g": group, "s": start, "e": end}).sort_values(["g", "s"], kind="stable")
-    reach = df.groupby("g", sort=False)["e"].cummax()
-    before = reach.groupby(df["g"], sort=False).shift()  # reach of the previous interval in the group
-    new_run = before.isna().to_numpy() | (df["s"].to_numpy() > before.fillna(0).to_numpy())
-    run = np.cumsum(new_run)
-    runs = pd.DataFrame({"g": df["g"].to_numpy(), "run": run, "s": df["s"].to_numpy(), "e": reach.to_numpy()})
-    per_run = runs.groupby("run", sort=False).agg(g=("g", "first"), s=("s", "min"), e=("e", "max"))
-    return (per_run["e"] - per_run["s"]).groupby(per_run["g"]).sum().astype(np.int64)
+    codes, uniq = pd.factorize(group, sort=True)
+    t0 = int(start.min())
+    span = int(end.max()) - t0 + 1
+    if span * (len(uniq) + 1) >= 2**62:  # would overflow int64: sweep group by group instead
+        return pd.Series({g: union_length(start[codes == i], end[codes == i]) for i, g in enumerate(uniq)}, dtype=np.int64)
+    lift = codes.astype(np.int64) * span - t0
+    s, e = start + lift, end + lift
+    order = np.argsort(s, kind="stable")
+    s, e, c = s[order], e[order], codes[order]
+    reach = np.maximum.accumulate(e)
+    new_run = np.empty(len(s), dtype=bool)
+    new_run[0] = True
+    new_run[1:] = s[1:] > reach[:-1]
+    run_last = np.append(np.flatnonzero(new_run[1:]), len(s) - 1)
+    lengths = reach[run_last] - s[new_run]
+    total = np.bincount(c[new_run], weights=lengths, minlength=len(uniq)).astype(np.int64)
+    return pd.Series(total, index=uniq)
