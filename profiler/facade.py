@@ -9,7 +9,8 @@ from typing import TYPE_CHECKING, Callable
 import pandas as pd
 
 from profiler.errors import InputError
-from profiler.hardware import HardwareSpec, load_spec, match_device
+from profiler.hardware import HardwareSpec, load_spec
+from profiler.hardware_match import match_device
 from profiler.trace import Problems, Trace
 
 if TYPE_CHECKING:
@@ -53,7 +54,7 @@ def spec_resolver(trace: Trace, hardware: str | None = None) -> Callable[[int, s
 
     `hardware` (a preset name or a YAML file) applies to every accelerator, or to the CPU of a
     CPU-only trace; otherwise each GPU is matched from its recorded deviceProperties numbers
-    (profiler.hardware.match_device) and a CPU gets the nominal generic-x86-cpu preset.
+    (profiler.hardware_match.match_device) and a CPU gets the nominal generic-x86-cpu preset.
     """
     override = load_spec(hardware) if hardware else None
     cpu_only = not (trace.devices["device"] != "cpu").any()

@@ -9,6 +9,8 @@ from profiler.calibrate import _fit_line
 from profiler.cli import app
 from profiler.hardware import load_spec
 
+pytestmark = pytest.mark.serial  # it measures the machine: alone, after the parallel suite
+
 
 @pytest.fixture(scope="module")
 def spec_file(tmp_path_factory):

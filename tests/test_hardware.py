@@ -12,6 +12,7 @@ import pytest
 import yaml
 
 from profiler.errors import InputError
+from profiler.hardware_match import match_device, match_properties
 from profiler.hardware import (
     DTYPES,
     PRESETS_DIR,
@@ -19,8 +20,6 @@ from profiler.hardware import (
     describe,
     from_dict,
     load_spec,
-    match_device,
-    match_properties,
     presets,
     save_spec,
 )
