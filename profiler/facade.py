@@ -93,9 +93,7 @@ def analyze(
     gpu_busy = int(dt.loc[dt["device"] != "cpu", "busy_ns"].sum())
     spec_for = spec_resolver(trace, hardware)
     u = find_units(trace)
-    world = {int(r): m.get("distributedInfo", {}).get("world_size") for r, m in trace.metadata.get("ranks", {}).items()
-             if isinstance(m.get("distributedInfo"), dict) and isinstance(m["distributedInfo"].get("world_size"), int)}
-    costs = apply_comm(drop_carried_costs(trace.events, u, cost_table(u)), comm_table(u, world), u["name"])
+    costs = apply_comm(drop_carried_costs(trace.events, u, cost_table(u)), comm_table(u, _world_sizes(trace)), u["name"])
     if dtype:
         costs = costs.copy()
         costs.loc[costs["family"].isin(MATRIX_FAMILIES), "dtype"] = dtype
@@ -118,3 +116,13 @@ def analyze(
         whatif_dtype=dtype,
         utilization=utilization(classified, equation, spec_for),
     )
+
+
+def _world_sizes(trace: Trace) -> dict[int, int]:
+    """rank -> the world size its file records (distributedInfo), where it records one."""
+    out = {}
+    for rank, meta in trace.metadata.get("ranks", {}).items():
+        info = meta.get("distributedInfo")
+        if isinstance(info, dict) and isinstance(info.get("world_size"), int):
+            out[int(rank)] = info["world_size"]
+    return out
