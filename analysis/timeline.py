@@ -44,11 +44,15 @@ def communication_overlap(trace: Trace, classified: pd.DataFrame) -> pd.DataFram
     is_coll_work = is_work & np.isin(unit, list(coll_units))
     is_coll_region = (ev["kind"] == "collective").to_numpy()
     rows = []
-    frame = pd.DataFrame({"rank": ev["rank"].to_numpy(), "device": ev["device"].astype(object).to_numpy(),
-                          "s": ev["ts"].to_numpy(), "e": (ev["ts"] + ev["dur"]).to_numpy(),
-                          "coll": is_coll_work | is_coll_region, "other": is_work & ~is_coll_work})
-    frame = frame[frame["coll"] | frame["other"]]
-    for (rank, device), g in frame.groupby(["rank", "device"], sort=True):
+    keep = is_coll_work | is_coll_region | is_work
+    if not (is_coll_work | is_coll_region).any():
+        return pd.DataFrame(columns=["rank", "device", "comm_ns", "overlapped_ns", "exposed_ns"])
+    devices = ev["device"].cat
+    frame = pd.DataFrame({"rank": ev["rank"].to_numpy()[keep], "device": devices.codes.to_numpy()[keep],
+                          "s": ev["ts"].to_numpy()[keep], "e": (ev["ts"] + ev["dur"]).to_numpy()[keep],
+                          "coll": (is_coll_work | is_coll_region)[keep], "other": (is_work & ~is_coll_work)[keep]})
+    for (rank, code), g in frame.groupby(["rank", "device"], sort=True):
+        device = devices.categories[code]
         comm = g[g["coll"]]
         if comm.empty:
             continue
@@ -64,15 +68,17 @@ def communication_overlap(trace: Trace, classified: pd.DataFrame) -> pd.DataFram
 def launch_delays(trace: Trace) -> pd.DataFrame:
     """Per stream: launches (linked device events), delay p50/p95/max (ns: work start - launch
     call start) and queue depth mean/max (launched, not yet started, at each launch)."""
-    ev = trace.events.set_index("id")
+    ev = trace.events
     fl = trace.flows[trace.flows["kind"] == "launch"]
     if fl.empty:
         return pd.DataFrame(columns=["rank", "stream", "launches", "delay_p50_ns", "delay_p95_ns", "delay_max_ns",
                                      "queue_mean", "queue_max"])
-    launch_ts = ev["ts"].reindex(fl["src"].to_numpy()).to_numpy()
-    work = ev.loc[fl["dst"].to_numpy(), ["rank", "track", "ts"]]
-    df = pd.DataFrame({"rank": work["rank"].to_numpy(), "stream": work["track"].astype(object).to_numpy(),
-                       "launch": launch_ts, "start": work["ts"].to_numpy()})
+    pos = pd.Index(ev["id"].to_numpy())
+    src, dst = pos.get_indexer(fl["src"].to_numpy()), pos.get_indexer(fl["dst"].to_numpy())
+    ts = ev["ts"].to_numpy()
+    df = pd.DataFrame({"rank": ev["rank"].to_numpy()[dst], "stream": ev["track"].cat.codes.to_numpy()[dst],
+                       "launch": ts[src], "start": ts[dst]})
+    names = ev["track"].cat.categories
     rows = []
     for (rank, stream), g in df.groupby(["rank", "stream"], sort=True):
         delay = g["start"].to_numpy() - g["launch"].to_numpy()
@@ -80,7 +86,7 @@ def launch_delays(trace: Trace) -> pd.DataFrame:
         # at each launch: issued so far (incl. this one) minus started by then
         depth = np.arange(1, len(launch) + 1) - np.searchsorted(start, launch, side="right")
         depth = np.maximum(depth, 0)
-        rows.append((int(rank), str(stream), len(g), int(np.percentile(delay, 50)), int(np.percentile(delay, 95)),
+        rows.append((int(rank), str(names[stream]), len(g), int(np.percentile(delay, 50)), int(np.percentile(delay, 95)),
                      int(delay.max()), float(depth.mean()), int(depth.max())))
     return pd.DataFrame(rows, columns=["rank", "stream", "launches", "delay_p50_ns", "delay_p95_ns", "delay_max_ns",
                                        "queue_mean", "queue_max"])

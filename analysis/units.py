@@ -49,47 +49,47 @@ def units(trace: Trace) -> pd.DataFrame:
 
 
 def _device_units(ev: pd.DataFrame, is_work: np.ndarray) -> pd.DataFrame:
-    work = ev.loc[is_work, ["id", "op_id", "rank", "device", "kind", "ts", "dur", *_LABELS, *_NUMBERS]]
-    if work.empty:
+    work_rows = np.flatnonzero(is_work)
+    if len(work_rows) == 0:
         return pd.DataFrame(columns=UNIT_COLUMNS)
-    op_id = work["op_id"].to_numpy()
-    unit = np.where(op_id >= 0, op_id, work["id"].to_numpy())
-    start = work["ts"].to_numpy()
-    end = start + work["dur"].to_numpy()
-    g = pd.DataFrame({"unit_id": unit, "start_ns": start, "end_ns": end, "row": np.arange(len(work))})
-    agg = g.groupby("unit_id", sort=True).agg(start_ns=("start_ns", "min"), end_ns=("end_ns", "max"), work_events=("row", "size"), row=("row", "first"))
-    agg["time_ns"] = grouped_union_length(unit, start, end).reindex(agg.index).to_numpy()
-    first = work.iloc[agg["row"].to_numpy()]
-    out = pd.DataFrame(
-        {
-            "unit_id": agg.index.to_numpy(),
-            "rank": first["rank"].to_numpy(),
-            "device": first["device"].astype(object).to_numpy(),
-            "kind": first["kind"].astype(object).to_numpy(),
-            "start_ns": agg["start_ns"].to_numpy(),
-            "end_ns": agg["end_ns"].to_numpy(),
-            "time_ns": agg["time_ns"].to_numpy(),
-            "work_events": agg["work_events"].to_numpy(),
-        }
-    )
+    ids, op_ids = ev["id"].to_numpy(), ev["op_id"].to_numpy()
+    op_id = op_ids[work_rows]
+    unit = np.where(op_id >= 0, op_id, ids[work_rows])
+    start = ev["ts"].to_numpy()[work_rows]
+    end = start + ev["dur"].to_numpy()[work_rows]
+    unit_ids, first, codes = np.unique(unit, return_index=True, return_inverse=True)
+    lo = np.full(len(unit_ids), np.iinfo(np.int64).max)
+    hi = np.full(len(unit_ids), np.iinfo(np.int64).min)
+    np.minimum.at(lo, codes, start)
+    np.maximum.at(hi, codes, end)
+    # labels: of the op for op units (its row), of the unit's first work event otherwise
+    has_op = np.isin(unit_ids, op_id[op_id >= 0])
+    pos = pd.Index(ids)
+    label_row = np.where(has_op, pos.get_indexer(np.where(has_op, unit_ids, ids[work_rows[first]])), work_rows[first])
+    out = pd.DataFrame({
+        "unit_id": unit_ids,
+        "rank": ev["rank"].to_numpy()[work_rows[first]],
+        "device": _labels(ev, "device", work_rows[first]),
+        "kind": np.where(has_op, Kind.OP.value, _labels(ev, "kind", work_rows[first])),
+        "start_ns": lo, "end_ns": hi,
+        "time_ns": grouped_union_length(codes, start, end).reindex(np.arange(len(unit_ids))).to_numpy(),
+        "work_events": np.bincount(codes, minlength=len(unit_ids)),
+    })
     for c in _LABELS:
-        out[c] = first[c].astype(object).to_numpy()
-    for c in _NUMBERS:
-        out[c] = first[c].to_numpy()
-    has_op = np.isin(out["unit_id"].to_numpy(), work.loc[op_id >= 0, "op_id"].to_numpy())
-    rows = pd.Index(ev["id"].to_numpy()).get_indexer(out.loc[has_op, "unit_id"].to_numpy())
-    out.loc[has_op, "kind"] = Kind.OP.value
-    for c in _LABELS:
-        col = ev[c].cat  # categories by code: no object copy of the whole column
-        values = col.categories.to_numpy(dtype=object)[col.codes.to_numpy()[rows]] if len(rows) else []
+        values = _labels(ev, c, label_row)
         if c in ("collective", "msg_dtype"):  # the op may not record them while its kernel does
-            values = np.where(values == "", out.loc[has_op, c].to_numpy(dtype=object), values) if len(rows) else values
-        out.loc[has_op, c] = values
+            values = np.where(values == "", _labels(ev, c, work_rows[first]), values)
+        out[c] = values
     for c in _NUMBERS:
-        if len(rows):
-            op_value = ev[c].to_numpy()[rows]
-            out.loc[has_op, c] = np.where(op_value >= 0, op_value, out.loc[has_op, c].to_numpy())
+        col = ev[c].to_numpy()
+        out[c] = np.where(col[label_row] >= 0, col[label_row], col[work_rows[first]])
     return out
+
+
+def _labels(ev: pd.DataFrame, column: str, rows: np.ndarray) -> np.ndarray:
+    """Values of a categorical column at `rows`, as Python strings (no copy of the whole column)."""
+    cat = ev[column].cat
+    return cat.categories.to_numpy(dtype=object)[cat.codes.to_numpy()[rows]]
 
 
 def _cpu_units(ev: pd.DataFrame, rows: np.ndarray) -> pd.DataFrame:

@@ -40,6 +40,9 @@ class Analysis:
     hardware: dict[str, str] = field(default_factory=dict)  # 'rank0/gpu0' -> spec name
     whatif_dtype: str | None = None
     utilization: pd.DataFrame = field(default_factory=pd.DataFrame)
+    streams: pd.DataFrame = field(default_factory=pd.DataFrame)  # analysis.timeline.streams
+    communication: pd.DataFrame = field(default_factory=pd.DataFrame)  # analysis.timeline.communication_overlap
+    launches: pd.DataFrame = field(default_factory=pd.DataFrame)  # analysis.timeline.launch_delays
 
 
 def load_trace(path: str | Path) -> Trace:
@@ -82,6 +85,7 @@ def analyze(
     from analysis.cost_comm import apply_comm, comm_table
     from analysis.overview import overview, select_rank
     from analysis.roofline import MATRIX_FAMILIES, by, classify, drop_carried_costs, groups, utilization
+    from analysis.timeline import communication_overlap, launch_delays, streams
     from analysis.top import top_kernels, top_ops
     from analysis.units import units as find_units
 
@@ -115,6 +119,9 @@ def analyze(
         hardware=names,
         whatif_dtype=dtype,
         utilization=utilization(classified, equation, spec_for),
+        streams=streams(trace),
+        communication=communication_overlap(trace, classified),
+        launches=launch_delays(trace),
     )
 
 

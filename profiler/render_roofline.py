@@ -37,6 +37,22 @@ def render_roofline(a: Analysis, console: Console) -> None:
             t.add_row(f"rank{r['rank']}/{r['device']}", _si(r["flops_per_s"]), f"{_frac(r['compute_util'])} {r['compute_dtype']}",
                       _si(r["bytes_per_s"]), _frac(r["memory_util"]), fmt_ns(r["floor_ns"]), fmt_ns(r["unknown_ns"]))
         console.print(t)
+    if not a.communication.empty:
+        t = Table(box=box.SIMPLE_HEAD, title="Communication (union of collective work)", title_justify="left")
+        for col in ("device", "communication", "overlapped", "exposed", "exposed %"):
+            t.add_column(col, justify="left" if col == "device" else "right")
+        for r in a.communication.to_dict(orient="records"):
+            t.add_row(f"rank{r['rank']}/{r['device']}", fmt_ns(r["comm_ns"]), fmt_ns(r["overlapped_ns"]), fmt_ns(r["exposed_ns"]),
+                      _pct(r["exposed_ns"], r["comm_ns"]))
+        console.print(t)
+    if not a.launches.empty:
+        t = Table(box=box.SIMPLE_HEAD, title="Launch delay (work start - launch call) and queue depth per stream", title_justify="left")
+        for col in ("stream", "launches", "p50", "p95", "max", "queue mean", "queue max"):
+            t.add_column(col, justify="left" if col == "stream" else "right")
+        for r in a.launches.head(12).to_dict(orient="records"):
+            t.add_row(r["stream"], f"{r['launches']:,}", fmt_ns(r["delay_p50_ns"]), fmt_ns(r["delay_p95_ns"]), fmt_ns(r["delay_max_ns"]),
+                      f"{r['queue_mean']:.1f}", str(r["queue_max"]))
+        console.print(t)
     for title, frame, key in (("Unit time by bound", a.by_bound, "bound"), ("by op family", a.by_family, "family"),
                               ("by dtype", a.by_dtype, "dtype")):
         if frame.empty:

@@ -15,7 +15,7 @@ from profiler.facade import Analysis
 from profiler.redact import redact, redact_text
 
 SCHEMA = "perf.analyze"
-SCHEMA_VERSION = 2  # 2: roofline fields (family, dtype, flops, bytes, floors, bound, efficiency, equation)
+SCHEMA_VERSION = 3  # 2: roofline fields (family .. efficiency, equation); 3: timeline (streams, communication, launches)
 
 
 def to_dict(a: Analysis, metadata: dict[str, Any]) -> dict[str, Any]:
@@ -54,6 +54,11 @@ def to_dict(a: Analysis, metadata: dict[str, Any]) -> dict[str, Any]:
             "by_bound": _by(a.by_bound, "bound"),
             "by_family": _by(a.by_family, "family"),
             "by_dtype": _by(a.by_dtype, "dtype"),
+        },
+        "timeline": {
+            "streams": _records(a.streams),
+            "communication": _records(a.communication),
+            "launches": _records(a.launches),
         },
         "ops": ops,
         "problems": _problems(a),
@@ -113,6 +118,19 @@ def _equation(row: dict[str, Any]) -> dict[str, Any]:
     idle = {k[5:-3]: int(row[k]) for k in ("idle_host_ns", "idle_sync_ns", "idle_other_ns")}
     return {"rank": int(row["rank"]), "device": str(row["device"]), "window_ns": int(row["window_ns"]),
             "busy_ns": int(row["busy_ns"]), "bound_ns": bound, "idle_ns": idle}
+
+
+def _records(frame: Any) -> list[dict[str, Any]]:
+    """Rows as JSON-ready dicts: numpy numbers as Python ones, NaN as null."""
+    return [{k: _value(v) for k, v in row.items()} for row in frame.to_dict(orient="records")]
+
+
+def _value(v: Any) -> Any:
+    if isinstance(v, str) or v is None:
+        return v
+    if isinstance(v, float):  # numpy float64 is a float too
+        return _num(v)
+    return int(v)
 
 
 def _by(frame: Any, key: str) -> list[dict[str, Any]]:
