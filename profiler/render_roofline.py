@@ -10,24 +10,30 @@ from rich.table import Table
 from profiler.facade import Analysis
 from profiler.render import fmt_ns
 
+MAX_DEVICES = 8
 _PARTS = [("compute", "compute_ns"), ("memory", "memory_ns"), ("comm", "communication_ns"), ("runtime", "runtime_ns"),
           ("unknown", "unknown_ns"), ("idle host", "idle_host_ns"), ("idle sync", "idle_sync_ns"), ("idle other", "idle_other_ns")]
 
 
 def render_roofline(a: Analysis, console: Console) -> None:
     if not a.equation.empty:
-        title = "Where the time goes (window = compute + memory + comm + runtime + unknown + idle)"
+        title = "Where the time goes: window = compute + memory + comm + runtime + unknown + idle"
         if a.whatif_dtype:
             title += f"  [what-if: GEMMs at {a.whatif_dtype}]"
         t = Table(box=box.SIMPLE_HEAD, title=title, title_justify="left")
-        for col in ("device", "hardware", "window", *(label for label, _ in _PARTS)):
-            t.add_column(col, justify="left" if col in ("device", "hardware") else "right", no_wrap=col != "hardware")
-        for r in a.equation.to_dict(orient="records"):
+        rows = a.equation.head(MAX_DEVICES).to_dict(orient="records")
+        t.add_column("")
+        for r in rows:
             label = f"rank{r['rank']}/{r['device']}"
-            cells = [label, a.hardware.get(label, "") or "none", fmt_ns(r["window_ns"])]
-            cells += [_pct(r[col], r["window_ns"]) for _, col in _PARTS]
-            t.add_row(*cells)
+            t.add_column(f"{label}\n{a.hardware.get(label, '') or 'no spec'}", justify="right")
+        t.add_row("window", *[fmt_ns(r["window_ns"]) for r in rows])
+        wide = len(rows) > 3  # many devices: shares only, so the columns stay narrow
+        for name, col in _PARTS:
+            t.add_row(name, *[_pct(r[col], r["window_ns"]) if wide else f"{fmt_ns(r[col])} {_pct(r[col], r['window_ns'])}"
+                              for r in rows])
         console.print(t)
+        if len(a.equation) > MAX_DEVICES:
+            console.print(f"  ... and {len(a.equation) - MAX_DEVICES} more devices (--json has them all; --rank R shows one)")
     if not a.utilization.empty:
         t = Table(box=box.SIMPLE_HEAD, title="Utilization over the window (achieved / peak) and the time at the floors",
                   title_justify="left")
