@@ -21,6 +21,7 @@ carry only the tensor's shape and dtype, so their group size is the rank's world
 from __future__ import annotations
 
 import math
+import re
 
 import numpy as np
 import orjson
@@ -46,16 +47,21 @@ _ELEM = {
 }
 _DTYPE = {4: "fp32", 8: "fp64", 2: "bf16", 1: "int8"}
 GLOO_PREFIX = "gloo:"
+_NCCL_KERNEL = re.compile(r"(?:nccl|rccl)(?:Dev)?Kernel_([A-Za-z]+)", re.IGNORECASE)  # ncclKernel_AllReduce_RING_LL
 
 
 def collective_kind(name: str, collective: str) -> str | None:
-    """Our name of a unit's collective, from 'Collective name' or a gloo region's name."""
+    """Our name of a unit's collective, from 'Collective name', a gloo region's name, an NCCL/RCCL
+    kernel's name, or 'collective' for record_param_comms with no metadata (older traces)."""
     if collective:
         key = collective.lower()
-        return _ALIASES.get(key) or _ALIASES.get(key.lstrip("_"))
+        return _ALIASES.get(key) or _ALIASES.get(key.lstrip("_")) or "collective"
     if name.startswith(GLOO_PREFIX):
         return _ALIASES.get(name[len(GLOO_PREFIX):].lower())
-    return None
+    m = _NCCL_KERNEL.match(name)
+    if m:
+        return _ALIASES.get(m.group(1).lower(), "collective")
+    return "collective" if name == "record_param_comms" else None
 
 
 def algorithm_bytes(kind: str, in_bytes: float, out_bytes: float, n: int) -> float:
@@ -82,7 +88,8 @@ def comm_table(units: pd.DataFrame, world_size: dict[int, int]) -> pd.DataFrame:
     n = len(units)
     kinds, comm, algo, dtypes = np.full(n, "", dtype=object), np.full(n, np.nan), np.full(n, np.nan), np.full(n, "", dtype=object)
     names = units["name"].astype(str)
-    maybe = np.flatnonzero((units["collective"].astype(str) != "").to_numpy() | names.str.startswith(GLOO_PREFIX).to_numpy())
+    maybe = np.flatnonzero((units["collective"].astype(str) != "").to_numpy() | names.str.startswith(GLOO_PREFIX).to_numpy()
+                           | names.str.contains(r"(?i)^(?:nccl|rccl)(?:Dev)?Kernel_|^record_param_comms$", regex=True).to_numpy())
     cols = ["name", "collective", "msg_in_nelems", "msg_out_nelems", "group_size", "msg_dtype", "shapes", "dtypes", "rank"]
     for i, r in zip(maybe, units.iloc[maybe][cols].itertuples(index=False)):  # collectives only: few
         kind = collective_kind(str(r.name), str(r.collective or ""))
