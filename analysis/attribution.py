@@ -35,14 +35,16 @@ IDLE_COLUMNS = ["idle_host_ns", "idle_sync_ns", "idle_other_ns"]
 SYNC_CALL = r"(?i)synchronize|streamwaitevent|eventquery"
 
 
-def attribute(trace: Trace, unit_bound: pd.Series) -> pd.DataFrame:
-    """The wall-time equation per device.
+def attribute(trace: Trace, unit_bound: pd.Series, *, by_step: bool = False) -> pd.DataFrame:
+    """The wall-time equation per device (and per ProfilerStep iteration with `by_step`).
 
     `unit_bound` maps unit_id (as analysis.units.units gives it) to a Bound value; units it does
     not name count as unknown. Accelerators: work = kernels, copies, memsets. A rank with no
     device work (CPU-only): work = the self-time pieces of its ops on any thread, and its idle
-    time (no op running: Python and framework code between ops) is host time.
-    Columns: rank, device, window_ns, busy_ns, compute_ns, memory_ns, communication_ns,
+    time (no op running: Python and framework code between ops) is host time. With `by_step`,
+    each iteration's window runs from its first work start to its last work end (device work
+    belongs to the step that launched it); work outside every step is step -1.
+    Columns: rank, device, [step,] window_ns, busy_ns, compute_ns, memory_ns, communication_ns,
     runtime_ns, unknown_ns, idle_host_ns, idle_sync_ns, idle_other_ns (all ns, int64).
     """
     ev = trace.events
@@ -50,19 +52,23 @@ def attribute(trace: Trace, unit_bound: pd.Series) -> pd.DataFrame:
     work = ev[is_work]
     launch = _launch_times(trace, work)
     sync = _sync_calls(ev)
+    keys = ["rank", "device", "step"] if by_step else ["rank", "device"]
     rows = []
-    for (rank, device), w in work.groupby(["rank", "device"], observed=True, sort=True):
+    for key, w in work.groupby(keys, observed=True, sort=True):
+        rank, device = int(key[0]), str(key[1])
         unit = np.where(w["op_id"].to_numpy() >= 0, w["op_id"].to_numpy(), w["id"].to_numpy())
         start = w["ts"].to_numpy()
         lt = launch.reindex(w["id"].to_numpy()).to_numpy()
-        rows.append(_equation(int(rank), str(device), start, start + w["dur"].to_numpy(), unit, unit_bound, lt, sync.get(int(rank))))
+        row = _equation(rank, device, start, start + w["dur"].to_numpy(), unit, unit_bound, lt, sync.get(rank))
+        rows.append(row | ({"step": int(key[2])} if by_step else {}))
     cpu_only = ~ev["rank"].isin(set(work["rank"].unique().tolist())).to_numpy()
     if cpu_only.any():
         seg = self_segments(ev, cpu_only)
-        for (rank, device), g in seg.groupby(["rank", "device"], sort=True):
+        for key, g in seg.groupby(keys, sort=True):
             start = g["start"].to_numpy()
-            rows.append(_equation(int(rank), str(device), start, g["end"].to_numpy(), g["op"].to_numpy(), unit_bound, None, None))
-    cols = ["rank", "device", "window_ns", "busy_ns", *BOUND_COLUMNS, *IDLE_COLUMNS]
+            row = _equation(int(key[0]), str(key[1]), start, g["end"].to_numpy(), g["op"].to_numpy(), unit_bound, None, None)
+            rows.append(row | ({"step": int(key[2])} if by_step else {}))
+    cols = ["rank", "device", *(["step"] if by_step else []), "window_ns", "busy_ns", *BOUND_COLUMNS, *IDLE_COLUMNS]
     return pd.DataFrame(rows, columns=cols)
 
 

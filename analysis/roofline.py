@@ -197,3 +197,30 @@ def utilization(classified: pd.DataFrame, equation: pd.DataFrame, spec_for: Call
             "unknown_ns": float(u.loc[u["bound"] == Bound.UNKNOWN.value, "time_ns"].sum()),
         })
     return pd.DataFrame(rows)
+
+
+def iterations(classified: pd.DataFrame, by_step: pd.DataFrame, spec_for: Callable[[int, str], HardwareSpec | None]) -> pd.DataFrame:
+    """Per ProfilerStep iteration and device: the wall equation of its work (analysis.attribution
+    with by_step) plus MFU and MBU: the effective FLOPs (and memory bytes) of the step's known
+    units over the step's window, against the matrix peak of the dtype with the most FLOPs (and
+    the outermost bandwidth). Columns: those of `by_step`, flops, bytes, mfu, mbu.
+    """
+    if by_step.empty:
+        return by_step.assign(flops=[], bytes=[], mfu=[], mbu=[])
+    out = by_step.copy()
+    known = classified[classified["bound"] != Bound.UNKNOWN.value]
+    sums = known.groupby(["rank", "device", "step"])[["flops_effective", "bytes"]].sum()
+    idx = pd.MultiIndex.from_arrays([out["rank"], out["device"], out["step"]])
+    out["flops"] = sums["flops_effective"].reindex(idx).fillna(0).to_numpy()
+    out["bytes"] = sums["bytes"].reindex(idx).fillna(0).to_numpy()
+    top = known.groupby(["rank", "device", "dtype"])["flops_effective"].sum().reset_index()
+    mfu, mbu = [], []
+    for r in out.itertuples(index=False):
+        spec = spec_for(int(r.rank), str(r.device))
+        mine = top[(top["rank"] == r.rank) & (top["device"] == r.device)]
+        dtype = str(mine.loc[mine["flops_effective"].idxmax(), "dtype"]) if len(mine) and mine["flops_effective"].max() > 0 else "fp32"
+        seconds = r.window_ns / 1e9 if r.window_ns else float("nan")
+        mfu.append(r.flops / seconds / spec.peak(dtype, "matrix") if spec else float("nan"))
+        mbu.append(r.bytes / seconds / spec.bandwidth() if spec else float("nan"))
+    out["mfu"], out["mbu"] = mfu, mbu
+    return out

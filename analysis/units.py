@@ -18,7 +18,7 @@ from profiler.trace import Trace
 
 _LABELS = ["name", "shapes", "dtypes", "concrete", "collective", "msg_dtype"]
 _NUMBERS = ["msg_in_nelems", "msg_out_nelems", "group_size"]  # collective message, as recorded
-UNIT_COLUMNS = ["unit_id", "rank", "device", "kind", *_LABELS, *_NUMBERS, "start_ns", "end_ns", "time_ns", "work_events"]
+UNIT_COLUMNS = ["unit_id", "rank", "device", "kind", *_LABELS, *_NUMBERS, "step", "start_ns", "end_ns", "time_ns", "work_events"]
 #: Host events that are units on a CPU-only rank: ops, and collectives run by a backend's
 #: worker threads (gloo's 'gloo:all_reduce' regions).
 _CPU_WORK = (Kind.OP.value, Kind.COLLECTIVE.value)
@@ -31,6 +31,9 @@ def units(trace: Trace) -> pd.DataFrame:
       unit_id: the op's event id (or the device event's own id when no op launched it),
       rank, device ('gpu<N>' or 'cpu'), kind ('op', or the work's kind for an op-less unit),
       name, shapes, dtypes, concrete: of the op (or of the work) as recorded,
+      collective, msg_dtype, msg_in_nelems, msg_out_nelems, group_size: collective metadata as
+        recorded on the op or its work ('' / -1 when none),
+      step: ProfilerStep number (of the op, or of the step that launched the work; -1 outside),
       start_ns, end_ns: first start and last end of the unit's work (ns),
       time_ns: device units: union of the work's intervals; CPU units: self time (ns),
       work_events: device events in the unit (0 for CPU units).
@@ -71,6 +74,7 @@ def _device_units(ev: pd.DataFrame, is_work: np.ndarray) -> pd.DataFrame:
         "rank": ev["rank"].to_numpy()[work_rows[first]],
         "device": _labels(ev, "device", work_rows[first]),
         "kind": np.where(has_op, Kind.OP.value, _labels(ev, "kind", work_rows[first])),
+        "step": ev["step"].to_numpy()[work_rows[first]],
         "start_ns": lo, "end_ns": hi,
         "time_ns": grouped_union_length(codes, start, end).reindex(np.arange(len(unit_ids))).to_numpy(),
         "work_events": np.bincount(codes, minlength=len(unit_ids)),
@@ -97,13 +101,14 @@ def _cpu_units(ev: pd.DataFrame, rows: np.ndarray) -> pd.DataFrame:
     seg = self_segments(ev, rows)
     self_ns = (seg["end"] - seg["start"]).groupby(seg["op"]).sum()
     is_op = ev["kind"].isin(_CPU_WORK).to_numpy() & rows
-    ops = ev.loc[is_op, ["id", "rank", "device", "kind", "ts", "dur", *_LABELS, *_NUMBERS]]
+    ops = ev.loc[is_op, ["id", "rank", "device", "kind", "step", "ts", "dur", *_LABELS, *_NUMBERS]]
     out = pd.DataFrame(
         {
             "unit_id": ops["id"].to_numpy(),
             "rank": ops["rank"].to_numpy(),
             "device": ops["device"].astype(object).to_numpy(),
             "kind": ops["kind"].astype(object).to_numpy(),
+            "step": ops["step"].to_numpy(),
             "start_ns": ops["ts"].to_numpy(),
             "end_ns": (ops["ts"] + ops["dur"]).to_numpy(),
             "time_ns": self_ns.reindex(ops["id"].to_numpy(), fill_value=0).to_numpy().astype(np.int64),
@@ -135,7 +140,7 @@ def op_parent(ev: pd.DataFrame) -> np.ndarray:
 
 def self_segments(ev: pd.DataFrame, rows: np.ndarray) -> pd.DataFrame:
     """The pieces of each op's interval not covered by its child ops (its self time), for the
-    ops among `rows`. Columns: op (event id), rank, device, start, end (ns).
+    ops among `rows`. Columns: op (event id), rank, device, step, start, end (ns).
 
     For an op with children c1..ck (sorted by start), the pieces are [op.start, c1.start),
     [c1.end, c2.start), ..., [ck.end, op.end); an op without children is one piece.
@@ -143,7 +148,7 @@ def self_segments(ev: pd.DataFrame, rows: np.ndarray) -> pd.DataFrame:
     is_op = ev["kind"].isin(_CPU_WORK).to_numpy() & rows
     ops = pd.DataFrame({"op": ev["id"].to_numpy()[is_op], "start": ev["ts"].to_numpy()[is_op],
                         "end": (ev["ts"] + ev["dur"]).to_numpy()[is_op], "rank": ev["rank"].to_numpy()[is_op],
-                        "device": ev["device"].astype(object).to_numpy()[is_op]})
+                        "device": ev["device"].astype(object).to_numpy()[is_op], "step": ev["step"].to_numpy()[is_op]})
     kids = pd.DataFrame({"op": op_parent(ev)[is_op], "start": ops["start"].to_numpy(), "end": ops["end"].to_numpy()})
     kids = kids[kids["op"] >= 0].sort_values(["op", "start"], kind="stable")
     # a piece ends at each child's start and begins at the previous child's end (or the op's start)
@@ -159,6 +164,6 @@ def self_segments(ev: pd.DataFrame, rows: np.ndarray) -> pd.DataFrame:
                           "end": ops["end"].to_numpy()})
     seg = pd.concat([gaps, tails], ignore_index=True)
     seg = seg[seg["end"] > seg["start"]]
-    info = ops.set_index("op")[["rank", "device"]]
+    info = ops.set_index("op")[["rank", "device", "step"]]
     seg = seg.join(info, on="op")
     return seg.reset_index(drop=True)

@@ -43,6 +43,7 @@ class Analysis:
     streams: pd.DataFrame = field(default_factory=pd.DataFrame)  # analysis.timeline.streams
     communication: pd.DataFrame = field(default_factory=pd.DataFrame)  # analysis.timeline.communication_overlap
     launches: pd.DataFrame = field(default_factory=pd.DataFrame)  # analysis.timeline.launch_delays
+    iterations: pd.DataFrame = field(default_factory=pd.DataFrame)  # analysis.roofline.iterations
 
 
 def load_trace(path: str | Path) -> Trace:
@@ -84,7 +85,7 @@ def analyze(
     from analysis.cost import cost_table
     from analysis.cost_comm import apply_comm, comm_table
     from analysis.overview import overview, select_rank
-    from analysis.roofline import MATRIX_FAMILIES, by, classify, drop_carried_costs, groups, utilization
+    from analysis.roofline import MATRIX_FAMILIES, by, classify, drop_carried_costs, groups, iterations, utilization
     from analysis.timeline import communication_overlap, launch_delays, streams
     from analysis.top import top_kernels, top_ops
     from analysis.units import units as find_units
@@ -102,7 +103,9 @@ def analyze(
         costs = costs.copy()
         costs.loc[costs["family"].isin(MATRIX_FAMILIES), "dtype"] = dtype
     classified = classify(u, costs, spec_for)
-    equation = attribute(trace, pd.Series(classified["bound"].to_numpy(), index=classified["unit_id"].to_numpy()))
+    unit_bound = pd.Series(classified["bound"].to_numpy(), index=classified["unit_id"].to_numpy())
+    equation = attribute(trace, unit_bound)
+    has_steps = bool((trace.events["step"] >= 0).any())
     names = {f"rank{r}/{d}": (spec_for(int(r), str(d)).name if spec_for(int(r), str(d)) else "")
              for r, d in trace.devices[["rank", "device"]].itertuples(index=False)}
     return Analysis(
@@ -122,6 +125,7 @@ def analyze(
         streams=streams(trace),
         communication=communication_overlap(trace, classified),
         launches=launch_delays(trace),
+        iterations=iterations(classified, attribute(trace, unit_bound, by_step=True), spec_for) if has_steps else pd.DataFrame(),
     )
 
 

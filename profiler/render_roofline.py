@@ -43,6 +43,17 @@ def render_roofline(a: Analysis, console: Console) -> None:
             t.add_row(f"rank{r['rank']}/{r['device']}", _si(r["flops_per_s"]), f"{_frac(r['compute_util'])} {r['compute_dtype']}",
                       _si(r["bytes_per_s"]), _frac(r["memory_util"]), fmt_ns(r["floor_ns"]), fmt_ns(r["unknown_ns"]))
         console.print(t)
+    if not a.iterations.empty:
+        t = Table(box=box.SIMPLE_HEAD, title="Iterations (ProfilerStep): each step's work, its bounds, MFU and MBU", title_justify="left")
+        for col in ("device", "step", "window", "busy", "top bound", "idle", "MFU", "MBU"):
+            t.add_column(col, justify="left" if col in ("device", "top bound") else "right")
+        for r in a.iterations.head(16).to_dict(orient="records"):
+            parts = {name: r[col] for name, col in _PARTS[:5]}
+            top = max(parts, key=parts.get)
+            idle = r["idle_host_ns"] + r["idle_sync_ns"] + r["idle_other_ns"]
+            t.add_row(f"rank{r['rank']}/{r['device']}", str(r["step"]), fmt_ns(r["window_ns"]), _pct(r["busy_ns"], r["window_ns"]),
+                      f"{top} {_pct(parts[top], r['window_ns'])}", _pct(idle, r["window_ns"]), _frac(r["mfu"]), _frac(r["mbu"]))
+        console.print(t)
     if not a.communication.empty:
         t = Table(box=box.SIMPLE_HEAD, title="Communication (union of collective work)", title_justify="left")
         for col in ("device", "communication", "overlapped", "exposed", "exposed %"):

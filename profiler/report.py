@@ -15,7 +15,7 @@ from profiler.facade import Analysis
 from profiler.redact import redact, redact_text
 
 SCHEMA = "perf.analyze"
-SCHEMA_VERSION = 3  # 2: roofline fields (family .. efficiency, equation); 3: timeline (streams, communication, launches)
+SCHEMA_VERSION = 3  # 2: roofline fields (family .. efficiency, equation); 3: timeline (streams, communication, launches, iterations)
 
 
 def to_dict(a: Analysis, metadata: dict[str, Any]) -> dict[str, Any]:
@@ -59,6 +59,7 @@ def to_dict(a: Analysis, metadata: dict[str, Any]) -> dict[str, Any]:
             "streams": _records(a.streams),
             "communication": _records(a.communication),
             "launches": _records(a.launches),
+            "iterations": _records(a.iterations),
         },
         "ops": ops,
         "problems": _problems(a),

@@ -93,3 +93,24 @@ def test_cpu_threads_share_time_by_self_time(tmp_path):
     assert row["device"] == "cpu"
     assert (row["compute_ns"], row["memory_ns"], row["runtime_ns"], row["unknown_ns"]) == (5_000, 3_000, 2_000, 2_000)
     assert (row["busy_ns"], row["window_ns"], row["idle_host_ns"], row["idle_other_ns"]) == (12_000, 14_000, 2_000, 0)
+
+
+def test_equation_per_iteration(tmp_path):
+    # Two ProfilerSteps on the host; each launches one kernel. Step 1: K [10,20) us launched at 2.
+    # Step 2: K [60,64) launched at 52, then K [70,74) launched at 53 (idle [64,70): launch
+    # issued at 53, so 6 us of "other" idle). Device work belongs to the step that launched it.
+    def k(ts, dur, corr):
+        return x(f"k{corr}", "kernel", ts, dur, pid=0, tid=7, device=0, stream=7, correlation=corr)
+
+    events = [
+        x("ProfilerStep#1", "user_annotation", 0, 50), x("A", "cpu_op", 1, 3), x("cudaLaunchKernel", "cuda_runtime", 2, 1, correlation=1),
+        x("ProfilerStep#2", "user_annotation", 50, 50), x("B", "cpu_op", 51, 3),
+        x("cudaLaunchKernel", "cuda_runtime", 52, 0.5, correlation=2), x("cudaLaunchKernel", "cuda_runtime", 53, 0.5, correlation=3),
+        k(10, 10, 1), k(60, 4, 2), k(70, 4, 3),
+    ]
+    t = load_trace(write_trace(tmp_path / "steps.json", events))
+    per = attribute(t, pd.Series(dtype=object), by_step=True).set_index("step")
+    assert per.loc[1, ["window_ns", "busy_ns", "unknown_ns"]].tolist() == [10_000, 10_000, 10_000]
+    assert per.loc[2, ["window_ns", "busy_ns", "idle_host_ns", "idle_other_ns"]].tolist() == [14_000, 8_000, 0, 6_000]
+    whole = attribute(t, pd.Series(dtype=object)).iloc[0]
+    assert whole["busy_ns"] == per["busy_ns"].sum()  # the steps split the work, nothing lost
