@@ -93,14 +93,13 @@ def equal_shares(start: np.ndarray, end: np.ndarray) -> np.ndarray:
     if len(start) == 0:
         return np.zeros(0)
     times = np.unique(np.concatenate([start, end]))
-    delta = np.zeros(len(times), dtype=np.int64)
-    np.add.at(delta, np.searchsorted(times, start), 1)
-    np.add.at(delta, np.searchsorted(times, end), -1)
+    i_start, i_end = np.searchsorted(times, start), np.searchsorted(times, end)
+    delta = np.bincount(i_start, minlength=len(times)) - np.bincount(i_end, minlength=len(times))
     running = np.cumsum(delta)[:-1]  # k on each elementary segment [times[j], times[j+1])
     seg = np.diff(times).astype(np.float64)
     weight = np.divide(seg, running, out=np.zeros_like(seg), where=running > 0)
     F = np.concatenate([[0.0], np.cumsum(weight)])
-    return F[np.searchsorted(times, end)] - F[np.searchsorted(times, start)]
+    return F[i_end] - F[i_start]
 
 
 def _round_to_busy(row: dict, busy: int) -> None:

@@ -42,8 +42,8 @@ def classify(units: pd.DataFrame, costs: pd.DataFrame, spec_for: Callable[[int, 
     """
     out = units.reset_index(drop=True).copy()
     c = costs.reset_index(drop=True)
-    out["family"] = c["family"].to_numpy(dtype=object)
-    out["dtype"] = c["dtype"].to_numpy(dtype=object)
+    out["family"] = pd.Series(c["family"].to_numpy(dtype=object), dtype=object, index=out.index)
+    out["dtype"] = pd.Series(c["dtype"].to_numpy(dtype=object), dtype=object, index=out.index)
     out["flops"] = c["flops"].to_numpy(dtype=np.float64)
     out["flops_effective"] = c["flops_effective"].to_numpy(dtype=np.float64)
     out["bytes"] = (c["bytes_read"] + c["bytes_written"]).to_numpy(dtype=np.float64)
@@ -60,11 +60,12 @@ def classify(units: pd.DataFrame, costs: pd.DataFrame, spec_for: Callable[[int, 
         floors[idx] = _floors(out.iloc[idx], spec)
     for i, col in enumerate(FLOOR_COLUMNS):
         out[col] = floors[:, i]
-    out["hardware"] = names
+    out["hardware"] = pd.Series(names, dtype=object, index=out.index)
     known = ~np.isnan(out["flops_effective"].to_numpy()) & ~np.isnan(floors).any(axis=1)
     filled = np.where(np.isnan(floors), -1.0, floors)
     out["floor_ns"] = np.where(known, filled.max(axis=1), np.nan)
-    out["bound"] = np.where(known, np.array(_FLOOR_BOUND, dtype=object)[filled.argmax(axis=1)], Bound.UNKNOWN.value)
+    out["bound"] = pd.Series(np.where(known, np.array(_FLOOR_BOUND, dtype=object)[filled.argmax(axis=1)], Bound.UNKNOWN.value),
+                             dtype=object, index=out.index)
     time_ns = out["time_ns"].to_numpy(dtype=np.float64)
     with np.errstate(divide="ignore", invalid="ignore"):
         out["efficiency"] = np.where(known & (time_ns > 0), out["floor_ns"] / time_ns, np.nan)
@@ -75,7 +76,8 @@ def _floors(u: pd.DataFrame, spec: HardwareSpec) -> np.ndarray:
     """[t_compute, t_memory, t_comm, t_runtime] in ns for the units of one device."""
     unit = np.where(u["family"].isin(MATRIX_FAMILIES), "matrix", "vector")
     dtypes = u["dtype"].fillna("fp32").to_numpy(dtype=object)
-    peaks = np.array([spec.peak(d or "fp32", k) for d, k in zip(dtypes, unit)]) if len(u) else np.zeros(0)
+    pairs, inverse = np.unique(np.stack([np.where(pd.isna(dtypes), "fp32", dtypes).astype(str), unit]), axis=1, return_inverse=True)
+    peaks = np.array([spec.peak(d or "fp32", k) for d, k in pairs.T])[inverse.reshape(-1)] if len(u) else np.zeros(0)
     t_compute = u["flops_effective"].to_numpy() / peaks * 1e9
     t_memory = u["bytes"].to_numpy() / spec.bandwidth() * 1e9
     algo = u["algo_bytes"].to_numpy(dtype=np.float64) if "algo_bytes" in u else np.full(len(u), np.nan)

@@ -72,8 +72,8 @@ def _device_units(ev: pd.DataFrame, is_work: np.ndarray) -> pd.DataFrame:
     out = pd.DataFrame({
         "unit_id": unit_ids,
         "rank": ev["rank"].to_numpy()[work_rows[first]],
-        "device": _labels(ev, "device", work_rows[first]),
-        "kind": np.where(has_op, Kind.OP.value, _labels(ev, "kind", work_rows[first])),
+        "device": _text(_labels(ev, "device", work_rows[first])),
+        "kind": _text(np.where(has_op, Kind.OP.value, _labels(ev, "kind", work_rows[first]))),
         "step": ev["step"].to_numpy()[work_rows[first]],
         "start_ns": lo, "end_ns": hi,
         "time_ns": grouped_union_length(codes, start, end).reindex(np.arange(len(unit_ids))).to_numpy(),
@@ -83,11 +83,17 @@ def _device_units(ev: pd.DataFrame, is_work: np.ndarray) -> pd.DataFrame:
         values = _labels(ev, c, label_row)
         if c in ("collective", "msg_dtype"):  # the op may not record them while its kernel does
             values = np.where(values == "", _labels(ev, c, work_rows[first]), values)
-        out[c] = values
+        out[c] = _text(values)
     for c in _NUMBERS:
         col = ev[c].to_numpy()
         out[c] = np.where(col[label_row] >= 0, col[label_row], col[work_rows[first]])
     return out
+
+
+def _text(values: np.ndarray) -> pd.Series:
+    """Strings kept as Python objects: pandas 3 would convert them to Arrow strings, slower to
+    build and to index for tables this small."""
+    return pd.Series(values, dtype=object, copy=False)
 
 
 def _labels(ev: pd.DataFrame, column: str, rows: np.ndarray) -> np.ndarray:
@@ -106,8 +112,8 @@ def _cpu_units(ev: pd.DataFrame, rows: np.ndarray) -> pd.DataFrame:
         {
             "unit_id": ops["id"].to_numpy(),
             "rank": ops["rank"].to_numpy(),
-            "device": ops["device"].astype(object).to_numpy(),
-            "kind": ops["kind"].astype(object).to_numpy(),
+            "device": _text(ops["device"].astype(object).to_numpy()),
+            "kind": _text(ops["kind"].astype(object).to_numpy()),
             "step": ops["step"].to_numpy(),
             "start_ns": ops["ts"].to_numpy(),
             "end_ns": (ops["ts"] + ops["dur"]).to_numpy(),
@@ -116,7 +122,7 @@ def _cpu_units(ev: pd.DataFrame, rows: np.ndarray) -> pd.DataFrame:
         }
     )
     for c in _LABELS:
-        out[c] = ops[c].astype(object).to_numpy()
+        out[c] = _text(ops[c].astype(object).to_numpy())
     for c in _NUMBERS:
         out[c] = ops[c].to_numpy()
     return out
