@@ -35,7 +35,8 @@ _FLOOR_BOUND = [Bound.COMPUTE.value, Bound.MEMORY.value, Bound.COMMUNICATION.val
 def classify(units: pd.DataFrame, costs: pd.DataFrame, spec_for: Callable[[int, str], HardwareSpec | None]) -> pd.DataFrame:
     """`units` (analysis.units.units) joined with `costs` (analysis.cost.cost_table, same rows).
 
-    Adds: family, dtype, flops, flops_effective, bytes (float, NaN when unknown),
+    Adds: family, dtype, flops, flops_effective, bytes_read, bytes_written, bytes (float, NaN
+    when unknown),
     intensity (flops_effective / bytes, FLOP/byte), t_compute_ns, t_memory_ns, t_comm_ns,
     t_runtime_ns, floor_ns (float ns), bound (a profiler.schema.Bound value),
     efficiency (floor_ns / time_ns; NaN when unknown or time 0), hardware (spec name or '').
@@ -46,7 +47,9 @@ def classify(units: pd.DataFrame, costs: pd.DataFrame, spec_for: Callable[[int, 
     out["dtype"] = pd.Series(c["dtype"].to_numpy(dtype=object), dtype=object, index=out.index)
     out["flops"] = c["flops"].to_numpy(dtype=np.float64)
     out["flops_effective"] = c["flops_effective"].to_numpy(dtype=np.float64)
-    out["bytes"] = (c["bytes_read"] + c["bytes_written"]).to_numpy(dtype=np.float64)
+    out["bytes_read"] = c["bytes_read"].to_numpy(dtype=np.float64)
+    out["bytes_written"] = c["bytes_written"].to_numpy(dtype=np.float64)
+    out["bytes"] = out["bytes_read"] + out["bytes_written"]
     out["algo_bytes"] = c["algo_bytes"].to_numpy(dtype=np.float64) if "algo_bytes" in c else np.nan
     with np.errstate(divide="ignore", invalid="ignore"):
         out["intensity"] = out["flops_effective"] / out["bytes"]

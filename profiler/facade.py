@@ -44,6 +44,7 @@ class Analysis:
     communication: pd.DataFrame = field(default_factory=pd.DataFrame)  # analysis.timeline.communication_overlap
     launches: pd.DataFrame = field(default_factory=pd.DataFrame)  # analysis.timeline.launch_delays
     iterations: pd.DataFrame = field(default_factory=pd.DataFrame)  # analysis.roofline.iterations
+    advice: tuple = ()  # analysis.advice.Advice, most saving first
 
 
 def load_trace(path: str | Path) -> Trace:
@@ -80,6 +81,7 @@ def analyze(
     `hardware` floors every unit on that spec instead of the matched one (what-if); `dtype`
     re-floors GEMMs, convolutions and attention at that precision (what-if: 'bf16', 'fp8', 'int8').
     """
+    from analysis.advice import advise
     from analysis.attribution import attribute
     from analysis.busy import device_time
     from analysis.cost import cost_table
@@ -108,6 +110,7 @@ def analyze(
     has_steps = bool((trace.events["step"] >= 0).any())
     names = {f"rank{r}/{d}": (spec_for(int(r), str(d)).name if spec_for(int(r), str(d)) else "")
              for r, d in trace.devices[["rank", "device"]].itertuples(index=False)}
+    communication = communication_overlap(trace, classified)
     return Analysis(
         overview=overview(trace),
         device_time=dt,
@@ -123,7 +126,8 @@ def analyze(
         whatif_dtype=dtype,
         utilization=utilization(classified, equation, spec_for),
         streams=streams(trace),
-        communication=communication_overlap(trace, classified),
+        communication=communication,
+        advice=tuple(advise(classified, communication, spec_for)),
         launches=launch_delays(trace),
         iterations=iterations(classified, attribute(trace, unit_bound, by_step=True), spec_for) if has_steps else pd.DataFrame(),
     )

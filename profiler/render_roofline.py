@@ -5,9 +5,11 @@ from __future__ import annotations
 
 from rich import box
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from profiler.facade import Analysis
+from profiler.redact import redact_text
 from profiler.render import fmt_ns
 
 MAX_DEVICES = 8
@@ -15,7 +17,20 @@ _PARTS = [("compute", "compute_ns"), ("memory", "memory_ns"), ("comm", "communic
           ("unknown", "unknown_ns"), ("idle host", "idle_host_ns"), ("idle sync", "idle_sync_ns"), ("idle other", "idle_other_ns")]
 
 
+def render_advice(a: Analysis, console: Console) -> None:
+    """The advice first: what to change, what it should save, and why."""
+    if not a.advice:
+        return
+    t = Table(box=box.SIMPLE_HEAD, title="Advice (estimated saving; formulas in --json)", title_justify="left")
+    for col in ("saving", "kind", "change", "evidence"):
+        t.add_column(col, justify="right" if col == "saving" else "left", overflow="fold")
+    for x in a.advice[:6]:
+        t.add_row(fmt_ns(x.saving_ns), x.kind, escape(redact_text(x.title)), escape(redact_text(x.evidence)))
+    console.print(t)
+
+
 def render_roofline(a: Analysis, console: Console) -> None:
+    render_advice(a, console)
     if not a.equation.empty:
         title = "Where the time goes: window = compute + memory + comm + runtime + unknown + idle"
         if a.whatif_dtype:

@@ -15,7 +15,7 @@ from profiler.facade import Analysis
 from profiler.redact import redact, redact_text
 
 SCHEMA = "perf.analyze"
-SCHEMA_VERSION = 3  # 2: roofline fields (family .. efficiency, equation); 3: timeline (streams, communication, launches, iterations)
+SCHEMA_VERSION = 4  # 2: roofline fields; 3: timeline (streams, communication, launches, iterations); 4: advice
 
 
 def to_dict(a: Analysis, metadata: dict[str, Any]) -> dict[str, Any]:
@@ -61,6 +61,8 @@ def to_dict(a: Analysis, metadata: dict[str, Any]) -> dict[str, Any]:
             "launches": _records(a.launches),
             "iterations": _records(a.iterations),
         },
+        "advice": [{"kind": x.kind, "title": x.title, "saving_ns": float(x.saving_ns), "evidence": x.evidence,
+                    "formula": x.formula, "units": list(x.units)} for x in a.advice],
         "ops": ops,
         "problems": _problems(a),
         "metadata": metadata,
