@@ -49,9 +49,10 @@ def attribute(trace: Trace, unit_bound: pd.Series, *, by_step: bool = False) -> 
     """
     ev = trace.events
     is_work = ev["kind"].isin([k.value for k in DEVICE_WORK_KINDS]).to_numpy()
-    work = ev[is_work]
+    work = ev.loc[is_work, ["id", "op_id", "rank", "device", "step", "ts", "dur"]]  # only what is used
     launch = _launch_times(trace, work)
     sync = _sync_calls(ev)
+    unit_bound = _BoundCodes(unit_bound)
     keys = ["rank", "device", "step"] if by_step else ["rank", "device"]
     rows = []
     for key, w in work.groupby(keys, observed=True, sort=True):
@@ -72,15 +73,31 @@ def attribute(trace: Trace, unit_bound: pd.Series, *, by_step: bool = False) -> 
     return pd.DataFrame(rows, columns=cols)
 
 
-def _equation(rank: int, device: str, start: np.ndarray, end: np.ndarray, unit: np.ndarray, unit_bound: pd.Series,
+class _BoundCodes:
+    """unit id -> index of its Bound in `list(Bound)`, looked up by integer position; units not
+    named are unknown. Built once per analysis (string compares per interval are slow)."""
+
+    def __init__(self, unit_bound: pd.Series):
+        order = [b.value for b in Bound]
+        values, distinct = pd.factorize(unit_bound.to_numpy(dtype=object))
+        to_order = np.array([order.index(d) if d in order else order.index(Bound.UNKNOWN.value) for d in distinct] or [0], dtype=np.int64)
+        self.index = pd.Index(unit_bound.index)
+        self.codes = np.append(to_order[values] if len(values) else np.zeros(0, dtype=np.int64), order.index(Bound.UNKNOWN.value))
+
+    def codes_of(self, unit: np.ndarray) -> np.ndarray:
+        return self.codes[self.index.get_indexer(unit)]  # -1 (not named) picks the appended 'unknown'
+
+
+def _equation(rank: int, device: str, start: np.ndarray, end: np.ndarray, unit: np.ndarray, unit_bound: "_BoundCodes",
               launch: np.ndarray | None, sync: tuple | None) -> dict:
     """One device's row: shares by bound, busy, window, and the idle split. Without launch
     times (a CPU), every gap is host time."""
-    bound = unit_bound.reindex(unit).fillna(Bound.UNKNOWN.value).to_numpy(dtype=object)
-    shares = equal_shares(start, end)
+    order = list(Bound)
+    bound = unit_bound.codes_of(unit)
+    per = np.bincount(bound, weights=equal_shares(start, end), minlength=len(order))
     row: dict = {"rank": rank, "device": device}
-    for b in Bound:
-        row[f"{b.value}_ns"] = float(shares[bound == b.value].sum())
+    for i, b in enumerate(order):
+        row[f"{b.value}_ns"] = float(per[i])
     _round_to_busy(row, busy := union_length(start, end))
     row["window_ns"] = int(end.max() - start.min())
     row["busy_ns"] = busy
@@ -116,18 +133,22 @@ def _round_to_busy(row: dict, busy: int) -> None:
 def _launch_times(trace: Trace, work: pd.DataFrame) -> pd.Series:
     """Launch call start per device event id (its own start when the call was not recorded)."""
     fl = trace.flows[trace.flows["kind"] == "launch"]
-    ts = trace.events.set_index("id")["ts"]
-    launched = pd.Series(ts.reindex(fl["src"].to_numpy()).to_numpy(), index=fl["dst"].to_numpy())
-    own = pd.Series(work["ts"].to_numpy(), index=work["id"].to_numpy())
-    return launched.reindex(own.index).fillna(own).astype(np.int64)
+    ev = trace.events
+    pos = pd.Index(ev["id"].to_numpy())
+    out = pd.Series(work["ts"].to_numpy(), index=work["id"].to_numpy())
+    at = out.index.get_indexer(fl["dst"].to_numpy())
+    ok = at >= 0
+    values = out.to_numpy().copy()
+    values[at[ok]] = ev["ts"].to_numpy()[pos.get_indexer(fl["src"].to_numpy()[ok])]
+    return pd.Series(values, index=out.index)
 
 
 def _sync_calls(ev: pd.DataFrame) -> dict[int, tuple[np.ndarray, np.ndarray]]:
     """Per rank, the union of host calls that wait for the device, as sorted disjoint runs."""
-    rt = ev[(ev["kind"] == Kind.RUNTIME.value)]
-    names = rt["name"].cat.categories
-    waiting = names[names.str.contains(SYNC_CALL, regex=True)]
-    calls = rt[rt["name"].isin(waiting)]
+    names = ev["name"].cat.categories
+    waiting = np.flatnonzero(names.str.contains(SYNC_CALL, regex=True))
+    is_sync = (ev["kind"] == Kind.RUNTIME.value).to_numpy() & np.isin(ev["name"].cat.codes.to_numpy(), waiting)
+    calls = ev.loc[is_sync, ["rank", "ts", "dur"]]
     out = {}
     for rank, c in calls.groupby("rank", observed=True):
         out[int(rank)] = _runs(c["ts"].to_numpy(), (c["ts"] + c["dur"]).to_numpy())

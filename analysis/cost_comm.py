@@ -87,9 +87,9 @@ def comm_table(units: pd.DataFrame, world_size: dict[int, int]) -> pd.DataFrame:
     """
     n = len(units)
     kinds, comm, algo, dtypes = np.full(n, "", dtype=object), np.full(n, np.nan), np.full(n, np.nan), np.full(n, "", dtype=object)
-    names = units["name"].astype(str)
-    maybe = np.flatnonzero((units["collective"].astype(str) != "").to_numpy() | names.str.startswith(GLOO_PREFIX).to_numpy()
-                           | names.str.contains(r"(?i)^(?:nccl|rccl)(?:Dev)?Kernel_|^record_param_comms$", regex=True).to_numpy())
+    codes, distinct = pd.factorize(units["name"].to_numpy(dtype=object))
+    named = np.array([collective_kind(str(n), "") is not None for n in distinct], dtype=bool)  # per distinct name
+    maybe = np.flatnonzero((units["collective"].to_numpy(dtype=object) != "") | (named[codes] if len(codes) else False))
     cols = ["name", "collective", "msg_in_nelems", "msg_out_nelems", "group_size", "msg_dtype", "shapes", "dtypes", "rank"]
     for i, r in zip(maybe, units.iloc[maybe][cols].itertuples(index=False)):  # collectives only: few
         kind = collective_kind(str(r.name), str(r.collective or ""))
@@ -131,7 +131,8 @@ def apply_comm(costs: pd.DataFrame, comm: pd.DataFrame, names: pd.Series) -> pd.
     out = costs.copy()
     out["algo_bytes"] = np.nan
     is_comm = (comm["collective"] != "").to_numpy()
-    enqueue = names.astype(str).str.startswith("c10d::").to_numpy() & ~is_comm
+    codes, distinct = pd.factorize(names.to_numpy(dtype=object))
+    enqueue = np.array([str(n).startswith("c10d::") for n in distinct], dtype=bool)[codes] & ~is_comm
     known = is_comm & ~np.isnan(comm["algo_bytes"].to_numpy())
     zero = known | enqueue
     for col in ("flops", "flops_effective", "bytes_read", "bytes_written"):

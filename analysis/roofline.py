@@ -77,10 +77,13 @@ def classify(units: pd.DataFrame, costs: pd.DataFrame, spec_for: Callable[[int, 
 
 def _floors(u: pd.DataFrame, spec: HardwareSpec) -> np.ndarray:
     """[t_compute, t_memory, t_comm, t_runtime] in ns for the units of one device."""
-    unit = np.where(u["family"].isin(MATRIX_FAMILIES), "matrix", "vector")
+    unit = np.where(u["family"].isin(MATRIX_FAMILIES).to_numpy(), "matrix", "vector")
     dtypes = u["dtype"].fillna("fp32").to_numpy(dtype=object)
-    pairs, inverse = np.unique(np.stack([np.where(pd.isna(dtypes), "fp32", dtypes).astype(str), unit]), axis=1, return_inverse=True)
-    peaks = np.array([spec.peak(d or "fp32", k) for d, k in pairs.T])[inverse.reshape(-1)] if len(u) else np.zeros(0)
+    codes, distinct = pd.factorize(pd.Series(dtypes, dtype=object).fillna("fp32").to_numpy(dtype=object))
+    matrix = unit == "matrix"
+    peak_m = np.array([spec.peak(str(d) or "fp32", "matrix") for d in distinct])
+    peak_v = np.array([spec.peak(str(d) or "fp32", "vector") for d in distinct])
+    peaks = np.where(matrix, peak_m[codes], peak_v[codes]) if len(u) else np.zeros(0)
     t_compute = u["flops_effective"].to_numpy() / peaks * 1e9
     t_memory = u["bytes"].to_numpy() / spec.bandwidth() * 1e9
     algo = u["algo_bytes"].to_numpy(dtype=np.float64) if "algo_bytes" in u else np.full(len(u), np.nan)
@@ -152,14 +155,21 @@ def groups(classified: pd.DataFrame, keys: tuple[str, ...] = ("name", "shapes"))
     """
     c = classified
     nums = ["flops", "flops_effective", "bytes", *FLOOR_COLUMNS, "floor_ns"]
-    g = c.groupby(list(keys), sort=False, dropna=False)
-    sums = g[["time_ns", *nums]].sum()
-    # a sum over units with any unknown cost is unknown (NaN), not a partial figure
-    unknown_parts = c[nums].isna().assign(**{k: c[k] for k in keys}).groupby(list(keys), sort=False, dropna=False)[nums].any()
-    sums[nums] = sums[nums].mask(unknown_parts.reindex(sums.index).to_numpy(dtype=bool))
-    first = g[["family", "dtype"]].first()
-    unknown = (c["bound"] == Bound.UNKNOWN.value).groupby([c[k] for k in keys], sort=False, dropna=False).any()
-    g = pd.concat([sums, first], axis=1).assign(unknown=unknown.reindex(sums.index).to_numpy()).reset_index()
+    key = pd.MultiIndex.from_arrays([c[k].to_numpy(dtype=object) for k in keys])
+    codes, uniq = pd.factorize(key)
+    n = len(uniq)
+    g = pd.DataFrame({k: uniq.get_level_values(i).to_numpy(dtype=object) for i, k in enumerate(keys)})
+    g["time_ns"] = np.bincount(codes, weights=c["time_ns"].to_numpy(dtype=np.float64), minlength=n).astype(np.int64)
+    for col in nums:  # a sum over units with any unknown cost is unknown (NaN), not a partial figure
+        v = c[col].to_numpy(dtype=np.float64)
+        nan = np.isnan(v)
+        total = np.bincount(codes, weights=np.where(nan, 0.0, v), minlength=n)
+        g[col] = np.where(np.bincount(codes, weights=nan.astype(np.float64), minlength=n) > 0, np.nan, total)
+    first = np.full(n, -1)
+    first[codes[::-1]] = np.arange(len(codes))[::-1]  # first row of each group
+    g["family"] = c["family"].to_numpy(dtype=object)[first]
+    g["dtype"] = c["dtype"].to_numpy(dtype=object)[first]
+    g["unknown"] = np.bincount(codes, weights=(c["bound"].to_numpy(dtype=object) == Bound.UNKNOWN.value).astype(np.float64), minlength=n) > 0
     floors = g[FLOOR_COLUMNS].to_numpy()
     bound = np.array(_FLOOR_BOUND, dtype=object)[np.nan_to_num(floors, nan=-1).argmax(axis=1)]
     g["bound"] = np.where(g.pop("unknown").to_numpy(dtype=bool), Bound.UNKNOWN.value, bound)

@@ -22,7 +22,7 @@ def streams(trace: Trace) -> pd.DataFrame:
     """Per stream of each device: rank, device, stream (track name), work_events, busy_ns,
     idle_ns (device window - busy: the stream waits while other streams work), share (of window)."""
     ev = trace.events
-    work = ev[ev["kind"].isin([k.value for k in DEVICE_WORK_KINDS])]
+    work = ev.loc[ev["kind"].isin([k.value for k in DEVICE_WORK_KINDS]).to_numpy(), ["rank", "device", "track", "ts", "dur"]]
     rows = []
     for (rank, device), w in work.groupby(["rank", "device"], observed=True, sort=True):
         window = int((w["ts"] + w["dur"]).max() - w["ts"].min())

@@ -35,7 +35,8 @@ BIG_TRACE = HERE / "data" / "big_trace.json"
 MiB = 2**20
 
 LABELS = {"bare": "orjson.loads (bare parse)", "hta": "HTA load + temporal breakdown",
-          "ours": "profiler analyze --json (ours)"}
+          "ours": "perf analyze --json (ours)",
+          "ours-full": "  same, all sections (roofline..)"}
 
 # Targets for our tool, checked at the end of each trace's table.
 TARGET_VS_HTA = 5.0      # ours at least 5x faster than HTA
@@ -94,7 +95,7 @@ def run_contender(name: str, trace: Path, timeout: float, mem_limit: int,
     if name == "hta" and not hta_python.exists():
         return Result(name, "skip", reason=f"{hta_python} missing: run benchmarks/setup_hta_env.sh")
     env = dict(os.environ)
-    if name == "ours":
+    if name.startswith("ours"):
         # `python -m profiler` from the repo root works without an install; src/ layout too
         paths = [str(REPO), str(REPO / "src"), env.get("PYTHONPATH", "")]
         env["PYTHONPATH"] = os.pathsep.join(p for p in paths if p)
@@ -191,7 +192,8 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("traces", nargs="*", type=Path, help="trace files (.json or .json.gz); default: the largest real trace")
     ap.add_argument("--big", action="store_true", help=f"also run on {BIG_TRACE.relative_to(REPO)} (generated if absent)")
-    ap.add_argument("--contenders", default="bare,hta,ours", help="comma list of bare, hta, ours")
+    ap.add_argument("--contenders", default="bare,hta,ours,ours-full",
+                    help="comma list of bare, hta, ours (the foundation report), ours-full (every section)")
     ap.add_argument("--repeat", type=int, default=1, help="runs per contender; the fastest run is reported")
     ap.add_argument("--timeout", type=float, default=900.0, help="seconds per contender run")
     ap.add_argument("--mem-limit-gb", type=float, default=round(mem_total_bytes() * 0.85 / 2**30, 1),

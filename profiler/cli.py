@@ -71,6 +71,7 @@ def analyze(
     json: Annotated[bool, typer.Option("--json", help="Write the versioned JSON report to stdout.")] = False,
     hardware: Annotated[Optional[str], typer.Option(help="Floor every device on this spec (preset name or YAML): what-if.")] = None,
     dtype: Annotated[Optional[str], typer.Option(help="Re-floor GEMMs, convolutions and attention at this precision: bf16, fp8, int8 (what-if).")] = None,
+    section: Annotated[Optional[list[str]], typer.Option(help="Only these sections (repeatable): summary, ops, roofline, timeline, advice.")] = None,
 ) -> None:
     """Summarise a trace: what it is, device busy and idle time, the top ops and kernels."""
     from profiler.facade import analyze as run_analysis
@@ -80,7 +81,12 @@ def analyze(
         t = load_trace(trace)
         if dtype and dtype not in ("fp32", "tf32", "bf16", "fp16", "fp8", "int8", "fp4"):
             raise InputError(None, f"--dtype {dtype}: expected one of fp32, tf32, bf16, fp16, fp8, int8, fp4")
-        result = run_analysis(t, top=top, rank=rank, hardware=hardware, dtype=dtype)
+        from profiler.facade import SECTIONS
+
+        unknown = sorted(set(section or ()) - set(SECTIONS))
+        if unknown:
+            raise InputError(None, f"--section {unknown[0]}: expected one of {', '.join(SECTIONS)}")
+        result = run_analysis(t, top=top, rank=rank, hardware=hardware, dtype=dtype, sections=tuple(section or SECTIONS))
         if json:
             from profiler.report import to_json
 

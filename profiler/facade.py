@@ -73,24 +73,24 @@ def spec_resolver(trace: Trace, hardware: str | None = None) -> Callable[[int, s
     return lambda rank, device: matched.get((rank, device))
 
 
+#: What `perf analyze --section` can ask for; the passes a section needs run, the rest do not.
+SECTIONS = ("summary", "ops", "roofline", "timeline", "advice")
+
+
 def analyze(
-    trace: Trace, *, top: int | None = 20, rank: int | None = None, hardware: str | None = None, dtype: str | None = None
+    trace: Trace, *, top: int | None = 20, rank: int | None = None, hardware: str | None = None, dtype: str | None = None,
+    sections: tuple[str, ...] = SECTIONS,
 ) -> Analysis:
     """Run the analysis passes over `trace` (or one rank of it).
 
     `hardware` floors every unit on that spec instead of the matched one (what-if); `dtype`
     re-floors GEMMs, convolutions and attention at that precision (what-if: 'bf16', 'fp8', 'int8').
+    `sections` (of SECTIONS) limits the work: 'summary' and 'ops' are the trace, device time and
+    top tables; 'roofline' classifies units; 'timeline' and 'advice' build on it.
     """
-    from analysis.advice import advise
-    from analysis.attribution import attribute
     from analysis.busy import device_time
-    from analysis.cost import cost_table
-    from analysis.cost_comm import apply_comm, comm_table
     from analysis.overview import overview, select_rank
-    from analysis.roofline import MATRIX_FAMILIES, by, classify, drop_carried_costs, groups, iterations, utilization
-    from analysis.timeline import communication_overlap, launch_delays, streams
     from analysis.top import top_kernels, top_ops
-    from analysis.units import units as find_units
 
     if rank is not None:
         if rank not in trace.ranks:
@@ -98,6 +98,30 @@ def analyze(
         trace = select_rank(trace, rank)
     dt = device_time(trace)
     gpu_busy = int(dt.loc[dt["device"] != "cpu", "busy_ns"].sum())
+    base = Analysis(
+        overview=overview(trace),
+        device_time=dt,
+        top_ops=top_ops(trace, gpu_busy, top) if "ops" in sections else pd.DataFrame(),
+        top_kernels=top_kernels(trace, gpu_busy, top) if "ops" in sections else pd.DataFrame(),
+        problems=trace.problems,
+    )
+    if not {"roofline", "timeline", "advice"} & set(sections):
+        return base
+    return _roofline(trace, base, hardware, dtype, sections)
+
+
+def _roofline(trace: Trace, base: Analysis, hardware: str | None, dtype: str | None, sections: tuple[str, ...]) -> Analysis:
+    """The classification passes, and the timeline and advice that build on them."""
+    from dataclasses import replace
+
+    from analysis.advice import advise
+    from analysis.attribution import attribute
+    from analysis.cost import cost_table
+    from analysis.cost_comm import apply_comm, comm_table
+    from analysis.roofline import MATRIX_FAMILIES, by, classify, drop_carried_costs, groups, iterations, utilization
+    from analysis.timeline import communication_overlap, launch_delays, streams
+    from analysis.units import units as find_units
+
     spec_for = spec_resolver(trace, hardware)
     u = find_units(trace)
     costs = apply_comm(drop_carried_costs(trace.events, u, cost_table(u)), comm_table(u, _world_sizes(trace)), u["name"])
@@ -107,30 +131,29 @@ def analyze(
     classified = classify(u, costs, spec_for)
     unit_bound = pd.Series(classified["bound"].to_numpy(), index=classified["unit_id"].to_numpy())
     equation = attribute(trace, unit_bound)
-    has_steps = bool((trace.events["step"] >= 0).any())
     names = {f"rank{r}/{d}": (spec_for(int(r), str(d)).name if spec_for(int(r), str(d)) else "")
              for r, d in trace.devices[["rank", "device"]].itertuples(index=False)}
-    communication = communication_overlap(trace, classified)
-    return Analysis(
-        overview=overview(trace),
-        device_time=dt,
-        top_ops=top_ops(trace, gpu_busy, top).merge(groups(classified), on=["name", "shapes"], how="left", suffixes=("", "_unit")),
-        top_kernels=top_kernels(trace, gpu_busy, top),
-        problems=trace.problems,
-        units=classified,
-        equation=equation,
-        by_bound=by(classified, "bound"),
-        by_family=by(classified, "family"),
-        by_dtype=by(classified, "dtype"),
-        hardware=names,
-        whatif_dtype=dtype,
+    top = base.top_ops
+    if len(top):
+        top = top.merge(groups(classified), on=["name", "shapes"], how="left", suffixes=("", "_unit"))
+    out = replace(
+        base, top_ops=top, units=classified, equation=equation, by_bound=by(classified, "bound"),
+        by_family=by(classified, "family"), by_dtype=by(classified, "dtype"), hardware=names, whatif_dtype=dtype,
         utilization=utilization(classified, equation, spec_for),
-        streams=streams(trace),
-        communication=communication,
-        advice=tuple(advise(classified, communication, spec_for)),
-        launches=launch_delays(trace),
-        iterations=iterations(classified, attribute(trace, unit_bound, by_step=True), spec_for) if has_steps else pd.DataFrame(),
     )
+    if not {"timeline", "advice"} & set(sections):
+        return out
+    communication = communication_overlap(trace, classified)
+    has_steps = bool((trace.events["step"] >= 0).any())
+    out = replace(out, communication=communication)
+    if "timeline" in sections:
+        out = replace(
+            out, streams=streams(trace), launches=launch_delays(trace),
+            iterations=iterations(classified, attribute(trace, unit_bound, by_step=True), spec_for) if has_steps else pd.DataFrame(),
+        )
+    if "advice" in sections:
+        out = replace(out, advice=tuple(advise(classified, communication, spec_for)))
+    return out
 
 
 def _world_sizes(trace: Trace) -> dict[int, int]:
