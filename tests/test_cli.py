@@ -79,3 +79,13 @@ def test_runtime_named_from_recorded_versions():
     rocm = json.loads(run("analyze", real_trace("sglang_qwen3_decode_mi300x"), "--json").stdout)
     assert b200["trace"]["framework"].endswith("CUDA 12.9")
     assert rocm["trace"]["framework"].endswith("HIP 7.2")
+
+
+def test_sections_limit_the_work():
+    r = run("analyze", real_trace("sglang_qwen3_decode_mi300x"), "--json", "--section", "summary", "--section", "ops")
+    doc = json.loads(r.stdout)
+    assert doc["ops"] and doc["summary"]["equation"] == [] and doc["advice"] == []  # roofline passes skipped
+    full = json.loads(run("analyze", real_trace("sglang_qwen3_decode_mi300x"), "--json").stdout)
+    assert full["summary"]["equation"] and full["summary"]["busy_ns"] == doc["summary"]["busy_ns"]
+    bad = run("analyze", real_trace("sglang_qwen3_decode_mi300x"), "--section", "nope")
+    assert bad.exit_code == 2 and "--section nope" in bad.stderr
