@@ -164,3 +164,42 @@ def calibrate(
         path = output if i == 0 else output.with_name(f"{output.stem}-{spec.kind}{output.suffix}")
         save_spec(spec, path)
         print(f"wrote {path} ({spec.name}); use it with --hardware {path}")
+
+
+@app.command()
+def diff(
+    base: Annotated[Path, typer.Argument(help="Trace A (the baseline): file or directory.")],
+    new: Annotated[Path, typer.Argument(help="Trace B: file or directory.")],
+    top: Annotated[int, typer.Option(min=1, help="How many changes to list.")] = 20,
+    threshold: Annotated[float, typer.Option(help="Ignore time changes below this percent of A's time.")] = 0.0,
+    json: Annotated[bool, typer.Option("--json", help="Write the changes as JSON (schema perf.diff, version 1).")] = False,
+) -> None:
+    """Compare two traces: ops and kernels matched by name and input shapes; count, time, bound changes."""
+    from analysis.diff import diff as diff_tables
+    from analysis.diff import op_times
+    from profiler.facade import analyze as run_analysis
+    from profiler.facade import load_trace
+
+    sides = []
+    for path in (base, new):
+        with one_line_errors(path):
+            a = run_analysis(load_trace(path), top=None, sections=("summary", "ops", "roofline"))
+            sides.append(a)
+    with one_line_errors(new):
+        changes = diff_tables(op_times(sides[0].top_ops, sides[0].top_kernels),
+                              op_times(sides[1].top_ops, sides[1].top_kernels), threshold / 100)
+        busy = [_busy_ns(s.device_time) for s in sides]
+        if json:
+            from profiler.report import diff_json
+
+            sys.stdout.buffer.write(diff_json(str(base), str(new), busy, changes))
+            return
+        from profiler.render import render_diff
+
+        render_diff(str(base), str(new), busy, changes.head(top), len(changes), Console(soft_wrap=False, emoji=False))
+
+
+def _busy_ns(device_time) -> int:
+    """Accelerator busy time summed over devices; the CPU's on a CPU-only trace."""
+    gpu = device_time[device_time["device"] != "cpu"]
+    return int((gpu if len(gpu) else device_time)["busy_ns"].sum())

@@ -90,3 +90,26 @@ def render(a: Analysis, console: Console) -> None:
         console.print("[bold yellow]Problems met while reading[/] (counted, not hidden):")
         for line in a.problems.lines():
             console.print(f"  {_text(line)}")
+
+
+def render_diff(a: str, b: str, busy: list[int], changes, total: int, console: Console) -> None:
+    """The changes between two traces, largest first."""
+    console.print(f"A: {_text(a)}\nB: {_text(b)}")
+    console.print(f"device busy: A {fmt_ns(busy[0])}, B {fmt_ns(busy[1])} ({_signed(busy[1] - busy[0])})")
+    if not total:
+        console.print("no changes: the same ops and kernels, with the same counts, times and bounds")
+        return
+    t = Table(box=box.SIMPLE_HEAD, title=f"Changes ({total}, largest first)", title_justify="left")
+    t.add_column("change", no_wrap=True, min_width=7)
+    t.add_column("name", no_wrap=True, overflow="ellipsis", max_width=max(16, console.width - 72))
+    for col, width in (("calls", 5), ("time A", 7), ("time B", 7), ("delta", 8), ("bound", 7)):
+        t.add_column(col, justify="right", no_wrap=True, min_width=width)
+    for r in changes.itertuples(index=False):
+        bound = r.bound_a if r.bound_a == r.bound_b else f"{r.bound_a or '-'}>{r.bound_b or '-'}"
+        calls = f"{r.count_a:,}" if r.count_a == r.count_b else f"{r.count_a:,}>{r.count_b:,}"
+        t.add_row(r.change, _text(r.name), calls, fmt_ns(r.time_a_ns), fmt_ns(r.time_b_ns), _signed(r.delta_ns), _text(bound))
+    console.print(t)
+
+
+def _signed(ns: float) -> str:
+    return ("+" if ns > 0 else "-" if ns < 0 else "") + fmt_ns(abs(ns))

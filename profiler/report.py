@@ -143,3 +143,14 @@ def _by(frame: Any, key: str) -> list[dict[str, Any]]:
 
 def to_json(a: Analysis, metadata: dict[str, Any]) -> bytes:
     return orjson.dumps(to_dict(a, metadata), option=orjson.OPT_INDENT_2) + b"\n"
+
+
+def diff_json(a: str, b: str, busy: list[int], changes: Any) -> bytes:
+    """`perf diff --json`: schema perf.diff v1 (docs/json-schema.md)."""
+    doc = {
+        "schema": "perf.diff", "schema_version": 1, "tool_version": __version__,
+        "a": a, "b": b, "busy_ns": {"a": busy[0], "b": busy[1]},
+        "changes": [{k: _value(v) if k not in ("delta_pct",) else (None if v in (float("inf"),) else _num(v)) for k, v in row.items()}
+                    for row in changes.to_dict(orient="records")],
+    }
+    return orjson.dumps(redact(doc), option=orjson.OPT_INDENT_2) + b"\n"
