@@ -203,3 +203,43 @@ def _busy_ns(device_time) -> int:
     """Accelerator busy time summed over devices; the CPU's on a CPU-only trace."""
     gpu = device_time[device_time["device"] != "cpu"]
     return int((gpu if len(gpu) else device_time)["busy_ns"].sum())
+
+
+@app.command()
+def gate(
+    base: Annotated[list[Path], typer.Option("--base", help="Baseline trace (repeatable: several runs).")],
+    new: Annotated[list[Path], typer.Option("--new", help="New trace (repeatable: several runs).")],
+    max_regression: Annotated[float, typer.Option(help="Allowed slowdown, percent.")] = 10.0,
+    json: Annotated[bool, typer.Option("--json", help="Write the verdicts as JSON (schema perf.gate, version 1).")] = False,
+) -> None:
+    """CI gate: exit 1 when NEW is slower than BASE by more than --max-regression AND beyond the noise
+    (a 95% bootstrap interval over iterations), for the total or any op holding 1% of the time."""
+    from analysis.gate import compare, samples
+    from analysis.units import units
+    from profiler.facade import load_trace
+
+    sides = []
+    for paths in (base, new):
+        per_trace = []
+        for path in paths:
+            with one_line_errors(path):
+                per_trace.append(units(load_trace(path)))
+        sides.append(samples(per_trace))
+    verdicts = compare(sides[0], sides[1], max_regression / 100)
+    failed = [v for v in verdicts if v.regression]
+    if json:
+        import orjson
+
+        from profiler.redact import redact
+
+        doc = {"schema": "perf.gate", "schema_version": 1, "max_regression_pct": max_regression,
+               "test": "ratio = mean(new)/mean(base) - 1 over iterations; regression when ratio > threshold "
+                       "and the 95% bootstrap interval's lower end > 0",
+               "regression": bool(failed), "verdicts": [v.__dict__ | {"samples": list(v.samples)} for v in verdicts]}
+        sys.stdout.buffer.write(orjson.dumps(redact(doc), option=orjson.OPT_INDENT_2) + b"\n")
+    else:
+        from profiler.render import render_gate
+
+        render_gate(verdicts, max_regression, Console(soft_wrap=False, emoji=False))
+    if failed:
+        raise typer.Exit(1)

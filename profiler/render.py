@@ -113,3 +113,17 @@ def render_diff(a: str, b: str, busy: list[int], changes, total: int, console: C
 
 def _signed(ns: float) -> str:
     return ("+" if ns > 0 else "-" if ns < 0 else "") + fmt_ns(abs(ns))
+
+
+def render_gate(verdicts, max_regression: float, console: Console) -> None:
+    """Each compared quantity with its change and noise interval; regressions first."""
+    t = Table(box=box.SIMPLE_HEAD, title=f"Gate: slowdown > {max_regression:g}% and beyond the noise (95% bootstrap)",
+              title_justify="left")
+    t.add_column("verdict", no_wrap=True)
+    t.add_column("name", no_wrap=True, overflow="ellipsis", max_width=max(16, console.width - 62))
+    for col in ("base", "new", "change", "95% interval", "samples"):
+        t.add_column(col, justify="right", no_wrap=True)
+    for v in verdicts[:20]:
+        t.add_row("REGRESSION" if v.regression else "ok", _text(v.name), fmt_ns(v.base_mean_ns), fmt_ns(v.new_mean_ns),
+                  f"{100 * v.ratio:+.1f}%", f"{100 * v.low:+.1f}..{100 * v.high:+.1f}%", f"{v.samples[0]}/{v.samples[1]}")
+    console.print(t)
