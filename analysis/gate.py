@@ -51,7 +51,7 @@ def samples(units_by_trace: list[pd.DataFrame]) -> pd.DataFrame:
     return pd.concat(rows, ignore_index=True) if rows else pd.DataFrame(columns=["sample", "name", "time_ns"])
 
 
-def compare(base: pd.DataFrame, new: pd.DataFrame, max_regression: float, min_share: float = 0.01) -> list[Verdict]:
+def compare(base: pd.DataFrame, new: pd.DataFrame, max_regression: float, min_share: float = 0.05) -> list[Verdict]:
     """Verdicts for the total and for every op holding at least `min_share` of BASE's total time,
     most regressed first. `max_regression` is a fraction (0.1 for 10%)."""
     rng = np.random.default_rng(SEED)

@@ -213,7 +213,7 @@ def gate(
     json: Annotated[bool, typer.Option("--json", help="Write the verdicts as JSON (schema perf.gate, version 1).")] = False,
 ) -> None:
     """CI gate: exit 1 when NEW is slower than BASE by more than --max-regression AND beyond the noise
-    (a 95% bootstrap interval over iterations), for the total or any op holding 1% of the time."""
+    (a 95% bootstrap interval over iterations), for the total or any op holding 5% of the time (smaller ones are mostly noise)."""
     from analysis.gate import compare, samples
     from analysis.units import units
     from profiler.facade import load_trace
