@@ -24,7 +24,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from analysis.intervals import union_length
+from analysis.intervals import runs, union_length
 from analysis.units import self_segments
 from profiler.schema import DEVICE_WORK_KINDS, Bound, Kind
 from profiler.trace import Trace
@@ -151,16 +151,8 @@ def _sync_calls(ev: pd.DataFrame) -> dict[int, tuple[np.ndarray, np.ndarray]]:
     calls = ev.loc[is_sync, ["rank", "ts", "dur"]]
     out = {}
     for rank, c in calls.groupby("rank", observed=True):
-        out[int(rank)] = _runs(c["ts"].to_numpy(), (c["ts"] + c["dur"]).to_numpy())
+        out[int(rank)] = runs(c["ts"].to_numpy(), (c["ts"] + c["dur"]).to_numpy())
     return out
-
-
-def _runs(start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    order = np.argsort(start, kind="stable")
-    s, e = start[order], np.maximum.accumulate(end[order])
-    new = np.concatenate([[True], s[1:] > e[:-1]])
-    last = np.append(np.flatnonzero(new[1:]), len(s) - 1)
-    return s[new], e[last]
 
 
 def _covered(runs: tuple[np.ndarray, np.ndarray] | None, a: np.ndarray, b: np.ndarray) -> np.ndarray:

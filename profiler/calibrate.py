@@ -29,6 +29,7 @@ from typing import Callable
 from profiler.hardware import HardwareSpec, Link, MemoryLevel
 
 MATRIX_DTYPES = ("fp32", "bf16", "fp16", "fp64")
+WARM_UP_S = 0.3  # untimed runs before each measurement
 _TORCH_DTYPE = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16", "fp64": "float64"}
 
 
@@ -52,7 +53,11 @@ def best_time(fn: Callable[[], object], repeats: int, inner: int = 1, device: st
     """Fastest wall time of `inner` calls of fn, over `repeats` tries (after one warm-up), per call.
     On a GPU the device is synchronised before the clock starts and before it stops."""
     sync = _sync(device)
+    warm_until = time.perf_counter() + WARM_UP_S  # clocks ramp up and caches fill: time the steady state
     fn()
+    while time.perf_counter() < warm_until:
+        fn()
+    sync()
     best = float("inf")
     for _ in range(repeats):
         sync()

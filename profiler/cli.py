@@ -127,7 +127,8 @@ def hardware_show(name: Annotated[str, typer.Argument(help="A preset name or a s
     """Show one spec: peaks, memory levels, links, minimum op time and sources."""
     from rich.table import Table
 
-    from profiler.hardware import describe, load_spec
+    from profiler.hardware import load_spec
+    from profiler.hardware_describe import describe
 
     with one_line_errors(Path(name)):
         spec = load_spec(name)

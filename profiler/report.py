@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import orjson
 
 from profiler import __version__
@@ -93,8 +94,8 @@ def _op(row: dict[str, Any]) -> dict[str, Any]:
 
 
 def _num(v: Any) -> float | None:
-    """JSON has no NaN: unknown numbers are null."""
-    return None if v is None or v != v else float(v)
+    """JSON has no NaN or infinity: unknown (or unbounded) numbers are null."""
+    return None if v is None or not np.isfinite(v) else float(v)
 
 
 def _roofline(row: dict[str, Any]) -> dict[str, Any]:
@@ -150,7 +151,6 @@ def diff_json(a: str, b: str, busy: list[int], changes: Any) -> bytes:
     doc = {
         "schema": "perf.diff", "schema_version": 1, "tool_version": __version__,
         "a": a, "b": b, "busy_ns": {"a": busy[0], "b": busy[1]},
-        "changes": [{k: _value(v) if k not in ("delta_pct",) else (None if v in (float("inf"),) else _num(v)) for k, v in row.items()}
-                    for row in changes.to_dict(orient="records")],
+        "changes": _records(changes),
     }
     return orjson.dumps(redact(doc), option=orjson.OPT_INDENT_2) + b"\n"

@@ -11,7 +11,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 OURS = {"profiler", "collectors", "analysis", "dashboard", "accelerator"}
-MODEL = {"profiler.schema", "profiler.trace", "profiler.errors", "profiler.redact", "profiler.secret_keys", "profiler.hardware", "profiler.hardware_match", "profiler.config"}
+MODEL = {"profiler.schema", "profiler.trace", "profiler.errors", "profiler.redact", "profiler.secret_keys", "profiler.secret_patterns", "profiler.redact_marker", "profiler.hardware", "profiler.hardware_match", "profiler.hardware_describe", "profiler.config"}
 # What each layer may import of ours (DESIGN.md, "Top-level folders").
 ALLOWED = {
     "analysis": MODEL | {"analysis"},

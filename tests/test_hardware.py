@@ -12,18 +12,17 @@ import pytest
 import yaml
 
 from profiler.errors import InputError
-from profiler.hardware_match import match_device, match_properties
 from profiler.hardware import (
     DTYPES,
     PRESETS_DIR,
     HardwareSpec,
-    describe,
     from_dict,
     load_spec,
     presets,
     save_spec,
 )
-
+from profiler.hardware_describe import describe
+from profiler.hardware_match import match_device, match_properties
 from tests.conftest import TRACES
 
 T = 1e12
