@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 DEMO_TRACE ?= examples/traces/mlp_cpu.json.gz
 
-.PHONY: setup demo test bench bench-big clean
+.PHONY: setup browser demo test bench bench-big clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -18,11 +18,17 @@ $(VENV)/.installed: pyproject.toml | $(BIN)/python
 
 setup: $(VENV)/.installed
 
+# The dashboard's browser tests drive Debian's headless Chromium through chromedriver.
+browser:
+	@command -v chromium >/dev/null && command -v chromedriver >/dev/null || { \
+	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq chromium chromium-driver >/dev/null; }
+
 demo: setup
 	$(BIN)/perf analyze $(DEMO_TRACE)
 
 # Timing-sensitive roofline checks (marked serial) run alone, after the parallel suite.
-test: setup
+test: setup browser
 	$(BIN)/python -m pytest -q -n 2 -m "not serial"
 	$(BIN)/python -m pytest -q -m serial
 
