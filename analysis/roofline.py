@@ -5,7 +5,8 @@ device whose ceilings are a HardwareSpec:
 
     t_compute = flops / peak(dtype, unit)        unit: matrix for gemm, conv, attention;
                                                  vector for everything else
-    t_memory  = bytes / bandwidth(outermost memory level)   (per-level bytes: later)
+    t_memory  = max over memory levels of bytes_level / bandwidth_level   (analysis.memory_levels:
+                 compulsory bytes at every level; GEMMs add the I/O lower bound of the inner levels)
     t_comm    = link latency + algorithm bytes / link bandwidth (analysis.cost_comm; first link)
     t_runtime = spec.min_op_time                 one op's minimum time on that device
 
@@ -24,6 +25,7 @@ from typing import Callable
 import numpy as np
 import pandas as pd
 
+from analysis.memory_levels import memory_floor
 from profiler.hardware import HardwareSpec
 from profiler.schema import Bound
 
@@ -38,7 +40,8 @@ def classify(units: pd.DataFrame, costs: pd.DataFrame, spec_for: Callable[[int, 
     Adds: family, dtype, flops, flops_effective, bytes_read, bytes_written, bytes (float, NaN
     when unknown),
     intensity (flops_effective / bytes, FLOP/byte), t_compute_ns, t_memory_ns, t_comm_ns,
-    t_runtime_ns, floor_ns (float ns), bound (a profiler.schema.Bound value),
+    t_runtime_ns, floor_ns (float ns), memory_level (the level whose bytes / bandwidth is
+    t_memory), level_bytes (dict level -> bytes at that level), bound (a profiler.schema.Bound value),
     efficiency (floor_ns / time_ns; NaN when unknown or time 0), hardware (spec name or '').
     """
     out = units.reset_index(drop=True).copy()
@@ -55,15 +58,19 @@ def classify(units: pd.DataFrame, costs: pd.DataFrame, spec_for: Callable[[int, 
         out["intensity"] = out["flops_effective"] / out["bytes"]
     floors = np.full((len(out), 4), np.nan)
     names = np.full(len(out), "", dtype=object)
+    level = np.full(len(out), "", dtype=object)
+    per_level = np.full(len(out), None, dtype=object)
     for (rank, device), idx in out.groupby(["rank", "device"], sort=False).indices.items():
         spec = spec_for(int(rank), str(device))
         if spec is None:
             continue
         names[idx] = spec.name
-        floors[idx] = _floors(out.iloc[idx], spec)
+        floors[idx], level[idx], per_level[idx] = _floors(out.iloc[idx], spec)
     for i, col in enumerate(FLOOR_COLUMNS):
         out[col] = floors[:, i]
     out["hardware"] = pd.Series(names, dtype=object, index=out.index)
+    out["memory_level"] = pd.Series(level, dtype=object, index=out.index)
+    out["level_bytes"] = pd.Series(per_level, dtype=object, index=out.index)
     known = ~np.isnan(out["flops_effective"].to_numpy()) & ~np.isnan(floors).any(axis=1)
     filled = np.where(np.isnan(floors), -1.0, floors)
     out["floor_ns"] = np.where(known, filled.max(axis=1), np.nan)
@@ -75,8 +82,9 @@ def classify(units: pd.DataFrame, costs: pd.DataFrame, spec_for: Callable[[int, 
     return out
 
 
-def _floors(u: pd.DataFrame, spec: HardwareSpec) -> np.ndarray:
-    """[t_compute, t_memory, t_comm, t_runtime] in ns for the units of one device."""
+def _floors(u: pd.DataFrame, spec: HardwareSpec) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """([t_compute, t_memory, t_comm, t_runtime] in ns, binding memory level, {level: bytes})
+    for the units of one device."""
     unit = np.where(u["family"].isin(MATRIX_FAMILIES).to_numpy(), "matrix", "vector")
     dtypes = u["dtype"].fillna("fp32").to_numpy(dtype=object)
     codes, distinct = pd.factorize(pd.Series(dtypes, dtype=object).fillna("fp32").to_numpy(dtype=object))
@@ -85,7 +93,10 @@ def _floors(u: pd.DataFrame, spec: HardwareSpec) -> np.ndarray:
     peak_v = np.array([spec.peak(str(d) or "fp32", "vector") for d in distinct])
     peaks = np.where(matrix, peak_m[codes], peak_v[codes]) if len(u) else np.zeros(0)
     t_compute = u["flops_effective"].to_numpy() / peaks * 1e9
-    t_memory = u["bytes"].to_numpy() / spec.bandwidth() * 1e9
+    t_memory, level, per_level = memory_floor(u, spec)
+    level_names = [m.name for m in spec.memory]
+    by_level = np.empty(len(u), dtype=object)
+    by_level[:] = [None if np.isnan(row).all() else dict(zip(level_names, row.tolist())) for row in per_level]
     algo = u["algo_bytes"].to_numpy(dtype=np.float64) if "algo_bytes" in u else np.full(len(u), np.nan)
     link = spec.links[0] if spec.links else None
     has = ~np.isnan(algo)
@@ -95,7 +106,7 @@ def _floors(u: pd.DataFrame, spec: HardwareSpec) -> np.ndarray:
     elif has.any():  # a collective on hardware with no link figure: its comm floor is unknown
         t_comm[has] = np.nan
     t_runtime = np.full(len(u), spec.min_op_time * 1e9)
-    return np.stack([t_compute, t_memory, t_comm, t_runtime], axis=1)
+    return np.stack([t_compute, t_memory, t_comm, t_runtime], axis=1), level, by_level
 
 
 def by(classified: pd.DataFrame, key: str) -> pd.DataFrame:
@@ -148,7 +159,7 @@ def drop_carried_costs(events: pd.DataFrame, units: pd.DataFrame, costs: pd.Data
 def groups(classified: pd.DataFrame, keys: tuple[str, ...] = ("name", "shapes")) -> pd.DataFrame:
     """Classified units grouped (by name and shapes by default), for the op table.
 
-    Columns: the keys, family, dtype (of the first unit), flops, flops_effective, bytes (sums;
+    Columns: the keys, family, dtype, memory_level (of the first unit), flops, flops_effective, bytes (sums;
     NaN when any unit's cost is unknown), intensity (FLOP/byte), t_compute_ns .. t_runtime_ns,
     floor_ns, time_ns (sums, ns), bound (the largest summed floor; unknown if any unit's is),
     efficiency (floor_ns / time_ns).
@@ -169,6 +180,8 @@ def groups(classified: pd.DataFrame, keys: tuple[str, ...] = ("name", "shapes"))
     first[codes[::-1]] = np.arange(len(codes))[::-1]  # first row of each group
     g["family"] = c["family"].to_numpy(dtype=object)[first]
     g["dtype"] = c["dtype"].to_numpy(dtype=object)[first]
+    if "memory_level" in c:
+        g["memory_level"] = c["memory_level"].to_numpy(dtype=object)[first]
     g["unknown"] = np.bincount(codes, weights=(c["bound"].to_numpy(dtype=object) == Bound.UNKNOWN.value).astype(np.float64), minlength=n) > 0
     floors = g[FLOOR_COLUMNS].to_numpy()
     bound = np.array(_FLOOR_BOUND, dtype=object)[np.nan_to_num(floors, nan=-1).argmax(axis=1)]

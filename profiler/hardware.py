@@ -100,11 +100,14 @@ def _thaw(value: Any) -> Any:
 
 @dataclass(frozen=True)
 class MemoryLevel:
-    """One level of the memory hierarchy: `bandwidth` bytes/s (whole device), `capacity_bytes` None if unknown."""
+    """One level of the memory hierarchy: `bandwidth` bytes/s (whole device), `capacity_bytes` None if
+    unknown (whole device), `partitions` the independent instances it is split into (shared memory:
+    one per SM), so one instance holds capacity_bytes / partitions."""
 
     name: str
     capacity_bytes: int | None
     bandwidth: float  # bytes/s
+    partitions: int = 1
 
 
 @dataclass(frozen=True)
@@ -187,7 +190,8 @@ class HardwareSpec:
             "description": self.description,
             "peak_flops": _thaw(self.peak_flops),
             "memory": [
-                {"name": m.name, "capacity_bytes": m.capacity_bytes, "bandwidth": m.bandwidth} for m in self.memory
+                {"name": m.name, "capacity_bytes": m.capacity_bytes, "bandwidth": m.bandwidth,
+                 **({"partitions": m.partitions} if m.partitions != 1 else {})} for m in self.memory
             ],
             "links": [
                 {"name": lk.name, "bandwidth": lk.bandwidth, "latency": lk.latency, "topology": lk.topology}
@@ -268,7 +272,10 @@ def from_dict(doc: Any) -> HardwareSpec:
         lname = _str(m, "name", f"memory[{i}].")
         cap = m.get("capacity_bytes")
         cap_i = None if cap is None else int(_num(cap, f"memory[{i}].capacity_bytes"))
-        levels.append(MemoryLevel(lname, cap_i, _num(m.get("bandwidth"), f"memory[{i}].bandwidth")))
+        parts = int(_num(m.get("partitions", 1), f"memory[{i}].partitions"))
+        if parts < 1:
+            raise _SpecProblem(f"memory[{i}].partitions must be a positive integer")
+        levels.append(MemoryLevel(lname, cap_i, _num(m.get("bandwidth"), f"memory[{i}].bandwidth"), parts))
     if len({lv.name for lv in levels}) != len(levels):
         raise _SpecProblem("memory level names must be unique")
 

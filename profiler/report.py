@@ -110,6 +110,7 @@ def _roofline(row: dict[str, Any]) -> dict[str, Any]:
         "bytes": _num(row.get("bytes")),
         "intensity": _num(row.get("intensity")),
         "floors": {k: _num(row.get(f"t_{k}_ns")) for k in ("compute", "memory", "comm", "runtime")},
+        "memory_level": row.get("memory_level") if isinstance(row.get("memory_level"), str) else "",
         "floor_ns": _num(row.get("floor_ns")),
         "unit_time_ns": _num(row.get("time_ns")),
         "bound": row["bound"] if isinstance(row["bound"], str) else "unknown",

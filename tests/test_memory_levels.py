@@ -1,0 +1,57 @@
+"""Per-level bytes (analysis.memory_levels), with the arithmetic worked out in comments."""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+import pytest
+
+from analysis.memory_levels import level_bytes, memory_floor
+from profiler.hardware import load_spec, save_spec
+
+A100 = load_spec("a100-sxm-80gb")  # hbm 2039e9 B/s; l2 40 MiB, 7.2192e12 B/s; smem 164 KiB x 108 SMs, 19.49e12 B/s
+
+
+def unit(family: str, dtype: str, flops: float, nbytes: float) -> pd.DataFrame:
+    return pd.DataFrame({"family": [family], "dtype": [dtype], "flops": [flops], "bytes": [nbytes]})
+
+
+def test_big_gemm_is_bounded_by_l2_traffic_into_shared_memory():
+    n = 8192
+    flops, compulsory = 2 * n**3, 3 * n * n * 2  # fp16 A, B read and C written once: 402,653,184 B
+    u = unit("gemm", "fp16", flops, compulsory)
+    hbm, l2, smem = level_bytes(u, A100)[0]
+    # HBM -> L2: S = 41,943,040 B / 2 B = 20,971,520 elements; 2*n^3/sqrt(S) - 2*S
+    #   = 1.0995e12 / 4579.45 - 4.194e7 = 1.982e8 elements = 3.96e8 B < compulsory, so compulsory
+    assert hbm == compulsory
+    # L2 -> shared memory: S = 17,713,152 B / 108 SMs / 2 B = 82,005.33 elements per SM;
+    #   2*n^3/sqrt(S) - 2*S*108 = 3.8396e9 - 1.7713e7 = 3.8219e9 elements = 7.644e9 B
+    s = 17713152 / 108 / 2
+    assert l2 == pytest.approx(2 * (flops / math.sqrt(s) - 2 * s * 108), rel=1e-12)
+    assert l2 == pytest.approx(7.644e9, rel=1e-3)
+    assert smem == compulsory  # innermost: nothing known inside it
+    t, level, _ = memory_floor(u, A100)
+    # l2: 7.644e9 / 7.2192e12 = 1.0588 ms; hbm: 4.027e8 / 2.039e12 = 0.1975 ms
+    assert level[0] == "l2" and t[0] == pytest.approx(l2 / 7.2192e12 * 1e9)
+
+
+def test_small_gemm_and_streaming_ops_move_compulsory_bytes_only():
+    # 256^3 fp32: 2*256^3/sqrt(82005.33/2 ...) is far below compulsory at every level
+    small = unit("gemm", "fp32", 2 * 256**3, 3 * 256 * 256 * 4)
+    add = unit("elementwise", "fp32", 2**20, 3 * 4 * 2**20)
+    for u in (small, add):
+        per = level_bytes(u, A100)[0]
+        assert list(per) == [u["bytes"][0]] * 3
+        t, level, _ = memory_floor(u, A100)
+        assert level[0] == "hbm" and t[0] == pytest.approx(u["bytes"][0] / 2039e9 * 1e9)
+
+
+def test_unknown_cost_has_no_memory_floor():
+    t, level, _ = memory_floor(unit("unknown", "unknown", float("nan"), float("nan")), A100)
+    assert math.isnan(t[0]) and level[0] == ""
+
+
+def test_partitions_survive_a_spec_round_trip(tmp_path):
+    back = load_spec(str(save_spec(A100, tmp_path / "a100.yaml")))
+    assert [m.partitions for m in back.memory] == [1, 1, 108]
