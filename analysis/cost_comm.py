@@ -11,7 +11,16 @@ use (NCCL's "bus bandwidth" conventions, nccl-tests/doc/PERFORMANCE.md):
     broadcast, reduce, send/recv, gather, scatter:  S
     barrier           0
 
-so t_comm = link latency + algorithm bytes / link bandwidth.
+The latency term counts steps, and takes the fewest any algorithm needs: a tree (or recursive
+doubling / halving) finishes in ceil(log2 n) rounds, twice that for all_reduce and barrier
+(reduce then broadcast); send/recv is one step. Ring bytes are bandwidth-optimal (Patarasuk and
+Yuan 2009) and log-depth steps are latency-optimal, and Rabenseifner's algorithm attains both for
+all_reduce (Thakur, Rabenseifner and Gropp, "Optimization of Collective Communication Operations
+in MPICH", IJHPCA 2005), so
+
+    t_comm = link.latency + steps * link.hop_latency + algorithm bytes / link.bandwidth
+
+is a floor in the alpha-beta model (latency and hop_latency: NCCL's baseLat and hwLat).
 
 What the trace records: NCCL kernels and record_param_comms ops carry 'Collective name',
 'In/Out msg nelems', 'Group size' and 'dtype'; gloo's worker-thread regions ('gloo:all_reduce')
@@ -77,16 +86,25 @@ def algorithm_bytes(kind: str, in_bytes: float, out_bytes: float, n: int) -> flo
     }.get(kind, in_bytes)
 
 
+def algorithm_steps(kind: str, n: int) -> int:
+    """Fewest latency steps of `kind` over a group of n (see the module docstring)."""
+    if n <= 1:
+        return 0
+    rounds = math.ceil(math.log2(n))
+    return {"all_reduce": 2 * rounds, "barrier": 2 * rounds, "send_recv": 1}.get(kind, rounds)
+
+
 def comm_table(units: pd.DataFrame, world_size: dict[int, int]) -> pd.DataFrame:
     """Collective cost per unit (rows aligned with `units`, from analysis.units.units).
 
     Columns: collective (our name, '' for other units), comm_bytes (message bytes: the input, or
     the output for all_gather; NaN when unknown), algo_bytes (bytes one rank sends; NaN when
-    unknown), dtype ('' when unknown). `world_size` maps rank -> the trace's world size, the group
+    unknown), algo_steps (latency steps; NaN when unknown), dtype ('' when unknown). `world_size` maps rank -> the trace's world size, the group
     size of gloo regions (which record none).
     """
     n = len(units)
     kinds, comm, algo, dtypes = np.full(n, "", dtype=object), np.full(n, np.nan), np.full(n, np.nan), np.full(n, "", dtype=object)
+    steps = np.full(n, np.nan)
     codes, distinct = pd.factorize(units["name"].to_numpy(dtype=object))
     named = np.array([collective_kind(str(n), "") is not None for n in distinct], dtype=bool)  # per distinct name
     maybe = np.flatnonzero((units["collective"].to_numpy(dtype=object) != "") | (named[codes] if len(codes) else False))
@@ -102,8 +120,10 @@ def comm_table(units: pd.DataFrame, world_size: dict[int, int]) -> pd.DataFrame:
         in_b, out_b = in_n * elem, (out_n if out_n is not None else in_n) * elem
         comm[i] = out_b if kind == "all_gather" else in_b
         algo[i] = algorithm_bytes(kind, in_b, out_b, group)
+        steps[i] = algorithm_steps(kind, group)
         dtypes[i] = _DTYPE.get(elem, "")
-    return pd.DataFrame({"collective": kinds, "comm_bytes": comm, "algo_bytes": algo, "dtype": dtypes}, index=units.index)
+    return pd.DataFrame({"collective": kinds, "comm_bytes": comm, "algo_bytes": algo, "algo_steps": steps, "dtype": dtypes},
+                        index=units.index)
 
 
 def _message(r, world_size: dict[int, int]) -> tuple[int | None, int | None, int | None, int | None]:
@@ -124,12 +144,13 @@ def _message(r, world_size: dict[int, int]) -> tuple[int | None, int | None, int
 
 def apply_comm(costs: pd.DataFrame, comm: pd.DataFrame, names: pd.Series) -> pd.DataFrame:
     """`costs` (analysis.cost.cost_table rows) with collectives costed as communication only:
-    family 'collective', no FLOPs and no memory bytes, plus `algo_bytes` (NaN elsewhere).
+    family 'collective', no FLOPs and no memory bytes, plus `algo_bytes` and `algo_steps` (NaN elsewhere).
     A c10d:: op that records no message (the enqueue of a collective a worker thread runs)
     costs nothing itself: only its dispatch (the runtime floor) remains.
     """
     out = costs.copy()
     out["algo_bytes"] = np.nan
+    out["algo_steps"] = np.nan
     is_comm = (comm["collective"] != "").to_numpy()
     codes, distinct = pd.factorize(names.to_numpy(dtype=object))
     enqueue = np.array([str(n).startswith("c10d::") for n in distinct], dtype=bool)[codes] & ~is_comm
@@ -141,4 +162,5 @@ def apply_comm(costs: pd.DataFrame, comm: pd.DataFrame, names: pd.Series) -> pd.
     out.loc[is_comm | enqueue, "family"] = "collective"
     out.loc[is_comm, "dtype"] = np.where(comm["dtype"].to_numpy(dtype=object)[is_comm] != "", comm["dtype"].to_numpy(dtype=object)[is_comm], "unknown")
     out.loc[known, "algo_bytes"] = comm["algo_bytes"].to_numpy()[known]
+    out.loc[known, "algo_steps"] = comm["algo_steps"].to_numpy()[known]
     return out

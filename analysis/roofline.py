@@ -7,7 +7,7 @@ device whose ceilings are a HardwareSpec:
                                                  vector for everything else
     t_memory  = max over memory levels of bytes_level / bandwidth_level   (analysis.memory_levels:
                  compulsory bytes at every level; GEMMs add the I/O lower bound of the inner levels)
-    t_comm    = link latency + algorithm bytes / link bandwidth (analysis.cost_comm; first link)
+    t_comm    = latency + steps * hop latency + algorithm bytes / bandwidth (analysis.cost_comm; first link)
     t_runtime = spec.min_op_time                 one op's minimum time on that device
 
 bound = the largest floor (ties: compute, memory, communication, runtime, in that order);
@@ -54,6 +54,7 @@ def classify(units: pd.DataFrame, costs: pd.DataFrame, spec_for: Callable[[int, 
     out["bytes_written"] = c["bytes_written"].to_numpy(dtype=np.float64)
     out["bytes"] = out["bytes_read"] + out["bytes_written"]
     out["algo_bytes"] = c["algo_bytes"].to_numpy(dtype=np.float64) if "algo_bytes" in c else np.nan
+    out["algo_steps"] = c["algo_steps"].to_numpy(dtype=np.float64) if "algo_steps" in c else np.nan
     with np.errstate(divide="ignore", invalid="ignore"):
         out["intensity"] = out["flops_effective"] / out["bytes"]
     floors = np.full((len(out), 4), np.nan)
@@ -102,7 +103,8 @@ def _floors(u: pd.DataFrame, spec: HardwareSpec) -> tuple[np.ndarray, np.ndarray
     has = ~np.isnan(algo)
     t_comm = np.zeros(len(u))
     if link is not None:
-        t_comm[has] = (link.latency + algo[has] / link.bandwidth) * 1e9
+        steps = np.nan_to_num(u["algo_steps"].to_numpy(dtype=np.float64)) if "algo_steps" in u else np.zeros(len(u))
+        t_comm[has] = (link.latency + steps[has] * link.hop_latency + algo[has] / link.bandwidth) * 1e9
     elif has.any():  # a collective on hardware with no link figure: its comm floor is unknown
         t_comm[has] = np.nan
     t_runtime = np.full(len(u), spec.min_op_time * 1e9)

@@ -2,13 +2,14 @@
 
 A spec holds dense peak FLOP/s per execution unit (`matrix`: tensor/matrix cores; `vector`:
 SIMD/CUDA cores) and dtype, the memory levels outermost first (capacity, bandwidth), the
-interconnect links (bandwidth per direction per device, a typical per-collective latency,
-topology) and the minimum time of one op (an empty kernel launch on a GPU, the dispatch of an
+interconnect links (bandwidth per direction per device, a fixed per-collective latency, a
+per-step (hop) latency, topology) and the minimum time of one op (an empty kernel launch on a GPU, the dispatch of an
 empty op on a CPU). Those are the floors of ../shared/DESIGN.md, "How time is classified":
 
     t_compute = flops / peak(dtype, unit)
     t_memory  = max over levels of bytes_level / bandwidth(level)
-    t_comm    = link.latency + algorithm bytes / link.bandwidth
+    t_comm    = link.latency + steps * link.hop_latency + algorithm bytes / link.bandwidth
+                (analysis.cost_comm: steps and algorithm bytes per collective)
     t_runtime = min_op_time
 
 Presets live in `profiler/presets/*.yaml`, every number with its source beside it. Vendor
@@ -112,12 +113,15 @@ class MemoryLevel:
 
 @dataclass(frozen=True)
 class Link:
-    """An interconnect: `bandwidth` bytes/s per direction per device, `latency` s (typical, per collective)."""
+    """An interconnect: `bandwidth` bytes/s per direction per device, `latency` s fixed per
+    collective, `hop_latency` s per algorithm step (NCCL's baseLat and hwLat; 0 when `latency`
+    was measured for the whole collective, as `perf calibrate` does)."""
 
     name: str
     bandwidth: float  # bytes/s per direction per device
     latency: float  # s
     topology: str  # e.g. 'nvswitch', 'full-mesh', 'bridge-pair', 'host'
+    hop_latency: float = 0.0  # s per step
 
 
 @dataclass(frozen=True)
@@ -194,7 +198,8 @@ class HardwareSpec:
                  **({"partitions": m.partitions} if m.partitions != 1 else {})} for m in self.memory
             ],
             "links": [
-                {"name": lk.name, "bandwidth": lk.bandwidth, "latency": lk.latency, "topology": lk.topology}
+                {"name": lk.name, "bandwidth": lk.bandwidth, "latency": lk.latency, "topology": lk.topology,
+                 **({"hop_latency": lk.hop_latency} if lk.hop_latency else {})}
                 for lk in self.links
             ],
             "min_op_time": self.min_op_time,
@@ -292,6 +297,7 @@ def from_dict(doc: Any) -> HardwareSpec:
                 _num(lk.get("bandwidth"), f"links[{i}].bandwidth"),
                 _num(lk.get("latency"), f"links[{i}].latency", allow_zero=True),
                 _str(lk, "topology", f"links[{i}]."),
+                _num(lk.get("hop_latency", 0.0), f"links[{i}].hop_latency", allow_zero=True),
             )
         )
 

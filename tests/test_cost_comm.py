@@ -5,7 +5,7 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from analysis.cost_comm import algorithm_bytes, collective_kind, comm_table
+from analysis.cost_comm import algorithm_bytes, algorithm_steps, collective_kind, comm_table
 from profiler import analyze, load_trace
 from tests.conftest import real_trace
 
@@ -62,3 +62,30 @@ def test_collectives_known_by_kernel_name_without_metadata():
 
     ov = communication_overlap(t, a.units)
     assert ov["comm_ns"].iloc[0] > 0 and 0 <= ov["exposed_ns"].iloc[0] <= ov["comm_ns"].iloc[0]
+
+
+@pytest.mark.parametrize("kind, n, want", [
+    ("all_reduce", 8, 6),       # reduce then broadcast down a tree: 2 * log2(8)
+    ("all_reduce", 6, 6),       # 2 * ceil(log2 6) = 2 * 3
+    ("all_gather", 8, 3),       # recursive doubling: log2(8)
+    ("broadcast", 2, 1),
+    ("send_recv", 64, 1),
+    ("barrier", 4, 4),
+    ("all_reduce", 1, 0),       # a group of one moves nothing
+])
+def test_algorithm_steps(kind, n, want):
+    assert algorithm_steps(kind, n) == want
+
+
+def test_comm_floor_counts_latency_steps():
+    # 8-rank all_reduce of 64 MiB fp32 on an A100 (NVLink3 300 GB/s per direction, NCCL baseLat
+    # 3.6 us + hwLat 0.47 us per step): t = 3.6 + 6 * 0.47 + 2 * 7/8 * 64 MiB / 300 GB/s
+    #   = 3.6 + 2.82 + 391.46 us = 397.88 us
+    from analysis.roofline import _floors
+    from profiler.hardware import load_spec
+
+    u = pd.DataFrame({"family": ["collective"], "dtype": ["fp32"], "flops": [0.0], "flops_effective": [0.0],
+                      "bytes": [0.0], "algo_bytes": [2 * 7 / 8 * 64 * 2**20], "algo_steps": [6.0]})
+    floors, _, _ = _floors(u, load_spec("a100-sxm-80gb"))
+    assert floors[0, 2] == pytest.approx((3.6e-6 + 6 * 0.47e-6 + 2 * 7 / 8 * 64 * 2**20 / 300e9) * 1e9)
+    assert floors[0, 2] == pytest.approx(397_880, rel=1e-4)
