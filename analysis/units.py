@@ -159,15 +159,17 @@ def self_segments(ev: pd.DataFrame, rows: np.ndarray) -> pd.DataFrame:
     kids = kids[kids["op"] >= 0].sort_values(["op", "start"], kind="stable")
     # a piece ends at each child's start and begins at the previous child's end (or the op's start)
     op_start = ops.set_index("op")["start"]
-    prev_end = kids.groupby("op")["end"].shift()
-    first = prev_end.isna().to_numpy()
-    gaps = pd.DataFrame({"op": kids["op"].to_numpy(),
-                         "start": np.where(first, op_start.reindex(kids["op"].to_numpy()).to_numpy(), prev_end.fillna(0).to_numpy()).astype(np.int64),
-                         "end": kids["start"].to_numpy()})
-    last_end = kids.groupby("op")["end"].max().reindex(ops["op"].to_numpy()).to_numpy(dtype=np.float64)
-    tails = pd.DataFrame({"op": ops["op"].to_numpy(),
-                          "start": np.where(np.isnan(last_end), ops["start"].to_numpy(), last_end).astype(np.int64),
-                          "end": ops["end"].to_numpy()})
+    prev_end = kids.groupby("op")["end"].shift(fill_value=0)  # int64 kept (a NaN would make it float)
+    first = (kids.groupby("op").cumcount() == 0).to_numpy()
+    gap_start = op_start.reindex(kids["op"].to_numpy()).to_numpy(dtype=np.int64, copy=True)
+    gap_start[~first] = prev_end.to_numpy()[~first].astype(np.int64)
+    gaps = pd.DataFrame({"op": kids["op"].to_numpy(), "start": gap_start, "end": kids["start"].to_numpy()})
+    # int64 throughout: ns timestamps (~1.8e18) do not fit a float64's 53-bit mantissa
+    last_end = kids.groupby("op")["end"].max()
+    has_kids = np.isin(ops["op"].to_numpy(), last_end.index.to_numpy())
+    tail_start = ops["start"].to_numpy().copy()
+    tail_start[has_kids] = last_end.reindex(ops["op"].to_numpy()[has_kids]).to_numpy(dtype=np.int64)
+    tails = pd.DataFrame({"op": ops["op"].to_numpy(), "start": tail_start, "end": ops["end"].to_numpy()})
     seg = pd.concat([gaps, tails], ignore_index=True)
     seg = seg[seg["end"] > seg["start"]]
     info = ops.set_index("op")[["rank", "device", "step"]]

@@ -9,7 +9,10 @@ what torch.profiler traces of torch programs show:
 - vector peak (fp32): torch.mul on an L2-sized tensor, FLOP = n (one multiply per element);
 - memory bandwidth: the STREAM triad a = b + s*c over large fp32 tensors,
   bytes = 3 * 4 * n (read b, read c, write a);
-- minimum op time: one dispatch of an op on a one-element tensor (torch.add, out=);
+- minimum op time: on a CPU, the self time of an empty op (aten::empty(0)) as torch.profiler
+  records it (the 1st percentile over 2,000 calls), since a CPU unit's time is its self time
+  under the profiler and nested ops' self times are a fraction of a whole call's dispatch; on a
+  GPU, one launch of an op on a one-element tensor (torch.add, out=);
 - link (gloo between two local processes): all_reduce of growing messages, fitted to
   t = latency + algorithm bytes / bandwidth, ring all-reduce algorithm bytes = 2 (p-1)/p * size.
 
@@ -107,11 +110,30 @@ def triad_bandwidth(sizes: Sizes, device: str = "cpu") -> float:
 
 
 def min_op_time(sizes: Sizes, device: str = "cpu") -> float:
-    """One op on a one-element tensor: dispatch on a CPU; on a GPU, launch of an (almost) empty kernel."""
+    """The shortest op: on a CPU the profiled self time of an empty op; on a GPU, the launch of an
+    (almost) empty kernel (see the module docstring)."""
     import torch
 
+    if device == "cpu":
+        return empty_op_self_time()
     x, y, out = (torch.ones(1, device=device) for _ in range(3))
     return best_time(lambda: torch.add(x, y, out=out), sizes.repeats, inner=2000, device=device)
+
+
+def empty_op_self_time(calls: int = 2000) -> float:
+    """1st percentile of aten::empty(0)'s self time (s) over `calls` profiled calls on the CPU."""
+    import numpy as np
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    for _ in range(calls):  # warm the allocator and the dispatcher's caches
+        torch.empty(0)
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        for _ in range(calls):
+            torch.empty(0)
+    # a leaf op: its self time is its duration (start and end in ns on the profiler's clock)
+    durs = [e.time_range.elapsed_us() for e in prof.events() if e.name == "aten::empty"]
+    return float(np.percentile(durs, 1)) * 1e-6 if durs else 1e-7
 
 
 def gloo_link(sizes: Sizes, world: int = 2) -> Link:

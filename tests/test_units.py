@@ -42,3 +42,23 @@ def test_units_cover_all_device_work_on_real_traces():
         assert u["work_events"].sum() == work.sum()
         assert (u["time_ns"] <= u["end_ns"] - u["start_ns"]).all()
         assert u["unit_id"].is_unique
+
+
+def test_cpu_self_time_is_exact_at_real_epoch_timestamps(tmp_path):
+    # Kineto writes epoch-based µs with ns digits; 1.8e18 ns is past a float64's 53-bit mantissa,
+    # so any float step would round these times by up to 256 ns. The text is written by hand:
+    # json.dumps of a Python float would itself drop the digits.
+    def ev(name: str, ts: str, dur: str) -> str:
+        return f'{{"ph":"X","cat":"cpu_op","name":"{name}","pid":1,"tid":1,"ts":{ts},"dur":{dur}}}'
+
+    events = [
+        ev("aten::empty", "1796228307704038.559", "0.130"),    # leaf: self = 130 ns
+        ev("aten::linear", "1796228307704039.561", "0.997"),   # 997 ns, with a child of 333 ns
+        ev("aten::t", "1796228307704039.861", "0.333"),        # leaf: self = 333 ns
+    ]
+    path = tmp_path / "t.json"
+    path.write_text('{"schemaVersion":1,"traceEvents":[' + ",".join(events) + "]}")
+    u = units(load_trace(path)).set_index("name")
+    assert u.loc["aten::empty", "time_ns"] == 130
+    assert u.loc["aten::t", "time_ns"] == 333
+    assert u.loc["aten::linear", "time_ns"] == 997 - 333
