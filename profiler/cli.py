@@ -71,7 +71,7 @@ def analyze(
     json: Annotated[bool, typer.Option("--json", help="Write the versioned JSON report to stdout.")] = False,
     hardware: Annotated[Optional[str], typer.Option(help="Floor every device on this spec (preset name or YAML): what-if.")] = None,
     dtype: Annotated[Optional[str], typer.Option(help="Re-floor GEMMs, convolutions and attention at this precision: bf16, fp8, int8 (what-if).")] = None,
-    section: Annotated[Optional[list[str]], typer.Option(help="Only these sections (repeatable): summary, ops, roofline, timeline, advice.")] = None,
+    section: Annotated[Optional[list[str]], typer.Option(help="Only these sections (repeatable): summary, ops, roofline, timeline, critical_path, memory, llm, modules, advice.")] = None,
 ) -> None:
     """Summarise a trace: what it is, device busy and idle time, the top ops and kernels."""
     from profiler.facade import analyze as run_analysis
@@ -96,7 +96,7 @@ def analyze(
             return
         from profiler.render import render
 
-        render(result, Console(soft_wrap=False, emoji=False))  # ":fire:" in a name stays text
+        render(result, Console(soft_wrap=False, emoji=False), tuple(section or SECTIONS))  # ":fire:" in a name stays text
 
 
 def main(argv: list[str] | None = None) -> None:

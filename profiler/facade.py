@@ -74,7 +74,9 @@ def spec_resolver(trace: Trace, hardware: str | None = None) -> Callable[[int, s
 
 
 #: What `perf analyze --section` can ask for; the passes a section needs run, the rest do not.
-SECTIONS = ("summary", "ops", "roofline", "timeline", "advice")
+SECTIONS = ("summary", "ops", "roofline", "timeline", "critical_path", "memory", "llm", "modules", "advice")
+#: Sections that classify units first.
+_CLASSIFIED = {"roofline", "timeline", "critical_path", "modules", "advice"}
 
 
 def analyze(
@@ -86,7 +88,8 @@ def analyze(
     `hardware` floors every unit on that spec instead of the matched one (what-if); `dtype`
     re-floors GEMMs, convolutions and attention at that precision (what-if: 'bf16', 'fp8', 'int8').
     `sections` (of SECTIONS) limits the work: 'summary' and 'ops' are the trace, device time and
-    top tables; 'roofline' classifies units; 'timeline' and 'advice' build on it.
+    top tables; 'roofline' classifies units; 'timeline', 'critical_path', 'modules' and 'advice'
+    build on it; 'memory' and 'llm' read the allocator samples and the serving annotations.
     """
     from analysis.busy import device_time
     from analysis.overview import overview, select_rank
@@ -105,9 +108,27 @@ def analyze(
         top_kernels=top_kernels(trace, gpu_busy, top) if "ops" in sections else pd.DataFrame(),
         problems=trace.problems,
     )
-    if not {"roofline", "timeline", "advice"} & set(sections):
+    base = _memory_and_llm(trace, base, hardware, sections)
+    if not _CLASSIFIED & set(sections):
         return base
     return _roofline(trace, base, hardware, dtype, sections)
+
+
+def _memory_and_llm(trace: Trace, base: Analysis, hardware: str | None, sections: tuple[str, ...]) -> Analysis:
+    """The allocator and LLM-serving sections, which need no classification."""
+    from dataclasses import replace
+
+    if "memory" in sections:
+        from analysis.llm import kv_cache_footprint
+        from analysis.memory import memory_summary
+
+        base = replace(base, memory=memory_summary(trace), kv_cache=kv_cache_footprint(trace))
+    if "llm" in sections:
+        from analysis.llm import llm_phases, llm_summary
+
+        phases = llm_phases(trace, spec_resolver(trace, hardware))
+        base = replace(base, llm_phases=phases, llm_summary=llm_summary(phases))
+    return base
 
 
 def _roofline(trace: Trace, base: Analysis, hardware: str | None, dtype: str | None, sections: tuple[str, ...]) -> Analysis:
@@ -141,6 +162,14 @@ def _roofline(trace: Trace, base: Analysis, hardware: str | None, dtype: str | N
         by_family=by(classified, "family"), by_dtype=by(classified, "dtype"), hardware=names, whatif_dtype=dtype,
         utilization=utilization(classified, equation, spec_for),
     )
+    if "critical_path" in sections:
+        from analysis.critical_path import critical_path
+
+        out = replace(out, critical_path=tuple(critical_path(trace, r, classified) for r in trace.ranks))
+    if "modules" in sections:
+        from analysis.modules import module_tree
+
+        out = replace(out, modules=module_tree(trace, classified))
     if not {"timeline", "advice"} & set(sections):
         return out
     communication = communication_overlap(trace, classified)

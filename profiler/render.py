@@ -27,7 +27,29 @@ def fmt_ns(ns: float) -> str:
     return f"{ns:.0f} ns"
 
 
-def render(a: Analysis, console: Console) -> None:
+def render(a: Analysis, console: Console, sections: tuple[str, ...] | None = None) -> None:
+    """Print the sections asked for (all by default) as Rich tables; problems always."""
+    from profiler.facade import SECTIONS
+
+    shown = set(sections or SECTIONS)
+    if "summary" in shown:
+        _render_summary(a, console)
+    if "ops" in shown:
+        _render_top(a, console)
+
+    from profiler.render_insight import render_insight
+    from profiler.render_roofline import render_roofline
+
+    render_roofline(a, console, shown)
+    render_insight(a, console, shown)
+
+    if a.problems:
+        console.print("[bold yellow]Problems met while reading[/] (counted, not hidden):")
+        for line in a.problems.lines():
+            console.print(f"  {_text(line)}")
+
+
+def _render_summary(a: Analysis, console: Console) -> None:
     ov = a.overview
     head = Table(box=box.SIMPLE, show_header=False, title="Trace", title_justify="left")
     head.add_column(style="bold")
@@ -52,6 +74,8 @@ def render(a: Analysis, console: Console) -> None:
         dev.add_row(str(r.rank), r.device, fmt_ns(r.window_ns), fmt_ns(r.busy_ns), fmt_ns(r.idle_ns), f"{pct:.1f}", f"{r.work_events:,}")
     console.print(dev)
 
+
+def _render_top(a: Analysis, console: Console) -> None:
     tables = (("Top ops (device = time of the device work each call launched)", a.top_ops, True),
               ("Top kernels and copies", a.top_kernels, False))
     for title, frame, is_ops in tables:
@@ -81,15 +105,6 @@ def render(a: Analysis, console: Console) -> None:
                 cells += [str(r.bound) if isinstance(r.bound, str) else "unknown", "-" if eff != eff or eff is None else f"{eff:.2f}"]
             t.add_row(*cells)
         console.print(t)
-
-    from profiler.render_roofline import render_roofline
-
-    render_roofline(a, console)
-
-    if a.problems:
-        console.print("[bold yellow]Problems met while reading[/] (counted, not hidden):")
-        for line in a.problems.lines():
-            console.print(f"  {_text(line)}")
 
 
 def render_diff(a: str, b: str, busy: list[int], changes, total: int, console: Console) -> None:

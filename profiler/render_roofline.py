@@ -29,8 +29,20 @@ def render_advice(a: Analysis, console: Console) -> None:
     console.print(t)
 
 
-def render_roofline(a: Analysis, console: Console) -> None:
-    render_advice(a, console)
+def render_roofline(a: Analysis, console: Console, shown: set[str]) -> None:
+    """The advice, the wall equation, utilization and the by-bound tables ('roofline'), and the
+    iterations, communication and launch tables ('timeline'), as far as `shown` asks."""
+    if "advice" in shown:
+        render_advice(a, console)
+    if "roofline" in shown:
+        _render_equation(a, console)
+    if "timeline" in shown:
+        _render_timeline(a, console)
+    if "roofline" in shown:
+        _render_by(a, console)
+
+
+def _render_equation(a: Analysis, console: Console) -> None:
     if not a.equation.empty:
         title = "Where the time goes: window = compute + memory + comm + runtime + unknown + idle"
         if a.whatif_dtype:
@@ -58,6 +70,9 @@ def render_roofline(a: Analysis, console: Console) -> None:
             t.add_row(f"rank{r['rank']}/{r['device']}", _si(r["flops_per_s"]), f"{_frac(r['compute_util'])} {r['compute_dtype']}",
                       _si(r["bytes_per_s"]), _frac(r["memory_util"]), fmt_ns(r["floor_ns"]), fmt_ns(r["unknown_ns"]))
         console.print(t)
+
+
+def _render_timeline(a: Analysis, console: Console) -> None:
     if not a.iterations.empty:
         t = Table(box=box.SIMPLE_HEAD, title="Iterations (ProfilerStep): each step's work, its bounds, MFU and MBU", title_justify="left")
         for col in ("device", "step", "window", "busy", "top bound", "idle", "MFU", "MBU"):
@@ -85,6 +100,9 @@ def render_roofline(a: Analysis, console: Console) -> None:
             t.add_row(r["stream"], f"{r['launches']:,}", fmt_ns(r["delay_p50_ns"]), fmt_ns(r["delay_p95_ns"]), fmt_ns(r["delay_max_ns"]),
                       f"{r['queue_mean']:.1f}", str(r["queue_max"]))
         console.print(t)
+
+
+def _render_by(a: Analysis, console: Console) -> None:
     for title, frame, key in (("Unit time by bound", a.by_bound, "bound"), ("by op family", a.by_family, "family"),
                               ("by dtype", a.by_dtype, "dtype")):
         if frame.empty:

@@ -10,13 +10,15 @@ from typing import Any
 
 import numpy as np
 import orjson
+import pandas as pd
 
 from profiler import __version__
 from profiler.facade import Analysis
 from profiler.redact import redact, redact_text
 
 SCHEMA = "perf.analyze"
-SCHEMA_VERSION = 4  # 2: roofline fields; 3: timeline (streams, communication, launches, iterations); 4: advice
+SCHEMA_VERSION = 5  # 2: roofline fields; 3: timeline (streams, communication, launches, iterations); 4: advice;
+#                    5: ops[].memory_level, critical_path, memory, llm, modules
 
 
 def to_dict(a: Analysis, metadata: dict[str, Any]) -> dict[str, Any]:
@@ -64,6 +66,10 @@ def to_dict(a: Analysis, metadata: dict[str, Any]) -> dict[str, Any]:
         },
         "advice": [{"kind": x.kind, "title": x.title, "saving_ns": float(x.saving_ns), "evidence": x.evidence,
                     "formula": x.formula, "units": list(x.units)} for x in a.advice],
+        "critical_path": [_critical_path(cp) for cp in a.critical_path],
+        "memory": {"devices": _records(a.memory), "kv_cache": _records(a.kv_cache)},
+        "llm": {"phases": _records(a.llm_phases), "summary": _records(a.llm_summary)},
+        "modules": _records(a.modules),
         "ops": ops,
         "problems": _problems(a),
         "metadata": metadata,
@@ -125,6 +131,23 @@ def _equation(row: dict[str, Any]) -> dict[str, Any]:
             "busy_ns": int(row["busy_ns"]), "bound_ns": bound, "idle_ns": idle}
 
 
+#: The longest stretches of each critical path listed in the JSON (the whole path can be long).
+PATH_SEGMENTS = 50
+
+
+def _critical_path(cp: Any) -> dict[str, Any]:
+    seg = cp.segments
+    longest = seg.nlargest(PATH_SEGMENTS, "dur_ns").sort_values("start_ns") if len(seg) else seg
+    return {
+        "rank": int(cp.rank), "length_ns": int(cp.length_ns), "wall_ns": int(cp.wall_ns), "work_ns": int(cp.work_ns),
+        "on_host_ns": int(cp.on_host_ns), "on_device_ns": int(cp.on_device_ns), "waiting_ns": int(cp.waiting_ns),
+        "verdict": cp.verdict,
+        "by_class": {str(c): int(t) for c, t in zip(cp.by_class["class"], cp.by_class["time_ns"])},
+        "segments": len(seg),
+        "longest_segments": _records(longest),
+    }
+
+
 def _records(frame: Any) -> list[dict[str, Any]]:
     """Rows as JSON-ready dicts: numpy numbers as Python ones, NaN as null."""
     return [{k: _value(v) for k, v in row.items()} for row in frame.to_dict(orient="records")]
@@ -133,9 +156,15 @@ def _records(frame: Any) -> list[dict[str, Any]]:
 def _value(v: Any) -> Any:
     if isinstance(v, str) or v is None:
         return v
+    if isinstance(v, (bool, np.bool_)):
+        return bool(v)
     if isinstance(v, float):  # numpy float64 is a float too
         return _num(v)
-    return int(v)
+    if isinstance(v, (int, np.integer)):
+        return int(v)
+    if isinstance(v, dict):
+        return {str(k): _value(x) for k, x in v.items()}
+    return None if v is pd.NA or v is pd.NaT else str(v)
 
 
 def _by(frame: Any, key: str) -> list[dict[str, Any]]:

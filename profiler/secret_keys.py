@@ -56,6 +56,9 @@ _ATTENTION_WORDS_AFTER_KEY = frozenset(
     }
 )
 
+# "bytes_per_token", "time_to_first_token": rates and latencies of LLM serving, not credentials.
+_WORDS_BEFORE_COUNTED_TOKEN = frozenset({"per", "first", "next"})
+
 # "GIT_AUTHOR_NAME" is a person, not an auth secret.
 _AUTHOR_WORDS = frozenset({"author", "authors", "authored", "authorship"})
 
@@ -63,10 +66,12 @@ _AUTHOR_WORDS = frozenset({"author", "authors", "authored", "authorship"})
 _WORKING_DIR_KEYS = (("pwd",), ("oldpwd",))
 
 
-def _is_secret_word(word: str, next_word: str | None) -> bool:
+def _is_secret_word(word: str, next_word: str | None, prev_word: str | None = None) -> bool:
     """Decide one lower-cased word of a key name (see :func:`is_secret_key`)."""
     if any(s in word for s in _SECRET_SUBSTRINGS):
         return True
+    if word == "token" and prev_word in _WORDS_BEFORE_COUNTED_TOKEN:
+        return False
     if "token" in word:
         # "num_tokens", "max_tokens", "TOKENIZERS_PARALLELISM" are counts and
         # switches that LLM-serving traces carry everywhere.
@@ -95,7 +100,8 @@ def is_secret_key(key: str) -> bool:
 
     * ``PWD`` and ``OLDPWD`` alone (working directories);
     * plural/derived "tokens"/"tokenizer" words (``num_tokens``,
-      ``TOKENIZERS_PARALLELISM``);
+      ``TOKENIZERS_PARALLELISM``), and "token" after per/first/next
+      (``bytes_per_token``, ``time_to_first_token``);
     * ``author`` words (``GIT_AUTHOR_NAME``);
     * "key" followed by an attention-tensor word (``key_states``,
       ``num_key_value_heads``);
@@ -110,6 +116,6 @@ def is_secret_key(key: str) -> bool:
         return False
     for i, word in enumerate(words):
         nxt = words[i + 1] if i + 1 < len(words) else None
-        if _is_secret_word(word, nxt):
+        if _is_secret_word(word, nxt, words[i - 1] if i else None):
             return True
     return False

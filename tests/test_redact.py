@@ -303,6 +303,7 @@ HARMLESS_KEYS = [
     "keyboard", "monkey", "hotkey", "num_tokens", "max_tokens", "TOKENIZERS_PARALLELISM", "tokenizer",
     "GIT_AUTHOR_NAME", "author", "num_key_value_heads", "key_states", "key_padding_mask", "kernel_hash",
     "Process Group Ranks", "CUDA_VISIBLE_DEVICES", "MASTER_ADDR", "pass_count", "signal", "sigmoid", "",
+    "bytes_per_token", "per_token_layer_bytes", "time_to_first_token",
 ]
 
 
