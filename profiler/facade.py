@@ -45,6 +45,12 @@ class Analysis:
     launches: pd.DataFrame = field(default_factory=pd.DataFrame)  # analysis.timeline.launch_delays
     iterations: pd.DataFrame = field(default_factory=pd.DataFrame)  # analysis.roofline.iterations
     advice: tuple = ()  # analysis.advice.Advice, most saving first
+    critical_path: tuple = ()  # analysis.critical_path.CriticalPath, one per rank
+    memory: pd.DataFrame = field(default_factory=pd.DataFrame)  # analysis.memory.memory_summary
+    kv_cache: pd.DataFrame = field(default_factory=pd.DataFrame)  # analysis.llm.kv_cache_footprint
+    llm_phases: pd.DataFrame = field(default_factory=pd.DataFrame)  # analysis.llm.llm_phases
+    llm_summary: pd.DataFrame = field(default_factory=pd.DataFrame)  # analysis.llm.llm_summary
+    modules: pd.DataFrame = field(default_factory=pd.DataFrame)  # analysis.modules.module_tree
 
 
 def load_trace(path: str | Path) -> Trace:
