@@ -88,7 +88,7 @@ class _BoundCodes:
         return self.codes[self.index.get_indexer(unit)]  # -1 (not named) picks the appended 'unknown'
 
 
-def _equation(rank: int, device: str, start: np.ndarray, end: np.ndarray, unit: np.ndarray, unit_bound: "_BoundCodes",
+def _equation(rank: int, device: str, start: np.ndarray, end: np.ndarray, unit: np.ndarray, unit_bound: _BoundCodes,
               launch: np.ndarray | None, sync: tuple | None) -> dict:
     """One device's row: shares by bound, busy, window, and the idle split. Without launch
     times (a CPU), every gap is host time."""

@@ -39,19 +39,51 @@ dispatches by name and vectorises over an events table.
 from __future__ import annotations
 
 import math
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import orjson
 import pandas as pd
 
 from analysis.cost_base import _DTYPES, FAMILIES, Cost, _Args, _Unknown
-from analysis.cost_compute import (_ATTN, _CONV_ARGS, _attention, _bmm, _conv, _conv_backward,
-                                   _einsum, _linear, _matmul, _mm, _scaled_mm, causal_pairs)
-from analysis.cost_memory import (_ELEMENTWISE, _FILLS, _NORMS, _REDUCTIONS, _ZERO, _cat, _copy,
-                                  _elementwise, _embedding, _fill, _foreach, _fused_optimizer, _gather,
-                                  _norm, _norm_backward, _pad, _quant, _reduction, _scalar_read,
-                                  _softmax, _zero)
+from analysis.cost_compute import (
+    _ATTN,
+    _CONV_ARGS,
+    _attention,
+    _bmm,
+    _conv,
+    _conv_backward,
+    _einsum,
+    _linear,
+    _matmul,
+    _mm,
+    _scaled_mm,
+    causal_pairs,
+)
+from analysis.cost_memory import (
+    _ELEMENTWISE,
+    _FILLS,
+    _NORMS,
+    _REDUCTIONS,
+    _ZERO,
+    _cat,
+    _copy,
+    _elementwise,
+    _embedding,
+    _fill,
+    _foreach,
+    _fused_optimizer,
+    _gather,
+    _norm,
+    _norm_backward,
+    _pad,
+    _quant,
+    _reduction,
+    _scalar_read,
+    _softmax,
+    _zero,
+)
 
 __all__ = ["COST_COLUMNS", "FAMILIES", "Cost", "causal_pairs", "cost_table", "known_ops", "op_cost"]
 

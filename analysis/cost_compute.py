@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from analysis.cost_base import _DTYPES, _SCALAR_TYPES, Cost, _Args, _broadcast, _cost, _numel, _Unknown
 
-
 # ---------------------------------------------------------------------------- gemm
 
 def _mm(a: _Args, name: str) -> Cost:

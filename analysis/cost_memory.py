@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from analysis.cost_base import _DTYPES, _SCALAR_TYPES, Cost, _Args, _broadcast, _cost, _numel, _Unknown
 
-
 # ---------------------------------------------------------------------------- elementwise
 
 _COMPARE = {"eq", "ne", "gt", "lt", "ge", "le", "logical_not", "logical_and", "logical_or",
@@ -24,7 +23,7 @@ _ELEMENTWISE = _COMPARE | {
     "tanh_backward", "hardtanh_backward", "leaky_relu_backward", "mish_backward", "nan_to_num",
     "triu", "tril", "native_dropout", "divide", "multiply", "subtract",
     "true_divide", "floor_divide", "bitwise_xor", "sgn", "cumsum", "logit", "atan", "asin",
-    "acos", "sinh", "cosh", "atan2", "hypot", "xlogy", "heaviside", "frac", "neg",
+    "acos", "sinh", "cosh", "atan2", "hypot", "xlogy", "heaviside", "frac",
 }
 
 

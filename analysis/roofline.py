@@ -20,7 +20,7 @@ child: its own self time is dispatch, so its cost is zero and only the runtime f
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 import pandas as pd

@@ -19,7 +19,8 @@ import shutil
 import sys
 import tempfile
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 KiB = 1024
 _KEEP: list[Any] = []
@@ -28,7 +29,7 @@ _KEEP: list[Any] = []
 def proc_status_kib(field: str) -> int:
     """A 'kB' field of /proc/self/status (VmRSS, VmHWM)."""
     with open("/proc/self/status") as fh:
-        m = re.search(rf"^{field}:\s+(\d+) kB", fh.read(), re.M)
+        m = re.search(rf"^{field}:\s+(\d+) kB", fh.read(), re.MULTILINE)
     return int(m.group(1)) if m else 0
 
 
@@ -96,15 +97,12 @@ def prepare_ours(path: str, extra: list[str] | None = None) -> Callable[[], Any]
             found = False
         if not found:
             raise SkipContender(f"{mod} is not importable (the project's CLI does not exist yet?)")
-    from profiler.cli import main
 
     # The CLI imports its library lazily (so `perf --help` is instant); import it here, before
     # the clock, as HTA's TraceAnalysis import does for HTA. First-use costs inside pandas and
     # numpy still count, for both.
-    import analysis.busy, analysis.overview, analysis.top  # noqa: E401, F401
-    import collectors.kineto, profiler.facade, profiler.render, profiler.report  # noqa: E401, F401
-    import analysis.advice, analysis.attribution, analysis.cost, analysis.cost_comm  # noqa: E401, F401
-    import analysis.roofline, analysis.timeline, analysis.units  # noqa: E401, F401
+    import collectors.kineto  # noqa: F401
+    from profiler.cli import main
     args = ["analyze", path, "--json", *(OURS_ARGS if extra is None else extra)]
 
     def work() -> Any:

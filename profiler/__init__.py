@@ -21,4 +21,14 @@ def __getattr__(name: str) -> Any:
         from profiler import facade
 
         return getattr(facade, name)
+    if name in ("profile", "step"):  # the live collector (imports torch): only when asked for
+        from collectors.torch_runtime import session
+
+        if name == "step":
+            return session.step
+        from functools import partial, update_wrapper
+
+        from profiler.facade import analyze
+
+        return update_wrapper(partial(session.profile, analyzer=analyze), session.profile)
     raise AttributeError(name)

@@ -26,8 +26,8 @@ import platform
 import socket
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from profiler.hardware import HardwareSpec, Link, MemoryLevel
 
@@ -47,7 +47,7 @@ class Sizes:
     allreduce_bytes: tuple[int, ...] = (4 << 10, 64 << 10, 1 << 20, 8 << 20, 64 << 20)
 
     @classmethod
-    def quick(cls) -> "Sizes":
+    def quick(cls) -> Sizes:
         return cls(matmul_n=512, stream_elems=4 * 2**20, vector_elems=64 * 2**10, repeats=3,
                    allreduce_bytes=(4 << 10, 256 << 10, 4 << 20))
 

@@ -7,9 +7,10 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated, Iterator, Optional
+from typing import Annotated
 
 import typer
 from rich.console import Console
@@ -67,11 +68,11 @@ def _root(
 def analyze(
     trace: Annotated[Path, typer.Argument(help="Trace file (.json, .json.gz) or a directory of per-rank files.")],
     top: Annotated[int, typer.Option(min=1, help="How many ops and kernels to list.")] = 15,
-    rank: Annotated[Optional[int], typer.Option(help="Analyze only this rank.")] = None,
+    rank: Annotated[int | None, typer.Option(help="Analyze only this rank.")] = None,
     json: Annotated[bool, typer.Option("--json", help="Write the versioned JSON report to stdout.")] = False,
-    hardware: Annotated[Optional[str], typer.Option(help="Floor every device on this spec (preset name or YAML): what-if.")] = None,
-    dtype: Annotated[Optional[str], typer.Option(help="Re-floor GEMMs, convolutions and attention at this precision: bf16, fp8, int8 (what-if).")] = None,
-    section: Annotated[Optional[list[str]], typer.Option(help="Only these sections (repeatable): summary, ops, roofline, timeline, critical_path, memory, llm, modules, advice.")] = None,
+    hardware: Annotated[str | None, typer.Option(help="Floor every device on this spec (preset name or YAML): what-if.")] = None,
+    dtype: Annotated[str | None, typer.Option(help="Re-floor GEMMs, convolutions and attention at this precision: bf16, fp8, int8 (what-if).")] = None,
+    section: Annotated[list[str] | None, typer.Option(help="Only these sections (repeatable): summary, ops, roofline, timeline, critical_path, memory, llm, modules, advice.")] = None,
 ) -> None:
     """Summarise a trace: what it is, device busy and idle time, the top ops and kernels."""
     from profiler.facade import analyze as run_analysis
@@ -200,6 +201,33 @@ def diff(
         render_diff(str(base), str(new), busy, changes.head(top), len(changes), Console(soft_wrap=False, emoji=False))
 
 
+@app.command()
+def export(
+    trace: Annotated[Path, typer.Argument(help="Trace file (.json, .json.gz, .pftrace) or a directory of per-rank files.")],
+    output: Annotated[Path, typer.Option("-o", "--output", help="Where to write: .pftrace / .perfetto-trace (Perfetto protobuf) or .json (Chrome JSON); .gz compresses.")],
+    hardware: Annotated[str | None, typer.Option(help="Floor every device on this spec (preset name or YAML).")] = None,
+    analysis: Annotated[bool, typer.Option(help="Attach the analysis (bound, efficiency, FLOPs, bytes) to the slices.")] = True,
+) -> None:
+    """Write a trace for ui.perfetto.dev: tracks per rank, device and stream/thread, the analysis on every slice, counters and launch flows."""
+    from collectors.perfetto import write_chrome_json, write_perfetto
+    from profiler.facade import analyze as run_analysis
+    from profiler.facade import load_trace
+
+    name = output.name.removesuffix(".gz")
+    with one_line_errors(trace):
+        t = load_trace(trace)
+        units = run_analysis(t, top=None, hardware=hardware, sections=("roofline",)).units if analysis else None
+    with one_line_errors(output):
+        if name.endswith(".json"):
+            paths = write_chrome_json(t, output, units)
+        elif name.endswith((".pftrace", ".perfetto-trace", ".perfetto", ".pb")):
+            paths = [write_perfetto(t, output, units)]
+        else:
+            raise InputError(output, "unknown output format: name it .pftrace or .perfetto-trace (Perfetto) or .json (Chrome JSON), .gz optional")
+    for p in paths:
+        print(f"wrote {p} ({len(t.events):,} events, {len(t.flows):,} flows, {len(t.counters):,} counter samples)")
+
+
 def _busy_ns(device_time) -> int:
     """Accelerator busy time summed over devices; the CPU's on a CPU-only trace."""
     gpu = device_time[device_time["device"] != "cpu"]
@@ -244,3 +272,108 @@ def gate(
         render_gate(verdicts, max_regression, Console(soft_wrap=False, emoji=False))
     if failed:
         raise typer.Exit(1)
+
+
+# Options stop at the script: `perf profile -o t.json.gz train.py --lr 0.1 -o x` gives the script
+# `--lr 0.1 -o x` (as python -m cProfile does).
+@app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True, "allow_interspersed_args": False})
+def profile(
+    ctx: typer.Context,
+    script: Annotated[Path | None, typer.Argument(help="Python script to run in this process; what follows it is its own arguments.")] = None,
+    output: Annotated[Path | None, typer.Option("-o", "--output", help="Trace to write (.json.gz; .json for plain). Default: perf-<script or factory>.json.gz here.")] = None,
+    model: Annotated[str | None, typer.Option(help="Profile a model instead: MODULE:FACTORY (or file.py:FACTORY), a callable returning an nn.Module.")] = None,
+    input: Annotated[list[str] | None, typer.Option("--input", help="Model input SHAPE[:DTYPE[:HIGH]], e.g. 32x256 or 1x128:int64 (repeatable, in order).")] = None,
+    dtype: Annotated[str | None, typer.Option(help="Model weights and float inputs: fp32 (default), bf16, fp16, fp64.")] = None,
+    compile_: Annotated[bool, typer.Option("--compile", help="Model: torch.compile it (compiles during warm-up, outside the recording).")] = False,
+    steps: Annotated[int | None, typer.Option(min=1, help="Model: recorded steps (default 3).")] = None,
+    backward: Annotated[bool, typer.Option(help="Model: also run backward of the first output's sum.")] = False,
+    warmup: Annotated[int | None, typer.Option(min=0, help="Steps before the recorded ones (default 1). Model: run unprofiled. Script: with --active, traced and discarded.")] = None,
+    wait: Annotated[int, typer.Option(min=0, help="Script, with --active: marked steps to skip before the warm-up.")] = 0,
+    active: Annotated[int | None, typer.Option(min=1, help="Script: record this many steps marked by profiler.step() (default: the whole run).")] = None,
+    with_stack: Annotated[bool, typer.Option(help="Record Python stacks of ops (larger trace, more overhead).")] = False,
+    with_modules: Annotated[bool, typer.Option(help="Record the nn.Module hierarchy of ops.")] = False,
+    top: Annotated[int, typer.Option(min=1, help="How many ops and kernels to list.")] = 15,
+    json: Annotated[bool, typer.Option("--json", help="Write the perf.analyze JSON report to stdout (the script's prints go to stderr).")] = False,
+    hardware: Annotated[str | None, typer.Option(help="Floor every device on this spec (preset name or YAML).")] = None,
+    section: Annotated[list[str] | None, typer.Option(help="Only these sections (repeatable): summary, ops, roofline, timeline, critical_path, memory, llm, modules, advice.")] = None,
+    compare_compile: Annotated[bool, typer.Option("--compare-compile", help="Model: run it eager and torch.compiled and show, per fused kernel, the ops it replaced, time before and after, and its bound.")] = False,
+) -> None:
+    """Run a script (or --model factory) under torch.profiler, write the trace, then analyze it as `perf analyze` does."""
+    if compare_compile:
+        _compare_compile(model, input or [], dtype, steps, backward, hardware, json)
+        return
+    with one_line_errors(script or Path(model or "profile")):
+        from collectors.torch_runtime import run_model, run_script
+
+        if script and str(script).startswith("-"):  # ignore_unknown_options let a typo through as the script
+            raise InputError(None, f"no such option: {script} (see perf profile --help; the script's own options go after it)")
+        if bool(model) == bool(script):
+            raise InputError(None, "give a script to run or --model MODULE:FACTORY (one of them)")
+        if model:
+            if ctx.args or active is not None or wait:
+                raise InputError(None, f"--model takes --steps and --warmup, not {' '.join(ctx.args) or '--active/--wait'}")
+            out = output or Path(f"perf-{model.rpartition(':')[2]}.json.gz")
+            session = run_model(model, input or [], out, dtype=dtype or "fp32", compile=compile_, steps=steps or 3,
+                                warmup=1 if warmup is None else warmup, backward=backward, with_stack=with_stack, with_modules=with_modules)
+        else:
+            if input or dtype or compile_ or steps or backward:
+                raise InputError(script, "--input, --dtype, --compile, --steps and --backward go with --model; a script marks its own steps")
+            out = output or Path(f"perf-{script.stem}.json.gz")
+            session = run_script(script, list(ctx.args), out, active=active, wait=wait, warmup=1 if warmup is None else warmup,
+                                 with_stack=with_stack, with_modules=with_modules, stdout_to_stderr=json)
+    short = "" if session.complete else f" (the run ended after {session.marks} step marks, before all {session.steps} recorded steps)"
+    print(f"perf: wrote {session.path}{short}", file=sys.stderr)
+    analyze(session.path, top=top, rank=None, json=json, hardware=hardware, dtype=None, section=section)
+
+
+def _compare_compile(model: str | None, inputs: list[str], dtype: str | None, steps: int | None, backward: bool,
+                     hardware: str | None, as_json: bool) -> None:
+    """`perf profile --model M --compare-compile`: eager vs compiled per fused kernel."""
+    with one_line_errors(Path(model or "profile")):
+        if not model:
+            raise InputError(None, "--compare-compile goes with --model MODULE:FACTORY")
+        import torch
+
+        from collectors.torch_compile.compare import compare_compile
+        from collectors.torch_runtime.run_model import prepare
+
+        module, xs = prepare(model, inputs, dtype or "fp32", backward)
+        grad = torch.enable_grad() if backward else torch.no_grad()
+        with grad:
+            result = compare_compile(module, tuple(xs), steps or 3, hardware=hardware, backward=backward)
+    if as_json:
+        import orjson
+
+        from profiler.redact import redact
+        from profiler.report import _records
+
+        doc = {"schema": "perf.compare_compile", "schema_version": 1, "steps": result.steps,
+               "eager_step_ns": result.eager_step_ns, "compiled_step_ns": result.compiled_step_ns,
+               "compiled": result.compiled_ok, "messages": list(result.messages),
+               "groups": _records(result.groups.drop(columns=["eager_event_ids"], errors="ignore"))}
+        sys.stdout.buffer.write(orjson.dumps(redact(doc), option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY) + b"\n")
+        return
+    from collectors.torch_compile.render import render_compare
+
+    Console(soft_wrap=False, emoji=False).print(render_compare(result))
+    for m in result.messages:
+        print(f"perf: {m}", file=sys.stderr)
+
+
+@app.command()
+def dashboard(
+    traces: Annotated[list[Path] | None, typer.Argument(help="Trace files or directories to open (more can be uploaded in the page).")] = None,
+    port: Annotated[int, typer.Option(min=1, max=65535, help="Port to listen on.")] = 8050,
+    host: Annotated[str, typer.Option(help="Address to bind; the default serves this machine only.")] = "127.0.0.1",
+    max_upload_mb: Annotated[int, typer.Option(min=1, help="Largest trace the page accepts as an upload, MiB.")] = 512,
+) -> None:
+    """Serve the Dash dashboard: overview, roofline, timeline, ops, compare, memory and LLM pages."""
+    paths = list(traces or [])
+    for p in paths:
+        if not p.exists():
+            fail("no such file or directory", str(p))
+    from dashboard.app import serve
+
+    print(f"perf dashboard: http://{host}:{port}/ (Ctrl+C to stop)", file=sys.stderr)
+    with one_line_errors(paths[0] if paths else Path(".")):
+        serve(paths, host=host, port=port, upload_cap=max_upload_mb * 2**20)

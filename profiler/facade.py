@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING
 
 import pandas as pd
 
@@ -27,7 +28,7 @@ class Analysis:
     analysis.roofline.classify, equation in analysis.attribution.attribute, by_* in
     analysis.roofline.by."""
 
-    overview: "Overview"
+    overview: Overview
     device_time: pd.DataFrame
     top_ops: pd.DataFrame
     top_kernels: pd.DataFrame
@@ -54,7 +55,14 @@ class Analysis:
 
 
 def load_trace(path: str | Path) -> Trace:
-    """Load a trace file or a directory of per-rank files (Kineto / Chrome-trace JSON, gzip or not)."""
+    """Load a trace file or a directory of per-rank files (Kineto / Chrome-trace JSON, gzip or not),
+    or a Perfetto protobuf trace (recognised by its name or first byte; collectors.perfetto)."""
+    from collectors.perfetto import is_perfetto
+
+    if is_perfetto(path):
+        from collectors.perfetto import load_perfetto
+
+        return load_perfetto(path)
     from collectors.kineto import load_kineto
 
     return load_kineto(path)

@@ -23,10 +23,11 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 import yaml
 
@@ -365,7 +366,7 @@ def _load_file(path: Path) -> HardwareSpec:
         raise InputError(path, f"invalid hardware spec: {_one_line(e)}") from None
 
 
-@lru_cache(maxsize=None)
+@cache
 def _preset(name: str) -> HardwareSpec:
     return _load_file(PRESETS_DIR / f"{name}.yaml")
 

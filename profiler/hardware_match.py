@@ -8,7 +8,8 @@ A model module: imports only profiler.hardware.
 from __future__ import annotations
 
 import re
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from profiler.hardware import HardwareSpec, _preset, presets
 

@@ -41,7 +41,7 @@ from profiler.redact_marker import REDACTED
 from profiler.secret_keys import is_secret_key
 from profiler.secret_patterns import DQ, LIT_REDACTED, PATTERN, REST_OF_LINE, SQ, UNQ_VALUE
 
-__all__ = ["REDACTED", "redact_text", "is_secret_key", "redact"]
+__all__ = ["REDACTED", "is_secret_key", "redact", "redact_text"]
 
 
 # (start, end) index ranges of a string to replace by REDACTED.

@@ -33,7 +33,7 @@ class Problems:
         if n:
             self.counts[reason] += int(n)
 
-    def merge(self, other: "Problems") -> None:
+    def merge(self, other: Problems) -> None:
         self.counts.update(other.counts)
 
     def __bool__(self) -> bool:
@@ -62,7 +62,7 @@ class Trace:
     metadata: dict[str, Any] = field(default_factory=dict)
     problems: Problems = field(default_factory=Problems)
 
-    def validate(self) -> "Trace":
+    def validate(self) -> Trace:
         """Check every table against its declaration and the model's invariants; return self."""
         for table, cols in TABLES.items():
             _check_table(table, getattr(self, table), cols)

@@ -7,7 +7,7 @@ import json
 import pandas as pd
 import pytest
 
-import collectors.kineto.chunks as chunks
+from collectors.kineto import chunks
 from profiler import load_trace
 from tests.conftest import real_trace, x
 
@@ -47,7 +47,7 @@ def test_boundary_inside_an_event_falls_back_to_whole(monkeypatch, tmp_path):
 
 def test_forked_half_matches_one_process(monkeypatch):
     # ddp (51 MiB of events, 13 chunks of 4 MiB): the second half is decoded in a forked child.
-    import collectors.kineto.parallel as parallel
+    from collectors.kineto import parallel
 
     path = real_trace("ddp_allreduce_v100")
     monkeypatch.setenv("PERF_JOBS", "1")
@@ -59,7 +59,7 @@ def test_forked_half_matches_one_process(monkeypatch):
 
 
 def test_a_failing_child_is_redone_here(monkeypatch):
-    import collectors.kineto.parallel as parallel
+    from collectors.kineto import parallel
 
     path = real_trace("ddp_allreduce_v100")
     monkeypatch.setenv("PERF_JOBS", "1")

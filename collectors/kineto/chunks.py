@@ -14,8 +14,8 @@ no such boundaries and is decoded in one piece.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import msgspec
 from msgspec import Raw

@@ -15,9 +15,10 @@ from __future__ import annotations
 
 import gc
 import re
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import msgspec
 from isal import isal_zlib

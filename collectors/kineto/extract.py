@@ -37,7 +37,7 @@ class Fields:
         self._args: list | None = None
 
     @classmethod
-    def of_rows(cls, events: list[Event], rows: np.ndarray) -> "Fields":
+    def of_rows(cls, events: list[Event], rows: np.ndarray) -> Fields:
         if len(rows) == len(events):
             return cls(events)
         picked = itemgetter(*rows.tolist())(events) if len(rows) > 1 else [events[i] for i in rows]
@@ -47,7 +47,7 @@ class Fields:
         """An Event field as an object array ('arg_<f>' for an Args field)."""
         if name not in self._cache:
             src = self.args if name.startswith("arg_") else self.events
-            get = attrgetter(name[4:] if name.startswith("arg_") else name)
+            get = attrgetter(name.removeprefix("arg_"))
             # fromiter never looks inside the items (np.array would probe every Raw as a buffer)
             self._cache[name] = np.fromiter(map(get, src), dtype=object, count=self.n)
         return self._cache[name]

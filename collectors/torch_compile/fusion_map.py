@@ -1,0 +1,212 @@
+"""Which ATen ops went into which generated kernel, and where in the model they came from.
+
+Sources, all in the structured log of one Inductor compile (in this order):
+
+1. the post-grad graph (`inductor_post_grad_graph`): every node's ATen op, shapes, source line
+   (collectors.torch_compile.graph_text);
+2. the output code (`inductor_output_code`): the kernels, and the name each one runs under:
+   with `inductor.config.cpp.enable_kernel_profile` a C++ kernel opens a record_function range
+   "graph_<g>_<kernel>" (RAIIAtenRecordFunctionHandle); a Triton kernel runs under its own name;
+   an extern kernel (`extern_kernels.addmm`) is the ATen op itself (aten::addmm);
+3. provenance tracking (`inductor.config.trace.provenance_tracking_level=1`): the
+   `inductor_provenance_tracking_node_mappings` artifact, "cppCodeToPost": kernel -> the post-grad
+   nodes it computes (C++ and Triton alike). Without it, the wrapper's
+   "# Topologically Sorted Source Nodes: [...], Original ATen: [...]" comments are the fallback.
+
+Per kernel the cost follows from the graph (the cost model's conventions, analysis/cost.py):
+bytes = compulsory traffic, each tensor the kernel reads from outside read once and each value
+it produces that is used outside (or returned) written once, numel * itemsize;
+flops = 1 per output element per pointwise node, 1 per input element per reduction node,
+2*M*N*K for a matmul (one multiply-add is two FLOPs); views cost nothing.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+
+import pandas as pd
+
+from collectors.torch_compile.graph_text import DTYPE, Graph, parse_graph
+from collectors.torch_compile.tlparse import Log, Record
+
+_KERNEL_DEF = re.compile(r"^(?P<k>\w+) = async_compile\.(?P<how>\w+)\(", re.MULTILINE)
+_PROFILE = re.compile(r'RAIIAtenRecordFunctionHandle\s+\w+\("(?P<pn>[^"]+)"')
+_ORIGINAL = re.compile(r"#.*Source Nodes: \[(?P<src>[^\]]*)\], Original ATen: \[(?P<aten>[^\]]*)\]")
+_CALL = re.compile(r"^\s*(?P<k>[\w.]+)(?:\.run)?\(")
+
+_REDUCTIONS = {"sum", "mean", "amax", "amin", "max", "min", "prod", "var", "var_mean", "std", "argmax", "argmin",
+               "logsumexp", "any", "all", "norm", "_softmax", "_log_softmax"}
+_VIEWS = {"view", "_unsafe_view", "permute", "t", "transpose", "expand", "reshape", "squeeze", "unsqueeze", "slice",
+          "select", "as_strided", "alias", "detach", "reinterpret_tensor", "split", "split_with_sizes", "unbind", "clone"}
+_MATMUL = {"mm", "addmm", "bmm", "baddbmm"}
+
+KERNEL_COLUMNS = ["compile_id", "graph", "kernel", "runtime_name", "kind", "aten_ops", "nodes", "pre_nodes", "sources", "code",
+                  "flops", "bytes_read", "bytes_written", "dtype", "family"]
+
+
+@dataclass
+class _Compile:
+    """One Inductor graph compile's records (a frame's forward, or its backward)."""
+
+    compile_id: str
+    graph: Graph
+    code: str = ""
+    mapping: dict | None = None
+    index: int = 0  # 0 for the first graph of this compile id (forward), 1 for the next...
+
+
+def _graph_text(r: Record) -> str | None:
+    if r.kind == "inductor_post_grad_graph" or r.artifact == "inductor_post_grad_graph":
+        return r.payload or ""
+    return None
+
+
+def _compiles(log: Log) -> list[_Compile]:
+    """Group post-grad graph, output code and provenance mapping per Inductor compile, in order."""
+    out: list[_Compile] = []
+    open_: dict[str, _Compile] = {}
+    for r in log.records:
+        text = _graph_text(r)
+        if text is not None:
+            c = _Compile(r.compile_id, parse_graph(text), index=sum(1 for o in out if o.compile_id == r.compile_id))
+            out.append(c)
+            open_[r.compile_id] = c
+        elif r.kind == "inductor_output_code" and r.compile_id in open_:
+            open_[r.compile_id].code = r.payload or ""
+        elif r.artifact == "inductor_provenance_tracking_node_mappings" and r.compile_id in open_:
+            m = r.json_payload()
+            open_[r.compile_id].mapping = m if isinstance(m, dict) else None
+    return out
+
+
+def fusion_map(log: Log) -> pd.DataFrame:
+    """One row per generated kernel (and per extern kernel call) of every compile in `log`.
+
+    Columns:
+      compile_id ('frame/compile'), graph (0 forward, 1 backward... within the compile id),
+      kernel (Inductor's name: 'cpp_fused_add_mul_relu_0', 'triton_poi_fused_add_0',
+        'extern_kernels.addmm'),
+      runtime_name (the event it shows as in a profile: 'graph_0_cpp_fused_add_mul_relu_0',
+        the Triton kernel's name, 'aten::addmm'),
+      kind ('cpp', 'triton', 'extern'),
+      aten_ops (tuple of distinct ATen ops it computes, 'aten::mul', sorted),
+      nodes (tuple of post-grad node names, graph order; () from the comment fallback),
+      pre_nodes (tuple: for each post-grad node, the Dynamo-graph nodes it came from, so a
+        Dynamo node split over kernels is counted once per post-grad node in each),
+      sources (tuple of distinct 'file:line' of the nodes, graph order), code (the first node's
+        source line),
+      flops (FLOP), bytes_read, bytes_written (byte; NaN when a shape is symbolic or unknown),
+      dtype (of its first output: 'fp32', 'bf16'...), family ('gemm' for matmuls, else 'fused').
+    """
+    rows = [_row(c, kernel, *parts) for c in _compiles(log) for kernel, parts in _kernel_nodes(c).items()]
+    return pd.DataFrame(rows, columns=KERNEL_COLUMNS)
+
+
+def _kernel_nodes(c: _Compile) -> dict[str, tuple[list[str], list[str], list[str]]]:
+    """kernel -> (post-grad nodes in graph order, Dynamo-graph nodes, ATen ops): from provenance;
+    else from the wrapper's comments (Dynamo nodes and ATen ops only)."""
+    order = {n: i for i, n in enumerate(c.graph.nodes)}
+    mapping = c.mapping.get("cppCodeToPost") if c.mapping else None
+    post_to_pre = (c.mapping or {}).get("postToPre") or {}
+    out: dict[str, tuple[list[str], list[str], list[str]]] = {}
+    if isinstance(mapping, dict) and mapping:
+        for key, nodes in mapping.items():
+            kernel = str(key).rsplit(":", 1)[0]  # 'cpp_fused_add_0:2': the debug handle follows ':'
+            post, _, _ = out.setdefault(kernel, ([], [], []))
+            post += [n for n in (nodes if isinstance(nodes, list) else []) if n in c.graph.nodes and n not in post]
+        for kernel, (post, pre, ops) in out.items():
+            post.sort(key=lambda n: order.get(n, 1 << 30))
+            pre += [p for n in post for p in post_to_pre.get(n, [])]
+            ops += sorted({c.graph.nodes[n].op for n in post})
+        return out
+    pending: tuple[str, str] | None = None
+    for line in c.code.splitlines():
+        m = _ORIGINAL.search(line)
+        if m:
+            pending = (m["src"], m["aten"])
+            continue
+        call = _CALL.match(line)
+        if pending and call and not line.strip().startswith("#"):
+            _, pre, ops = out.setdefault(call["k"], ([], [], []))
+            pre += [s.strip() for s in pending[0].split(",") if s.strip()]
+            ops += sorted({a.strip().replace("aten.", "aten::", 1) for a in pending[1].split(",") if a.strip()})
+            pending = None
+    return out
+
+
+def _runtime_names(code: str) -> dict[str, tuple[str, str]]:
+    """kernel -> (the name it runs under, its kind) from the output code's kernel definitions."""
+    out: dict[str, tuple[str, str]] = {}
+    defs = list(_KERNEL_DEF.finditer(code))
+    for i, d in enumerate(defs):
+        body = code[d.end(): defs[i + 1].start() if i + 1 < len(defs) else len(code)]
+        kind = "triton" if "triton" in d["how"] else "cpp"
+        prof = _PROFILE.search(body) if kind == "cpp" else None
+        out[d["k"]] = (prof["pn"] if prof else d["k"], kind)
+    return out
+
+
+def _row(c: _Compile, kernel: str, post: list[str], pre: list[str], ops: list[str]) -> list:
+    g = c.graph
+    if kernel.startswith("extern_kernels."):
+        runtime, kind = "aten::" + kernel.split(".", 1)[1], "extern"
+    else:
+        runtime, kind = _runtime_names(c.code).get(kernel, (kernel, "triton" if kernel.startswith("triton") else "cpp"))
+    nodes = [g.nodes[n] for n in post]
+    sources = tuple(dict.fromkeys(n.source for n in nodes if n.source))
+    flops, read, written, dtype = _cost(g, post) if post else (math.nan, math.nan, math.nan, "unknown")
+    family = "gemm" if any(o.split("::")[-1] in _MATMUL for o in ops) else "fused"
+    return [c.compile_id, c.index, kernel, runtime, kind, tuple(sorted(set(ops))), tuple(post), tuple(pre), sources,
+            nodes[0].code if nodes else "", flops, read, written, dtype, family]
+
+
+def _cost(g: Graph, members: list[str]) -> tuple[float, float, float, str]:
+    """(flops, bytes_read, bytes_written, dtype) of a kernel computing `members` of `g`."""
+    inside = set(members)
+    consumers = g.consumers()
+    outputs = {g.origin(o) for o in g.outputs}
+    read_names: dict[str, None] = {}
+    flops = 0.0
+    for name in members:
+        node = g.nodes[name]
+        for i in node.inputs:
+            if g.origin(i) not in inside:
+                read_names.setdefault(i)
+        flops += _node_flops(g, name)
+    written = [n for n in members if n in outputs or (consumers.get(n, set()) - inside)]
+    # a getitem of a member that is used outside counts as that member's output
+    written += [a for a, src in g.alias.items() if src in inside and a not in written
+                and ((consumers.get(a, set()) - inside) or a in g.outputs)]
+    read = sum(g.values[n].nbytes for n in read_names if n in g.values)
+    write = sum(g.values[n].nbytes for n in dict.fromkeys(written) if n in g.values and not (n in inside and n in _alias_sources(g)))
+    first = next((g.values[n] for n in members if n in g.values), None)
+    dtype = DTYPE.get(first.dtype, first.dtype) if first else "unknown"
+    return flops, float(read), float(write), dtype
+
+
+def _alias_sources(g: Graph) -> set[str]:
+    """Nodes returning tuples (their getitems carry the sizes; the tuple itself has none)."""
+    return set(g.alias.values())
+
+
+def _node_flops(g: Graph, name: str) -> float:
+    """FLOPs of one node (conventions in the module docstring); NaN when a size is symbolic."""
+    node = g.nodes[name]
+    base = node.op.split("::")[-1].rstrip("_")
+    ins = [g.values[i] for i in node.inputs if i in g.values]
+    out = g.values.get(name)
+    if base in _VIEWS:
+        return 0.0
+    if base in _MATMUL:
+        a, b = (ins[-2], ins[-1]) if len(ins) >= 2 else (None, None)
+        if a is None or b is None or not out:
+            return math.nan
+        k = a.shape[-1]
+        return 2.0 * out.numel * k if isinstance(k, int) else math.nan  # one multiply-add per (output, k)
+    if base in _REDUCTIONS:
+        return ins[0].numel if ins else math.nan
+    if out is not None:
+        return out.numel
+    return max((i.numel for i in ins), default=math.nan)  # a tuple-returning node: sized by its input

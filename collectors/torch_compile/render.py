@@ -1,0 +1,104 @@
+"""Rich tables for a compile report and for eager vs compiled (stdout). Text is redacted first."""
+
+from __future__ import annotations
+
+import math
+
+from rich import box
+from rich.console import Group, RenderableType
+from rich.markup import escape
+from rich.table import Table
+
+from collectors.torch_compile.compare import CompareResult
+from collectors.torch_compile.report import CompileReport
+from profiler.redact import redact_text
+
+
+def _t(s: object) -> str:
+    return escape(redact_text(str(s)))
+
+
+def fmt_ns(ns: float) -> str:
+    """812 ns, 3.40 us, 12.1 ms, 1.73 s; '-' when unknown."""
+    if ns is None or (isinstance(ns, float) and math.isnan(ns)):
+        return "-"
+    ns = float(ns)
+    for unit, scale in (("s", 1e9), ("ms", 1e6), ("us", 1e3)):
+        if abs(ns) >= scale:
+            v = ns / scale
+            return f"{v:.3g} {unit}" if abs(v) < 100 else f"{v:.0f} {unit}"
+    return f"{ns:.0f} ns"
+
+
+def render_report(r: CompileReport) -> RenderableType:
+    """Phases, compiles, graph breaks, recompiles, caches and the fusion map of one compile log."""
+    parts: list[RenderableType] = []
+    ph = Table(title="Compile phases (self time)", box=box.SIMPLE, title_justify="left")
+    for c in ("compile", "phase", "time", "share", "steps"):
+        ph.add_column(c, justify="right" if c in ("time", "share", "steps") else "left")
+    for x in r.phase_summary.itertuples(index=False):
+        ph.add_row(_t(x.compile_id), x.phase, fmt_ns(x.time_ns), f"{x.share:.0%}" if x.share == x.share else "-", str(x.steps))
+    parts.append(ph)
+    if len(r.graph_breaks):
+        gb = Table(title="Graph breaks", box=box.SIMPLE, title_justify="left")
+        for c in ("compile", "where", "reason"):
+            gb.add_column(c)
+        for x in r.graph_breaks.itertuples(index=False):
+            gb.add_row(_t(x.compile_id), _t(f"{x.file}:{x.line}"), _t(x.reason))
+        parts.append(gb)
+    if len(r.recompiles):
+        rc = Table(title="Recompilations (failed guard)", box=box.SIMPLE, title_justify="left")
+        for c in ("compile", "was", "guard", "where"):
+            rc.add_column(c)
+        for x in r.recompiles.itertuples(index=False):
+            rc.add_row(_t(x.compile_id), _t(x.previous), _t(x.guard), _t(f"{x.file}:{x.line}" if x.file else ""))
+        parts.append(rc)
+    if len(r.caches):
+        ca = Table(title="Cache lookups", box=box.SIMPLE, title_justify="left")
+        for c in ("compile", "cache", "state", "saved"):
+            ca.add_column(c)
+        for x in r.caches.itertuples(index=False):
+            ca.add_row(_t(x.compile_id), x.cache, x.state, fmt_ns(x.time_saved_ns) if x.time_saved_ns >= 0 else "")
+        parts.append(ca)
+    if len(r.fusion):
+        fu = Table(title="Fusion map (kernel = ATen ops, from source)", box=box.SIMPLE, title_justify="left")
+        for c in ("kernel", "ATen ops", "source"):
+            fu.add_column(c)
+        for x in r.fusion.itertuples(index=False):
+            fu.add_row(_t(x.kernel), _t(" + ".join(x.aten_ops)), _t(", ".join(_short(s) for s in x.sources)))
+        parts.append(fu)
+    return Group(*parts)
+
+
+def _short(source: str) -> str:
+    """'…/model.py:42' -> 'model.py:42'."""
+    return source.rsplit("/", 1)[-1]
+
+
+def render_compare(res: CompareResult) -> RenderableType:
+    """Eager vs compiled: the summary line, the fused groups, then the compile report."""
+    head = Table(box=box.SIMPLE, show_header=False, title="Eager vs compiled", title_justify="left")
+    head.add_column(style="bold")
+    head.add_column()
+    speed = res.eager_step_ns / res.compiled_step_ns if res.compiled_ok and res.compiled_step_ns else math.nan
+    head.add_row("step time", f"eager {fmt_ns(res.eager_step_ns)}, compiled {fmt_ns(res.compiled_step_ns)}"
+                 + (f" ({speed:.2f}x)" if not math.isnan(speed) else ""))
+    total = float(res.compile.compiles["duration_ns"].clip(lower=0).sum()) if len(res.compile.compiles) else math.nan
+    head.add_row("compile time", fmt_ns(total))
+    head.add_row("floors from", _t(res.spec.name if res.spec else "no hardware spec"))
+    parts: list[RenderableType] = [head]
+    if len(res.groups):
+        t = Table(title="What fused (per step)", box=box.SIMPLE, title_justify="left")
+        for c in ("kernel", "= ATen ops", "from", "before (eager)", "after", "saving", "bound after", "eff."):
+            t.add_column(c, justify="right" if c in ("before (eager)", "after", "saving", "eff.") else "left")
+        for x in res.groups.sort_values("eager_ns", ascending=False, na_position="last").itertuples(index=False):
+            t.add_row(_t(x.kernel), _t(x.aten_ops), _t(", ".join(_short(s) for s in x.sources.split(", ") if s)),
+                      fmt_ns(x.eager_ns) + ("~" if x.estimate else ""), fmt_ns(x.compiled_ns), fmt_ns(x.saving_ns), x.bound,
+                      f"{x.efficiency:.0%}" if x.efficiency == x.efficiency else "-")
+        parts.append(t)
+    parts.append(render_report(res.compile))
+    for m in res.messages:
+        parts.append(f"[yellow]note:[/] {_t(m)}")
+    if res.unmatched:
+        parts.append(f"[dim]Dynamo nodes with no eager op: {_t(', '.join(res.unmatched[:10]))}[/]")
+    return Group(*parts)

@@ -1,0 +1,238 @@
+"""The dashboard's server-side data: which traces are loaded, and their cached analyses.
+
+A trace is known by the SHA-256 of its content (a directory: of its files' names and hashes),
+so the same file uploaded twice is one trace, and a cache key never depends on a path the
+browser sent. Parsed traces, analyses and derived views (timeline index, op table) are kept in
+bounded LRU caches keyed by (content hash, hardware, what); an evicted entry is rebuilt from
+its file. Uploads are written only inside the store's own temporary directory, under a name
+built from their hash, and removed when they fail to parse or when the store closes.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import re
+import shutil
+import tempfile
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Hashable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from profiler.errors import InputError
+from profiler.redact import redact_text
+
+if TYPE_CHECKING:
+    from profiler.facade import Analysis
+    from profiler.trace import Trace
+
+MiB = 2**20
+#: The analysis passes the core pages read (profiler.facade.SECTIONS); the others are not run.
+CORE_SECTIONS = ("summary", "ops", "roofline", "timeline", "advice")
+DEFAULT_UPLOAD_CAP = 512 * MiB
+_GZIP_MAGIC = b"\x1f\x8b"
+_TRACE_SUFFIXES = (".json", ".json.gz")
+
+
+class LRU:
+    """A size-bounded least-recently-used cache; `get(key, build)` builds a missing entry.
+
+    Builds run under one lock, so two requests for the same trace parse it once and the
+    memory held is at most `maxsize` entries plus the one being built.
+    """
+
+    def __init__(self, maxsize: int) -> None:
+        self.maxsize = maxsize
+        self._items: OrderedDict[Hashable, Any] = OrderedDict()
+        self._lock = threading.RLock()
+
+    def get(self, key: Hashable, build: Callable[[], Any]) -> Any:
+        with self._lock:
+            if key in self._items:
+                self._items.move_to_end(key)
+                return self._items[key]
+            value = build()
+            self._items[key] = value
+            while len(self._items) > self.maxsize:
+                self._items.popitem(last=False)
+            return value
+
+    def drop(self, match: Callable[[Hashable], bool]) -> None:
+        with self._lock:
+            for k in [k for k in self._items if match(k)]:
+                del self._items[k]
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def __contains__(self, key: Hashable) -> bool:
+        return key in self._items
+
+
+@dataclass(frozen=True)
+class Entry:
+    """A loaded trace: `trace_id` (content hash prefix), a display `label`, where its bytes are."""
+
+    trace_id: str
+    label: str
+    path: Path
+    uploaded: bool
+
+
+def file_hash(path: Path) -> str:
+    """SHA-256 hex of a file's bytes (a directory: of its trace files' names and hashes, sorted)."""
+    h = hashlib.sha256()
+    if path.is_dir():
+        for f in sorted(p for p in path.iterdir() if p.is_file() and p.name.endswith(_TRACE_SUFFIXES)):
+            h.update(f.name.encode() + b"\0" + file_hash(f).encode())
+        return h.hexdigest()
+    with path.open("rb") as fh:
+        for block in iter(lambda: fh.read(4 * MiB), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+class TraceStore:
+    """Registry of traces plus the LRU caches of what the pages need."""
+
+    def __init__(self, *, upload_cap: int = DEFAULT_UPLOAD_CAP, max_traces: int = 4, max_analyses: int = 8,
+                 max_views: int = 64) -> None:
+        self.upload_cap = upload_cap
+        self._entries: dict[str, Entry] = {}
+        self._order: list[str] = []
+        self._lock = threading.Lock()
+        self._traces = LRU(max_traces)
+        self._analyses = LRU(max_analyses)
+        self._views = LRU(max_views)
+        self._tmp: Path | None = None  # created on the first upload, never at construction
+
+    # --- registry -------------------------------------------------------------------------
+    def add_path(self, path: str | Path) -> str:
+        """Register a trace file or directory given on the command line; returns its id."""
+        p = Path(path)
+        if not p.exists():
+            raise InputError(str(p), "no such file or directory")
+        return self._register(file_hash(p), p.name or str(p), p, uploaded=False)
+
+    def add_upload(self, filename: str, contents: str) -> str:
+        """Register a trace uploaded through the page (`contents`: a data URL, base64).
+
+        Checks the size against `upload_cap` before decoding, writes the bytes inside this
+        store's temporary directory under a hash-derived name, parses it once (so a broken file
+        is reported now, and removed), and returns its id. Raises InputError(filename, problem).
+        """
+        label = safe_label(filename)
+        _, _, b64 = (contents or "").partition(",")
+        if len(b64) * 3 // 4 > self.upload_cap:  # base64: 4 characters carry 3 bytes
+            raise InputError(label, f"file is about {len(b64) * 3 // 4 / MiB:.1f} MiB; "
+                                    f"the upload limit is {self.upload_cap / MiB:.0f} MiB (perf dashboard --max-upload-mb)")
+        try:
+            raw = base64.b64decode(b64, validate=True)
+        except (binascii.Error, ValueError):
+            raise InputError(label, "the upload is not valid base64 data") from None
+        if not raw:
+            raise InputError(label, "the file is empty")
+        digest = hashlib.sha256(raw).hexdigest()
+        if digest[:16] in self._entries:
+            return digest[:16]
+        suffix = ".json.gz" if raw[:2] == _GZIP_MAGIC else ".json"
+        path = self.upload_dir() / f"{digest[:32]}{suffix}"  # our name, never the browser's
+        path.write_bytes(raw)
+        tid = self._register(digest, label, path, uploaded=True)
+        try:
+            self.trace(tid)
+        except BaseException:
+            self.remove(tid)
+            raise
+        return tid
+
+    def upload_dir(self) -> Path:
+        with self._lock:
+            if self._tmp is None:
+                self._tmp = Path(tempfile.mkdtemp(prefix="perf-dashboard-"))
+            return self._tmp
+
+    def _register(self, digest: str, label: str, path: Path, uploaded: bool) -> str:
+        tid = digest[:16]
+        with self._lock:
+            if tid not in self._entries:
+                self._entries[tid] = Entry(tid, label, path, uploaded)
+                self._order.append(tid)
+        return tid
+
+    def remove(self, tid: str) -> None:
+        """Forget a trace and its cached results; delete its file if it was uploaded."""
+        with self._lock:
+            entry = self._entries.pop(tid, None)
+            if tid in self._order:
+                self._order.remove(tid)
+        for cache in (self._traces, self._analyses, self._views):
+            cache.drop(lambda k: k == tid or (isinstance(k, tuple) and k[0] == tid))
+        if entry is not None and entry.uploaded:
+            entry.path.unlink(missing_ok=True)
+
+    def entries(self) -> list[Entry]:
+        with self._lock:
+            return [self._entries[t] for t in self._order]
+
+    def entry(self, tid: str | None) -> Entry | None:
+        return self._entries.get(tid or "")
+
+    def close(self) -> None:
+        """Delete the temporary directory and every upload in it."""
+        with self._lock:
+            tmp, self._tmp = self._tmp, None
+        if tmp is not None:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+    # --- cached results -------------------------------------------------------------------
+    def trace(self, tid: str) -> Trace:
+        """The parsed trace (InputError for an unknown id or a file that does not parse)."""
+        from profiler.facade import load_trace
+
+        entry = self._need(tid)
+        return self._traces.get(tid, lambda: load_trace(entry.path))
+
+    def analysis(self, tid: str, hardware: str | None = None) -> Analysis:
+        """`analyze(trace, top=None, hardware=..., sections=CORE_SECTIONS)`, cached per (trace, hardware).
+
+        `hardware` must be a preset name (profiler.hardware.presets()): the browser picks from
+        a list, and a name outside it is refused rather than read as a file path.
+        """
+        from profiler.facade import analyze
+
+        hw = check_hardware(hardware)
+        self._need(tid)
+        return self._analyses.get((tid, hw or ""), lambda: analyze(self.trace(tid), top=None, hardware=hw, sections=CORE_SECTIONS))
+
+    def view(self, tid: str, hardware: str | None, what: str, build: Callable[[], Any]) -> Any:
+        """A derived product (op table, timeline index) cached per (trace, hardware, what)."""
+        self._need(tid)
+        return self._views.get((tid, hardware or "", what), build)
+
+    def _need(self, tid: str) -> Entry:
+        entry = self._entries.get(tid or "")
+        if entry is None:
+            raise InputError(None, "no trace selected (pass one to perf dashboard, or upload one)")
+        return entry
+
+
+def check_hardware(hardware: str | None) -> str | None:
+    """A preset name from the browser, or None for the matched specs; anything else (a YAML path)
+    is refused, so the browser can never make the server read a file."""
+    from profiler.hardware import presets
+
+    if hardware and hardware not in presets():
+        raise InputError(None, f"unknown hardware preset {hardware!r}")
+    return hardware or None
+
+
+def safe_label(filename: str | None) -> str:
+    """The uploaded file's base name for display: no directories, printable, redacted, short."""
+    name = re.split(r"[\\/]", str(filename or "upload"))[-1]
+    name = re.sub(r"[^\w.\- ]", "_", name)[:80] or "upload"
+    return redact_text(name)
