@@ -1,10 +1,11 @@
 """What to change first: advice ranked by estimated saving, each with its evidence and formula.
 
 - fusion: a chain of memory-bound units between compute units (or at the ends of the device's
-  timeline) passes intermediate tensors through memory; fused, each intermediate is neither
-  written nor read back: saving = sum over adjacent pairs of 2 * min(written_prev, read_next)
-  / bandwidth, at most the chain's memory-bound time. Unfused attention (matmul, scale,
-  softmax, matmul) is the classic.
+  timeline, or of a ProfilerStep: a chain never spans two iterations) passes intermediate
+  tensors through memory; fused, each intermediate is neither written nor read back: saving =
+  sum over adjacent pairs of 2 * min(written_prev, read_next) / bandwidth, at most the chain's
+  memory-bound time. The same chain in every iteration (or layer) is one piece of advice, its
+  savings summed. Unfused attention (matmul, scale, softmax, matmul) is the classic.
 - runtime: runtime-bound units spend their time on dispatch: saving = sum(time - max(t_compute,
   t_memory, t_comm)), what would remain if the dispatch were free (fuse small ops, CUDA graphs,
   a larger batch).
@@ -89,8 +90,13 @@ def _fusion(u: pd.DataFrame, spec: HardwareSpec, where: str) -> list[Advice]:
                              "saving = sum 2*min(written_prev, read_next) / bandwidth, at most the chain's time",
                              tuple(int(ids[i]) for i in seq)))
 
+    step = v["step"].to_numpy()
     chain: list[int] = []
     for i in range(len(v)):
+        if i and step[i] != step[i - 1]:  # an iteration ends: its last chain has no consumer here
+            if any(memory[j] for j in chain):
+                close(chain, None)
+            chain = []
         if compute[i]:
             if chain:
                 close(chain, i)
@@ -103,7 +109,21 @@ def _fusion(u: pd.DataFrame, spec: HardwareSpec, where: str) -> list[Advice]:
             chain = []
     if any(memory[j] for j in chain):
         close(chain, None)
-    return advice
+    return _merge_repeats(advice)
+
+
+def _merge_repeats(advice: list[Advice]) -> list[Advice]:
+    """One Advice per distinct chain (same ops in the same order), savings and units summed."""
+    by_title: dict[str, list[Advice]] = {}
+    for a in advice:
+        by_title.setdefault(a.title, []).append(a)
+    out = []
+    for title, same in by_title.items():
+        first = same[0]
+        evidence = first.evidence if len(same) == 1 else f"{len(same)} occurrences; each: {first.evidence}"
+        out.append(Advice(first.kind, title, float(sum(a.saving_ns for a in same)), evidence, first.formula,
+                          tuple(u for a in same for u in a.units)))
+    return out
 
 
 def _runtime(u: pd.DataFrame, where: str) -> list[Advice]:
