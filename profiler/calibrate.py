@@ -211,15 +211,18 @@ def _measure(device: str, sizes: Sizes, progress: Callable[[str], None], links: 
     import torch
 
     peaks: dict[str, dict[str, float]] = {"matrix": {}, "vector": {}}
-    for dt in MATRIX_DTYPES:
-        progress(f"{device}: matmul {dt}")
-        peaks["matrix"][dt] = matmul_flops(dt, sizes, device)
+    # The short ops first: after a BLAS matmul its worker threads keep spinning for a while
+    # (OpenMP's block time), and on a small machine they starve the next ops' threads: a 64K
+    # element multiply measured right after a 512^3 fp32 matmul ran 1000x slower here.
     progress(f"{device}: vector fp32")
     peaks["vector"]["fp32"] = vector_flops(sizes, device)
     progress(f"{device}: memory bandwidth (triad)")
     bw = triad_bandwidth(sizes, device)
     progress(f"{device}: minimum op time")
     floor = min_op_time(sizes, device)
+    for dt in MATRIX_DTYPES:
+        progress(f"{device}: matmul {dt}")
+        peaks["matrix"][dt] = matmul_flops(dt, sizes, device)
     link: tuple[Link, ...] = ()
     if links:
         progress("gloo all_reduce between 2 local processes")

@@ -5,14 +5,17 @@ from __future__ import annotations
 
 import tempfile
 import time
+from collections import deque
 from pathlib import Path
+from types import SimpleNamespace
 
+import numpy as np
 import pandas as pd
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from analysis.critical_path import CLASSES, critical_path, critical_paths
+from analysis.critical_path import CLASSES, _Graph, _longest, critical_path, critical_paths
 from profiler import load_trace
 from tests.conftest import TRACES, write_trace, x
 
@@ -155,6 +158,26 @@ def test_gloo_worker_thread_is_on_the_cpu_path(tmp_path):
     assert by_class(cp)["communication"] == 90_000 and by_class(cp)["waiting"] == 5_000
 
 
+def test_python_frames_are_host_time_not_work(tmp_path):
+    # python frame f [0, 100) around ops A [10, 30) and B [50, 60); after 20 us of untraced
+    # time, frame g [120, 130) around op C [122, 128). One thread, no device (times in us).
+    events = [x("f", "python_function", 0, 100), x("A", "cpu_op", 10, 20), x("B", "cpu_op", 50, 10),
+              x("g", "python_function", 120, 10), x("C", "cpu_op", 122, 6)]
+    cp = critical_path(load(tmp_path, events), 0)
+    check_shape(cp)
+    # Frames are labels, not work: L = A 20 + B 10 + C 6 = 36. The path starts where A's work
+    # does (f's first piece [0, 10) is a label on no earlier work) and ends at g's end: 120.
+    assert (cp.work_ns, cp.length_ns, cp.wall_ns, cp.verdict) == (36_000, 120_000, 130_000, "cpu-only")
+    s = cp.segments
+    assert list(zip(s["name"], s["kind"], s["class"], s["start_ns"] // 1000, s["end_ns"] // 1000)) == [
+        ("A", "op", "unknown", 10, 30), ("f", "python", "host", 30, 50), ("B", "op", "unknown", 50, 60),
+        ("f", "python", "host", 60, 100), ("(untraced host)", "untraced", "host", 100, 120),
+        ("g", "python", "host", 120, 122), ("C", "op", "unknown", 122, 128), ("g", "python", "host", 128, 130)]
+    # host: f's self time 40 + untraced 20 + g's self time 4; unknown: the ops (no units table)
+    assert by_class(cp) == {"compute": 0, "memory": 0, "communication": 0, "runtime": 0, "unknown": 36_000,
+                            "host": 84_000, "waiting": 0}
+
+
 def test_critical_paths_summarises_each_rank(tmp_path):
     t = load(tmp_path, DEVICE_BOUND)
     table = critical_paths(t)
@@ -216,6 +239,8 @@ def test_every_real_trace_and_rank(folder, capsys):
         took = time.perf_counter() - t0
         check_shape(cp)
         assert 0 < cp.length_ns <= cp.wall_ns
+        g = _Graph(t, rank)  # the optimised DP agrees with the plain one on real graphs (with cycles)
+        assert _longest(g) == reference_longest(g)
         with capsys.disabled():
             print(f"\n{folder} rank {rank}: path {cp.length_ns / 1e6:.2f} ms of {cp.wall_ns / 1e6:.2f} ms wall, "
                   f"{cp.verdict}, {len(cp.segments)} segments, {took:.2f} s")
@@ -232,3 +257,89 @@ def test_real_trace_classes_come_from_the_units():
     bound = pd.Series(a.units["bound"].to_numpy(), index=a.units["unit_id"].to_numpy())
     assert (dev["class"].to_numpy() == bound.reindex(dev["unit_id"].to_numpy()).to_numpy()).all()
     assert by_class(cp)["compute"] > 0  # its GEMMs have shapes, so they classify
+
+
+def ints(xs: list[int]) -> np.ndarray:
+    return np.array(xs, dtype=np.int64)
+
+
+def reference_longest(g) -> tuple[list[int], list[int], list[int], int]:
+    """The longest-path DP written plainly (Kahn's algorithm, FIFO, every node visited; the
+    first implementation): the oracle for the optimised _longest."""
+    n = g.n
+    preds = [[] for _ in range(n)]
+    succs = [[] for _ in range(n)]
+    for a, b in zip(g.src.tolist(), g.dst.tolist()):
+        preds[b].append(a)
+        succs[a].append(b)
+    indeg = [len(p) for p in preds]
+    end, cs = g.end.tolist(), g.cs.tolist()
+    L, R, P, done = [0] * n, [0] * n, [-1] * n, [False] * n
+    queue = deque(v for v in range(n) if indeg[v] == 0)
+    by_start = sorted(range(n), key=lambda v: g.start[v])
+    cursor = processed = dropped = 0
+    while processed < n:
+        if not queue:  # a cycle: release the earliest unfinished node
+            while done[by_start[cursor]]:
+                cursor += 1
+            queue.append(by_start[cursor])
+        v = queue.popleft()
+        best, best_r, best_p = end[v] - cs[v], None, -1
+        for u in preds[v]:
+            if not done[u]:
+                dropped += 1
+                continue
+            cand = L[u] + max(0, end[v] - max(cs[v], R[u]))
+            if cand > best or (cand == best and (best_p < 0 or R[u] > best_r)):
+                best, best_r, best_p = cand, R[u], u
+        L[v], P[v] = best, best_p
+        R[v] = max(best_r, end[v]) if best_p >= 0 else end[v]
+        done[v], processed, indeg[v] = True, processed + 1, -1
+        for s in succs[v]:
+            if indeg[s] > 0:
+                indeg[s] -= 1
+                if indeg[s] == 0:
+                    queue.append(s)
+    return L, R, P, dropped
+
+
+@st.composite
+def graphs(draw):
+    """Nodes in lanes (runs of i -> i+1 edges, like a thread's pieces), random extra edges
+    forward and backward in time (cycles, as clock skew makes), duplicates; cs within
+    [start, end]. Times in ns."""
+    n = draw(st.integers(1, 40))
+    start, end, cs, src, dst, t = [], [], [], [], [], 0
+    for v in range(n):
+        long = not draw(st.integers(0, 2))  # sometimes far back in time, and long
+        t += draw(st.integers(-60, 10) if long else st.integers(-3, 10))
+        dur = draw(st.integers(0, 100 if long else 12))
+        start.append(t)
+        end.append(t + dur)
+        cs.append(t + draw(st.integers(0, dur)))
+        if v and draw(st.integers(0, 5)):  # mostly the lane's program order
+            src.append(v - 1)
+            dst.append(v)
+    for _ in range(draw(st.integers(0, n))):
+        src.append(draw(st.integers(0, n - 1)))
+        dst.append(draw(st.integers(0, n - 1)))
+    ok = [a != b for a, b in zip(src, dst)]
+    return SimpleNamespace(n=n, start=ints(start), end=ints(end), cs=ints(cs), src=ints(src)[ok], dst=ints(dst)[ok])
+
+
+def test_longest_release_inside_a_run():
+    """Nodes 1..5 form a run (each one's only predecessor is the previous, which ends by its
+    cs). 0 <-> 1 is a cycle, so nothing is ready: node 4 starts earliest and is released first
+    (dropping 3 -> 4), then node 0 (dropping 1 -> 0). The run after 0 must stop before 4."""
+    g = SimpleNamespace(n=6, start=ints([10, 11, 12, 13, 0, 20]), end=ints([11, 12, 13, 14, 20, 21]),
+                        cs=ints([10, 11, 12, 13, 14, 20]), src=ints([1, 0, 1, 2, 3, 4]), dst=ints([0, 1, 2, 3, 4, 5]))
+    L, R, P, dropped = _longest(g)
+    # 4 alone: its work [14, 20) = 6; 5 follows: + 1. 0 alone: 1; 1..3 follow it: 2, 3, 4.
+    assert (L, P, dropped) == ([1, 2, 3, 4, 6, 7], [-1, 0, 1, 2, -1, 4], 2)
+    assert (L, R, P, dropped) == reference_longest(g)
+
+
+@settings(max_examples=1000, deadline=None)
+@given(graphs())
+def test_longest_matches_the_plain_dp(g):
+    assert _longest(g) == reference_longest(g)
