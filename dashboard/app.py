@@ -17,10 +17,10 @@ from typing import Any
 from dash import Dash, Input, Output, State, dcc, html, no_update
 
 from dashboard.components import error_box, problem_text
-from dashboard.pages import compare, llm, memory, ops, overview, roofline, timeline
+from dashboard.pages import compare, compiler, llm, memory, ops, overview, roofline, timeline
 from dashboard.store import DEFAULT_UPLOAD_CAP, TraceStore, safe_label
 
-PAGES = (overview, roofline, timeline, ops, compare, memory, llm)
+PAGES = (overview, roofline, timeline, ops, compare, memory, llm, compiler)
 
 CSS = """
 body { font-family: system-ui, sans-serif; margin: 0; }
@@ -51,9 +51,13 @@ function(contents, filename, cap) {
 """
 
 
-def create_app(paths: Sequence[str | Path] = (), *, upload_cap: int = DEFAULT_UPLOAD_CAP, store: TraceStore | None = None) -> Dash:
-    """A Dash app over `paths` (trace files or directories). Bad paths raise InputError."""
+def create_app(paths: Sequence[str | Path] = (), *, upload_cap: int = DEFAULT_UPLOAD_CAP, store: TraceStore | None = None,
+               compile_report: Any = None) -> Dash:
+    """A Dash app over `paths` (trace files or directories). Bad paths raise InputError.
+    `compile_report` (profiler.facade.compile_report of a TORCH_TRACE directory) feeds the compiler page."""
     store = store or TraceStore(upload_cap=upload_cap)
+    if compile_report is not None:
+        store.compile_report = compile_report
     for p in paths:
         store.add_path(p)
     app = Dash(__name__, title="perf dashboard", suppress_callback_exceptions=True, update_title=None,
@@ -140,14 +144,14 @@ def warm(store: TraceStore, tid: str) -> None:
 
 
 def serve(paths: Sequence[str | Path] = (), *, host: str = "127.0.0.1", port: int = 8050,
-          upload_cap: int = DEFAULT_UPLOAD_CAP, warm_up: bool = True) -> None:
+          upload_cap: int = DEFAULT_UPLOAD_CAP, warm_up: bool = True, compile_report: Any = None) -> None:
     """Run the dashboard until interrupted; uploads are deleted on exit. `warm_up` parses and
     analyzes the given traces in the background (see `warm`), so the first pages are quick."""
     import sys
     import threading
 
     store = TraceStore(upload_cap=upload_cap)
-    app = create_app(paths, store=store)
+    app = create_app(paths, store=store, compile_report=compile_report)
     if warm_up:
         def _warm() -> None:
             for e in store.entries():

@@ -218,3 +218,25 @@ def llm_steps_figure(phases: pd.DataFrame) -> go.Figure:
     fig.update_layout(title="Serving steps", xaxis={"title": "step"}, yaxis={"title": "ms", "rangemode": "tozero"},
                       margin={"l": 60, "r": 10, "t": 40, "b": 40})
     return fig
+
+
+PHASE_COLORS = {"dynamo_tracing": "#1f77b4", "guards": "#aec7e8", "aot_autograd": "#ff7f0e", "inductor_lowering": "#2ca02c",
+                "scheduling_fusion": "#98df8a", "codegen": "#d62728", "kernel_compile": "#9467bd", "autotune": "#8c564b",
+                "cache": "#17becf", "other": "#7f7f7f"}
+
+
+def compile_phases_figure(phases: pd.DataFrame) -> go.Figure:
+    """Horizontal bars: self time per torch.compile phase, seconds, pipeline order top to bottom
+    (profiler.facade.compile_tables 'phases': phase, time_ns, steps, share). A step's self time
+    is its duration less its nested steps', so the bars sum to the compile's wall time per thread."""
+    if phases.empty:
+        return _empty("Compile phases", "no torch.compile phases in this trace")
+    p = phases.iloc[::-1]  # plotly draws the first category at the bottom
+    share = p["share"].fillna(0).to_numpy()
+    fig = go.Figure(go.Bar(
+        x=p["time_ns"] / 1e9, y=p["phase"], orientation="h", marker={"color": [PHASE_COLORS.get(x, "#7f7f7f") for x in p["phase"]]},
+        customdata=np.stack([share * 100, p["steps"].to_numpy()], axis=1), text=[f"{s:.0%}" for s in share], textposition="auto",
+        hovertemplate="%{y}: %{x:.4g} s self time, %{customdata[0]:.3g}% of the compile, %{customdata[1]} steps<extra></extra>"))
+    fig.update_layout(title="Compile phases (self time)", xaxis={"title": "s", "rangemode": "tozero"}, yaxis={"title": ""},
+                      margin={"l": 130, "r": 10, "t": 40, "b": 40}, height=80 + 32 * len(p))
+    return fig

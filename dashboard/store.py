@@ -109,6 +109,7 @@ class TraceStore:
         self._analyses = LRU(max_analyses)
         self._views = LRU(max_views)
         self._tmp: Path | None = None  # created on the first upload, never at construction
+        self.compile_report: Any = None  # a TORCH_TRACE directory's CompileReport (perf dashboard --compile-log)
 
     # --- registry -------------------------------------------------------------------------
     def add_path(self, path: str | Path) -> str:
@@ -208,6 +209,19 @@ class TraceStore:
         hw = check_hardware(hardware)
         self._need(tid)
         return self._analyses.get((tid, hw or ""), lambda: analyze(self.trace(tid), top=None, hardware=hw, sections=CORE_SECTIONS))
+
+    def compile_tables(self, tid: str | None, hardware: str | None = None) -> dict:
+        """profiler.facade.compile_tables for the compiler page, cached per (trace, hardware): the
+        --compile-log report joined to the trace's kernels when there is one, else the trace's own
+        compile passes and tables. Without a trace, the report alone (not cached: no key)."""
+        from profiler.facade import compile_tables
+
+        hw = check_hardware(hardware)
+        if self.compile_report is not None and not tid:
+            return compile_tables(self.compile_report, hardware=hw)
+        source = self.compile_report
+        return self.view(tid or "", hw, "compiler", lambda: compile_tables(source if source is not None else self.trace(tid or ""),
+                                                                          trace=self.trace(tid or ""), hardware=hw))
 
     def view(self, tid: str, hardware: str | None, what: str, build: Callable[[], Any]) -> Any:
         """A derived product (op table, timeline index) cached per (trace, hardware, what)."""

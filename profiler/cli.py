@@ -153,12 +153,14 @@ def calibrate(
     from profiler import calibrate as cal
     from profiler.hardware import save_spec
 
-    with one_line_errors(output), Progress(console=Console(stderr=True), transient=True) as bar:
+    # no auto-refresh: a redraw thread would compete with the measured ops for the cores
+    with one_line_errors(output), Progress(console=Console(stderr=True), transient=True, auto_refresh=False) as bar:
         steps = 4 + len(cal.MATRIX_DTYPES) + int(links)
         task = bar.add_task("calibrating", total=steps)
 
         def step(what: str) -> None:
             bar.update(task, description=what, advance=1)
+            bar.refresh()
 
         specs = cal.calibrate(cal.Sizes.quick() if quick else cal.Sizes(), progress=step, links=links)
         bar.update(task, completed=steps)
@@ -324,6 +326,10 @@ def profile(
     short = "" if session.complete else f" (the run ended after {session.marks} step marks, before all {session.steps} recorded steps)"
     print(f"perf: wrote {session.path}{short}", file=sys.stderr)
     analyze(session.path, top=top, rank=None, json=json, hardware=hardware, dtype=None, section=section)
+    if session.compile is not None and not json:
+        from collectors.torch_compile.render import render_summary
+
+        Console(soft_wrap=False, emoji=False).print(render_summary(session.compile))
 
 
 def _compare_compile(model: str | None, inputs: list[str], dtype: str | None, steps: int | None, backward: bool,
@@ -366,14 +372,48 @@ def dashboard(
     port: Annotated[int, typer.Option(min=1, max=65535, help="Port to listen on.")] = 8050,
     host: Annotated[str, typer.Option(help="Address to bind; the default serves this machine only.")] = "127.0.0.1",
     max_upload_mb: Annotated[int, typer.Option(min=1, help="Largest trace the page accepts as an upload, MiB.")] = 512,
+    compile_log: Annotated[Path | None, typer.Option(help="A TORCH_TRACE directory (torch.compile's structured logs) for the Compiler page.")] = None,
 ) -> None:
-    """Serve the Dash dashboard: overview, roofline, timeline, ops, compare, memory and LLM pages."""
+    """Serve the Dash dashboard: overview, roofline, timeline, ops, compare, memory, LLM and compiler pages."""
     paths = list(traces or [])
     for p in paths:
         if not p.exists():
             fail("no such file or directory", str(p))
+    report = None
+    if compile_log is not None:
+        from profiler.facade import compile_report
+
+        with one_line_errors(compile_log):  # read now: a bad log is a one-line error, not a broken page
+            report = compile_report(compile_log)
     from dashboard.app import serve
 
     print(f"perf dashboard: http://{host}:{port}/ (Ctrl+C to stop)", file=sys.stderr)
     with one_line_errors(paths[0] if paths else Path(".")):
-        serve(paths, host=host, port=port, upload_cap=max_upload_mb * 2**20)
+        serve(paths, host=host, port=port, upload_cap=max_upload_mb * 2**20, compile_report=report)
+
+
+@app.command("compile-report")
+def compile_report_cmd(
+    logdir: Annotated[Path, typer.Argument(help="A TORCH_TRACE directory (or one of its .log files): torch.compile's structured logs.")],
+    json: Annotated[bool, typer.Option("--json", help="Write the tables as JSON (schema perf.compile_report, version 1).")] = False,
+) -> None:
+    """torch.compile's own story from its structured log: phases, graph breaks (reason, file:line),
+    recompiles (failed guard), cache hits and misses, and the fusion map (kernel = ATen ops, from source)."""
+    from profiler.facade import compile_report
+
+    with one_line_errors(logdir):
+        report = compile_report(logdir)
+        if json:
+            import orjson
+
+            from collectors.torch_compile.report import report_doc
+
+            sys.stdout.buffer.write(orjson.dumps(report_doc(report), option=orjson.OPT_INDENT_2) + b"\n")
+        else:
+            from collectors.torch_compile.render import render_report
+
+            Console(soft_wrap=False, emoji=False).print(render_report(report))
+    from profiler.redact import redact_text
+
+    for line in report.problems.lines():  # unreadable lines are counted, not fatal
+        print(f"perf: {redact_text(f'{logdir}: {line}')}", file=sys.stderr)

@@ -207,3 +207,76 @@ def _world_sizes(trace: Trace) -> dict[int, int]:
         if isinstance(info, dict) and isinstance(info.get("world_size"), int):
             out[int(rank)] = info["world_size"]
     return out
+
+
+def perfetto_bytes(trace: Trace, units: pd.DataFrame | None = None) -> bytes:
+    """`trace` as a serialized native Perfetto trace (collectors.perfetto.write.perfetto_bytes);
+    `units` (Analysis.units) rides on the slices."""
+    from collectors.perfetto.write import perfetto_bytes as write
+
+    return write(trace, units)
+
+
+def compile_report(path: str | Path):  # -> collectors.torch_compile.report.CompileReport
+    """The torch.compile tables of a TORCH_TRACE directory or one structured-log file: phases,
+    compiles, graph breaks, recompiles, caches, fusion map. Unreadable lines are counted in
+    `.problems`; a path with no log raises InputError."""
+    from collectors.torch_compile.report import read_compile_report
+
+    return read_compile_report(path)
+
+
+def trace_compile_report(trace: Trace):  # -> CompileReport | None
+    """The compile tables a trace file carries (`perf profile --compile` writes them in its
+    'perfCompile' field), with phases rebuilt from its compile_pass events; None when it has neither."""
+    from collectors.torch_compile.embed import DOC_KEY
+    from collectors.torch_compile.phases import phase_summary, phases_from_events
+    from collectors.torch_compile.report import CompileReport, report_from_doc
+
+    doc = next((m.get(DOC_KEY) for m in trace.metadata.get("ranks", {}).values() if isinstance(m, dict) and DOC_KEY in m), None)
+    report = report_from_doc(doc, source=", ".join(trace.metadata.get("files", [])))
+    phases = phases_from_events(trace.events)
+    if report is None:
+        if phases.empty:
+            return None
+        empty = pd.DataFrame()
+        return CompileReport(phases=phases, phase_summary=phase_summary(phases), compiles=empty, graph_breaks=empty,
+                             recompiles=empty, caches=empty, fusion=empty, source="compile_pass events")
+    from dataclasses import replace
+
+    return replace(report, phases=phases) if len(phases) else report
+
+
+#: What compile_tables returns, in the order the compiler page shows it.
+COMPILE_TABLES = ("phases", "phase_summary", "compiles", "graph_breaks", "recompiles", "caches", "fusion")
+
+
+def compile_tables(source, *, trace: Trace | None = None, hardware: str | None = None) -> dict[str, pd.DataFrame]:
+    """The compiler page's tables, from a Trace (its compile_pass events and carried tables) or a
+    CompileReport (a TORCH_TRACE directory's; joined to `trace`'s kernels when given).
+
+    phases: self time per phase over all compiles (phase, time_ns, steps, share 0..1; pipeline
+    order); phase_summary: the same per compile_id; compiles, graph_breaks, recompiles, caches:
+    collectors.torch_compile.breaks; fusion: collectors.torch_compile.fusion_map, plus, when a
+    trace with runtime events is there, each kernel's calls, time_ns, per_call_ns, floors, bound
+    and efficiency (collectors.torch_compile.match.fusion_times; floors on `hardware` or the
+    matched spec). Every table is empty when the source holds no compiler data.
+    """
+    from collectors.torch_compile.match import fusion_times
+    from collectors.torch_compile.phases import phase_summary
+
+    if isinstance(source, Trace):
+        trace = source
+        report = trace_compile_report(source)
+    else:
+        report = source
+    if report is None:
+        return {name: pd.DataFrame() for name in COMPILE_TABLES}
+    phases = report.phases
+    overall = phase_summary(phases.assign(compile_id="")).drop(columns="compile_id") if len(phases) else pd.DataFrame(
+        columns=["phase", "time_ns", "steps", "share"])
+    fusion = report.fusion
+    if trace is not None and len(fusion) and (trace.events["source"].astype(str) != "compiler").any():
+        fusion = fusion_times(fusion, trace, spec_resolver(trace, hardware))
+    return {"phases": overall, "phase_summary": report.phase_summary, "compiles": report.compiles,
+            "graph_breaks": report.graph_breaks, "recompiles": report.recompiles, "caches": report.caches, "fusion": fusion}

@@ -18,6 +18,7 @@ from dashboard.app import create_app
 from dashboard.pages.ops import apply_query, display
 from dashboard.testing import CHROMEDRIVER, CHROMIUM, chromium, graph_data, pick, serving, update_sizes, wait_for
 from dashboard.views import ops_for
+from profiler.facade import load_trace
 from profiler.hardware import load_spec
 from tests.conftest import real_trace, write_trace, x
 
@@ -194,11 +195,14 @@ def test_timeline_tracks_zoom_and_export(env):
     assert max(update_sizes(d)) < 2_000_000  # callback responses stay small: aggregated, never raw events
 
     d.find_element(By.ID, "export-btn").click()
-    out = wait_for(lambda: [p for p in env["downloads"].glob("dlrm_8rank_v100*.gz")], 60, what="the export download")[0]
+    out = wait_for(lambda: [p for p in env["downloads"].glob("dlrm_8rank_v100*.perfetto-trace.gz")], 60, what="the export download")[0]
     wait_for(lambda: not list(env["downloads"].glob("*.crdownload")), 30, what="the download to finish")
-    doc = json.loads(gzip.decompress(out.read_bytes()))
+    # a native Perfetto trace (profiler.facade.perfetto_bytes): it reads back with every event
+    pftrace = env["dir"] / "export.pftrace"
+    pftrace.write_bytes(gzip.decompress(out.read_bytes()))
+    back = load_trace(pftrace)
     trace = env["store"].trace(next(e.trace_id for e in env["store"].entries() if e.label == "dlrm_8rank_v100"))
-    assert sum(1 for e in doc["traceEvents"] if e["ph"] == "X") == len(trace.events)
+    assert len(back.events) == len(trace.events) and back.ranks == trace.ranks
 
 
 def _upload(d, path: Path) -> None:

@@ -46,6 +46,9 @@ def build_events(acc: Accumulator, rank: int, base_ns: int) -> pd.DataFrame:
     stream = np.where(on_device, np.where(stream_arg >= 0, stream_arg, tid), -1)
     thread = np.where(on_device | profiler_rows, -1, tid)
     device, track = _places(rank, on_device, dev_index, stream, thread, profiler_rows)
+    compiler = cat_kind[cat_codes] == Kind.COMPILE_PASS.value
+    if compiler.any():  # perf's torch.compile steps: tid = the lane (collectors/torch_compile/embed.py)
+        device, track, thread = _compiler_places(rank, compiler, tid, device, track, thread)
     ext = col("x_external_id")
     ext = np.where(ext >= 0, ext, col("x_external_id_legacy"))
     row_kind = cat_kind[cat_codes]
@@ -71,7 +74,7 @@ def build_events(acc: Accumulator, rank: int, base_ns: int) -> pd.DataFrame:
             "thread": thread,
             "correlation": col("x_correlation"),
             "external_id": ext,
-            "source": pd.Categorical.from_codes(np.zeros(n, dtype=np.int8), categories=pd.Index(["runtime"], dtype=object)),
+            "source": pd.Categorical.from_codes(compiler.astype(np.int8), categories=pd.Index(["runtime", "compiler"][: 1 + compiler.any()], dtype=object)),
             "shapes": acc.shapes.categorical(col("x_shapes", "int32")),
             "dtypes": acc.dtypes.categorical(col("x_dtypes", "int32")),
             "concrete": acc.concrete.categorical(col("x_concrete", "int32")),
@@ -109,6 +112,16 @@ def _places(
             devices.append(f"gpu{(k >> 32) - 1}")
             tracks.append(f"rank{rank}/{devices[-1]}/stream{(k & 0xFFFFFFFF) - 1}")
     return _from_codes(codes, devices), _from_codes(codes, tracks)
+
+
+def _compiler_places(rank: int, compiler: np.ndarray, tid: np.ndarray, device: pd.Categorical, track: pd.Categorical,
+                     thread: np.ndarray) -> tuple[pd.Categorical, pd.Categorical, np.ndarray]:
+    """Compile steps on 'rank<r>/compiler' (lane 0) or 'rank<r>/compiler/worker<k>', device cpu, no thread."""
+    lane = np.where(compiler, np.clip(tid, 0, 2**31), -1)
+    labels = np.where(lane == 0, f"rank{rank}/compiler", np.char.add(f"rank{rank}/compiler/worker", lane.astype(str)))
+    track = pd.Categorical(np.where(compiler, labels, np.asarray(track, dtype=object)).astype(object))
+    device = pd.Categorical(np.where(compiler, "cpu", np.asarray(device, dtype=object)).astype(object))
+    return device, track, np.where(compiler, -1, thread)
 
 
 def _from_codes(codes: np.ndarray, labels: list[str]) -> pd.Categorical:

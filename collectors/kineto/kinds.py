@@ -25,6 +25,7 @@ CATEGORY_KIND: dict[str, Kind] = {
     "cuda_profiler_range": Kind.PROFILER,
     "mtia_runtime": Kind.RUNTIME,
     "mtia_ccp_events": Kind.KERNEL,
+    "compile_pass": Kind.COMPILE_PASS,  # torch.compile steps perf profile writes (collectors/torch_compile/embed.py)
 }
 
 #: Categories whose events run on a device rather than a host thread.

@@ -29,6 +29,7 @@ from collectors.perfetto import fields as F
 from collectors.perfetto.annotate import PerfColumns, perf_columns
 from profiler.errors import InputError
 from profiler.redact import redact, redact_text
+from profiler.schema import Kind
 from profiler.trace import Trace
 
 HOST_PID = 1_000_000
@@ -96,7 +97,7 @@ def _place(device: str, stream: int, thread: int, rank: int) -> tuple[int, int]:
 
 def _slices(ev: pd.DataFrame, perf: PerfColumns, rows: np.ndarray, base: int, rank: int) -> list[dict]:
     cols = {c: ev[c].astype(object).to_numpy() if isinstance(ev[c].dtype, pd.CategoricalDtype) else ev[c].to_numpy()
-            for c in ("name", "cat", "device", "stream", "thread", "ts", "dur", *F.INT_ANNOTATIONS, *F.TEXT_ANNOTATIONS)}
+            for c in ("name", "cat", "kind", "track", "device", "stream", "thread", "ts", "dur", *F.INT_ANNOTATIONS, *F.TEXT_ANNOTATIONS)}
     rel = (cols["ts"] - base) / 1000.0
     dur = cols["dur"] / 1000.0
     json_cols = {"shapes", "dtypes", "concrete"}  # recorded as JSON values, not strings
@@ -118,12 +119,21 @@ def _slices(ev: pd.DataFrame, perf: PerfColumns, rows: np.ndarray, base: int, ra
         p = perf_entry(perf, int(rows[i]))
         if p:
             args[F.PERF_ANNOTATION] = p
-        e = {"ph": "X", "cat": cols["cat"][i], "name": redact_text(cols["name"][i]), "pid": pid, "tid": tid,
+        cat = cols["cat"][i]
+        if cols["kind"][i] == Kind.COMPILE_PASS.value:  # as perf profile writes them: the Kineto reader
+            cat, tid = Kind.COMPILE_PASS.value, _compiler_lane(str(cols["track"][i]))  # puts them back on their track
+        e = {"ph": "X", "cat": cat, "name": redact_text(cols["name"][i]), "pid": pid, "tid": tid,
              "ts": rel[i], "dur": dur[i]}
         if args:
             e["args"] = args
         out.append(e)
     return out
+
+
+def _compiler_lane(track: str) -> int:
+    """'rank0/compiler' -> 0, 'rank0/compiler/worker2' -> 2 (collectors/torch_compile/embed.py's lanes)."""
+    _, _, worker = track.partition("/compiler/worker")
+    return int(worker) if worker.isdigit() else 0
 
 
 def _json_value(text: str):

@@ -26,7 +26,7 @@ _CACHE = re.compile(r"^(?P<cache>\w+?)_cache_(?P<state>hit|miss|bypass)$")
 
 BREAK_COLUMNS = ["compile_id", "file", "line", "reason", "detail", "user_stack"]
 RECOMPILE_COLUMNS = ["compile_id", "previous", "guard", "file", "line", "text"]
-CACHE_COLUMNS = ["compile_id", "cache", "state", "key", "time_saved_ns", "reason"]
+CACHE_COLUMNS = ["compile_id", "cache", "state", "cache_hash", "time_saved_ns", "reason"]  # the cache key is a content hash
 COMPILE_COLUMNS = ["compile_id", "function", "file", "line", "duration_ns", "dynamo_ns", "aot_autograd_ns", "inductor_ns",
                    "codegen_ns", "graph_ops", "graph_breaks", "guards", "is_forward", "fail_type", "fail_reason",
                    "recompile_reason", "fx_cache_hits", "fx_cache_misses", "aot_cache_hits", "aot_cache_misses"]

@@ -236,17 +236,27 @@ def _groups(report: CompileReport, log: Log, eager: Trace, compiled: Trace, step
     return pd.DataFrame(rows, columns=GROUP_COLUMNS), unmatched
 
 
+def kernel_floors(flops: float, nbytes: float, dtype: str, family: str, per_call_ns: float,
+                  spec: HardwareSpec | None, calls: int = 1) -> tuple[list[float], str, float]:
+    """([t_compute_ns, t_memory_ns, t_runtime_ns], bound, efficiency) of one kernel call (or of
+    `calls` calls doing `flops` and `nbytes` together, timed `per_call_ns` in all):
+    t_compute = flops / peak(dtype, matrix for gemm else vector), t_memory = bytes / bandwidth,
+    t_runtime = calls * min_op_time; bound = the largest (ties: compute, memory, runtime); efficiency =
+    the largest floor / time per call. NaN floors and 'unknown' without a spec or a cost."""
+    if spec is None or math.isnan(flops) or math.isnan(nbytes):
+        return [math.nan] * 3, "unknown", math.nan
+    unit = "matrix" if family == "gemm" else "vector"
+    floors = [flops / spec.peak(dtype, unit) * 1e9, nbytes / spec.bandwidth() * 1e9, calls * spec.min_op_time * 1e9]
+    bound = ("compute", "memory", "runtime")[int(np.argmax(floors))]  # argmax keeps the first of ties
+    eff = max(floors) / per_call_ns if per_call_ns and not math.isnan(per_call_ns) else math.nan
+    return floors, bound, eff
+
+
 def _floors(k: Any, eager_ns: float, compiled_ns: float, calls: float, names: list[str], ids: list[int], estimate: bool,
             spec: HardwareSpec | None) -> list:
     nbytes = k.bytes_read + k.bytes_written
     per_call = compiled_ns / calls if calls else math.nan
-    if spec is not None and not (math.isnan(k.flops) or math.isnan(nbytes)):
-        unit = "matrix" if k.family == "gemm" else "vector"
-        floors = [k.flops / spec.peak(k.dtype, unit) * 1e9, nbytes / spec.bandwidth() * 1e9, spec.min_op_time * 1e9]
-        bound = ("compute", "memory", "runtime")[int(np.argmax(floors))]  # argmax keeps the first of ties
-        eff = max(floors) / per_call if per_call and not math.isnan(per_call) else math.nan
-    else:
-        floors, bound, eff = [math.nan] * 3, "unknown", math.nan
+    floors, bound, eff = kernel_floors(k.flops, nbytes, k.dtype, k.family, per_call, spec)
     saving = eager_ns - compiled_ns
     return [k.kernel, k.runtime_name, k.kind, " + ".join(k.aten_ops), ", ".join(k.sources), k.code, ", ".join(dict.fromkeys(names)),
             eager_ns, compiled_ns, saving, eager_ns / compiled_ns if compiled_ns else math.nan, calls, k.flops, nbytes,

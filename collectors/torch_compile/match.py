@@ -136,3 +136,50 @@ def _in_region(i: int, parent: dict[int, int], name: dict[int, str]) -> bool:
             return True
         cur = parent.get(cur, -1)
     return False
+
+
+FUSION_TIME_COLUMNS = ["device", "calls", "runs", "time_ns", "per_run_ns", "t_compute_ns", "t_memory_ns", "t_runtime_ns",
+                       "bound", "efficiency"]
+
+
+def fusion_times(fusion: pd.DataFrame, trace: Trace, spec_for) -> pd.DataFrame:
+    """`fusion` (collectors.torch_compile.fusion_map) plus, per kernel row, its runtime in `trace`
+    and its bound (collectors.torch_compile.compare.kernel_floors on the device's spec).
+
+    A row's FLOPs and bytes are one run of its graph: a generated kernel is called once per run;
+    an extern row ('extern_kernels.addmm') gathers every call of that op in the graph, one per
+    post-grad node. So:
+
+      calls       the row's events in the trace (a C++ kernel's range, a Triton kernel's device
+                  events, an extern op's calls inside a compiled region)
+      runs        = calls / calls per run (len(nodes) for an extern row, else 1)
+      time_ns     their total (ns): range duration, device time, or an extern op's device work
+                  (its duration on a CPU-only trace)
+      per_run_ns  = time_ns / runs
+      t_compute_ns, t_memory_ns, t_runtime_ns   floors of one run (runtime: min_op_time per call)
+      bound       the largest floor ('unknown' without a cost or a spec)
+      efficiency  = largest floor / per_run_ns
+
+    device: 'cpu' for C++ kernels, else the trace's first accelerator when it has device work.
+    `spec_for(rank, device)` gives the HardwareSpec (rank 0's devices are used).
+    """
+    from collectors.torch_compile.compare import kernel_floors
+
+    out = fusion.copy()
+    if fusion.empty:
+        return out.reindex(columns=[*fusion.columns, *FUSION_TIME_COLUMNS])
+    times = kernel_times(trace, fusion)
+    ev = trace.events
+    gpus = sorted({str(d) for d in ev.loc[ev["kind"].isin([k.value for k in DEVICE_WORK_KINDS]), "device"].unique()} - {"cpu"})
+    rows = []
+    for k in fusion.itertuples(index=False):
+        device = "cpu" if k.kind == "cpp" or not gpus else gpus[0]
+        per_run_calls = max(len(k.nodes), 1) if k.kind == "extern" else 1
+        total, calls = times.get(k.runtime_name, (np.nan, 0))
+        runs = calls / per_run_calls
+        per_run = total / runs if calls else np.nan
+        floors, bound, eff = kernel_floors(k.flops, k.bytes_read + k.bytes_written, k.dtype, k.family, per_run, spec_for(0, device),
+                                           calls=per_run_calls)
+        rows.append([device, calls, runs, total if calls else np.nan, per_run, *floors, bound, eff])
+    extra = pd.DataFrame(rows, columns=FUSION_TIME_COLUMNS, index=out.index)
+    return pd.concat([out, extra], axis=1)

@@ -167,3 +167,33 @@ def compile_events(phases: pd.DataFrame, rank: int = 0, first_id: int = 0) -> pd
         "group_size": np.full(n, -1, dtype=np.int32),
         "bytes_recorded": np.full(n, -1, dtype=np.int64),
     })
+
+
+def phases_from_events(events: pd.DataFrame) -> pd.DataFrame:
+    """The phase table (PHASE_COLUMNS) rebuilt from a Trace's `compile_pass` events, e.g. a trace
+    file read back: phase = the event's cat when it names a phase (with_compile_events writes it
+    so), else `phase_of(name)`; nesting per track from the intervals (sorted by start, longer
+    first; an event's parent is the innermost open one that contains it), self_ns as in
+    `phase_table`; thread = the track's code; compile_id '' (the events do not carry it)."""
+    ev = events[events["kind"].astype(str) == Kind.COMPILE_PASS.value]
+    if ev.empty:
+        return phase_table(Log())
+    ev = ev.assign(_track=ev["track"].astype(str)).sort_values(["_track", "ts", "dur"], ascending=[True, True, False], kind="stable")
+    names, cats = ev["name"].astype(str).tolist(), ev["cat"].astype(str).tolist()
+    starts, durs, tracks = ev["ts"].tolist(), ev["dur"].tolist(), ev["_track"].tolist()
+    codes = {t: i for i, t in enumerate(dict.fromkeys(tracks))}
+    rows: list[list] = []
+    stack: list[int] = []
+    for i, (name, cat, ts, dur, track) in enumerate(zip(names, cats, starts, durs, tracks)):
+        if i and track != tracks[i - 1]:
+            stack = []
+        while stack and starts[stack[-1]] + durs[stack[-1]] < ts + dur:  # ended before this one does: not its parent
+            stack.pop()
+        rows.append(["", name, cat if cat in PHASES else phase_of(name), ts, dur, 0, len(stack), stack[-1] if stack else -1,
+                     codes[track]])
+        stack.append(i)
+    df = pd.DataFrame(rows, columns=PHASE_COLUMNS)
+    child = df[df["parent"] >= 0].groupby("parent")["dur_ns"].sum()
+    df["self_ns"] = (df["dur_ns"] - child.reindex(df.index, fill_value=0)).clip(lower=0)
+    return df.astype({"start_ns": "int64", "dur_ns": "int64", "self_ns": "int64", "depth": "int64", "parent": "int64",
+                      "thread": "int64"})

@@ -102,3 +102,29 @@ def render_compare(res: CompareResult) -> RenderableType:
     if res.unmatched:
         parts.append(f"[dim]Dynamo nodes with no eager op: {_t(', '.join(res.unmatched[:10]))}[/]")
     return Group(*parts)
+
+
+def render_summary(r: CompileReport) -> RenderableType:
+    """A few lines after `perf profile`'s analysis: compile time and its phases, graph breaks,
+    recompiles, cache lookups, kernels generated."""
+    t = Table(title="torch.compile", box=box.SIMPLE, show_header=False, title_justify="left")
+    t.add_column(style="bold")
+    t.add_column(overflow="fold")
+    main = r.phases[r.phases["depth"] == 0] if len(r.phases) else r.phases
+    total = float(r.compiles["duration_ns"].clip(lower=0).sum()) if len(r.compiles) else float(main["dur_ns"].sum()) if len(main) else math.nan
+    t.add_row("compiles", f"{len(r.compiles)} frame compile(s), {fmt_ns(total)}")
+    by_phase = r.phase_summary.groupby("phase", sort=False)["time_ns"].sum() if len(r.phase_summary) else None
+    if by_phase is not None and by_phase.sum() > 0:
+        top = by_phase.sort_values(ascending=False)
+        t.add_row("phases (self time)", ", ".join(f"{p} {fmt_ns(v)} ({v / by_phase.sum():.0%})" for p, v in top.items() if v > 0))
+    where = ", ".join(f"{_short(str(x.file))}:{x.line}" for x in r.graph_breaks.itertuples(index=False))
+    t.add_row("graph breaks", f"{len(r.graph_breaks)}" + (f" at {_t(where)}" if where else ""))
+    guards = ", ".join(_t(g) for g in r.recompiles["guard"].head(3)) if len(r.recompiles) else ""
+    t.add_row("recompiles", f"{len(r.recompiles)}" + (f" (failed guard: {guards})" if guards else ""))
+    if len(r.caches):
+        counts = r.caches.groupby(["cache", "state"]).size()
+        t.add_row("cache lookups", ", ".join(f"{c} {s} x{n}" for (c, s), n in counts.items()))
+    else:
+        t.add_row("cache lookups", "none logged")
+    t.add_row("kernels", f"{len(r.fusion)} (fusion map, kernel times and bounds: perf dashboard TRACE, Compiler page)")
+    return t

@@ -14,6 +14,7 @@ input shape is reported as such, not as a compile failure.
 
 from __future__ import annotations
 
+from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -30,26 +31,20 @@ def run_model(spec: str, inputs: list[str], out: Path, *, dtype: str = "fp32", c
     """Build the model from its factory, make random inputs, profile `steps` steps into `out`."""
     if steps < 1 or warmup < 0:
         raise InputError(None, f"--steps {steps} --warmup {warmup}: need steps >= 1 and warmup >= 0")
-    if not inputs:
-        raise InputError(None, f"--model {spec}: give the model's inputs with --input SHAPE (repeatable), e.g. --input 32x256")
-    specs = [parse_input(s) for s in inputs]
-    float_dtype = parse_dtype(dtype)
-    factory = load_factory(spec)
-    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    torch.manual_seed(0)  # random-weight factories and inputs: the same every run
-    model = _build(factory, spec).to(device=device, dtype=float_dtype).train(backward)
-    xs = make_inputs(specs, model, float_dtype, device)
-    if compile:
-        _eager_check(model, xs, spec, backward)
+    model, xs = prepare(spec, inputs, dtype, backward, eager_check=compile)
     fn = torch.compile(model) if compile else model
     session = Session(out, steps=steps, wait=warmup, warmup=1, with_stack=with_stack, with_modules=with_modules)
     done = 0
     try:
-        with session:
+        with compile_log(compile) as log, session:
             for _ in range(warmup + 1 + steps):
                 run_step(fn, model, xs, backward)
                 session.step()
                 done += 1
+        if log is not None and session.written:  # the compile passes and tables go into the trace file
+            from collectors.torch_compile.embed import attach
+
+            session.compile = attach(session.path, log)
     except InputError:
         raise
     except Exception as e:  # noqa: BLE001 - the user's model or the compiler: anything, reported in one line
@@ -60,6 +55,15 @@ def run_model(spec: str, inputs: list[str], out: Path, *, dtype: str = "fp32", c
         where = f"partial trace written to {session.path}" if session.written else "no trace written"
         raise InputError(None, f"--model {spec}: {what}: {one_line(e)}; {where}{hint}") from None
     return session
+
+
+def compile_log(on: bool = True) -> AbstractContextManager[Any]:
+    """The structured log of torch.compile while inside (collectors.torch_compile.embed.capturing), or None when off."""
+    if not on:
+        return nullcontext(None)
+    from collectors.torch_compile.embed import capturing
+
+    return capturing()
 
 
 def run_step(fn: Any, model: torch.nn.Module, xs: list[torch.Tensor], backward: bool) -> None:
@@ -78,9 +82,10 @@ def run_step(fn: Any, model: torch.nn.Module, xs: list[torch.Tensor], backward: 
     model.zero_grad(set_to_none=True)
 
 
-def prepare(spec: str, inputs: list[str], dtype: str = "fp32", backward: bool = False) -> tuple[torch.nn.Module, list[torch.Tensor]]:
-    """The model from its factory and random inputs, as `run_model` builds them (for callers that
-    run the model themselves, e.g. the eager-vs-compiled comparison)."""
+def prepare(spec: str, inputs: list[str], dtype: str = "fp32", backward: bool = False, *,
+            eager_check: bool = True) -> tuple[torch.nn.Module, list[torch.Tensor]]:
+    """The model from its factory and random inputs (seeded: the same every run). With
+    `eager_check`, one eager step first, so model and input errors are not blamed on a compiler."""
     if not inputs:
         raise InputError(None, f"--model {spec}: give the model's inputs with --input SHAPE (repeatable), e.g. --input 32x256")
     specs = [parse_input(s) for s in inputs]
@@ -90,7 +95,8 @@ def prepare(spec: str, inputs: list[str], dtype: str = "fp32", backward: bool = 
     torch.manual_seed(0)
     model = _build(factory, spec).to(device=device, dtype=float_dtype).train(backward)
     xs = make_inputs(specs, model, float_dtype, device)
-    _eager_check(model, xs, spec, backward)
+    if eager_check:
+        _eager_check(model, xs, spec, backward)
     return model, xs
 
 

@@ -14,6 +14,7 @@ import traceback
 from collections.abc import Iterator
 from pathlib import Path
 
+from collectors.torch_runtime.run_model import compile_log
 from collectors.torch_runtime.session import Session
 from collectors.torch_runtime.specs import one_line
 from profiler.errors import InputError
@@ -34,7 +35,7 @@ def run_script(script: Path, args: list[str], out: Path, *, active: int | None =
     failure: BaseException | None = None
     with _as_main(script, args), (contextlib.redirect_stdout(sys.stderr) if stdout_to_stderr else contextlib.nullcontext()):
         try:
-            with session:
+            with compile_log() as log, session:  # a script that calls torch.compile: its passes join the trace
                 runpy.run_path(str(script), run_name="__main__")
         except SystemExit as e:
             if e.code not in (0, None):
@@ -45,6 +46,9 @@ def run_script(script: Path, args: list[str], out: Path, *, active: int | None =
         raise InputError(script, _describe(failure, script) + "; " + _partial(session))
     if not session.written:
         raise InputError(script, session.why_empty())
+    from collectors.torch_compile.embed import attach
+
+    session.compile = attach(session.path, log)
     return session
 
 

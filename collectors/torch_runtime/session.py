@@ -73,6 +73,7 @@ class Session:
         self.record_shapes, self.with_stack, self.with_modules = record_shapes, with_stack, with_modules
         self.marks = 0  # step() calls so far
         self.written = False  # the trace file holds this session's recording
+        self.compile: Any = None  # CompileReport of the torch.compile runs, when perf profile captured some
         self._analyzer = analyzer
         self._prof: torch.profiler.profile | None = None
         self._trace: Trace | None = None
