@@ -114,3 +114,24 @@ def test_import_profiler_does_not_import_torch():
     code = "import sys, profiler\nassert 'torch' not in sys.modules\nprofiler.profile\nassert 'torch' in sys.modules\n"
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=False)
     assert r.returncode == 0, r.stderr
+
+
+def test_torch_compile_inside_the_block_joins_the_trace(tmp_path):
+    """A function compiled inside the block: its compile passes land on the compiler track."""
+    import torch._dynamo
+
+    torch._dynamo.reset()
+
+    @torch.compile
+    def scaled_sin(x):
+        return torch.sin(x) * 2 + 1
+
+    x = torch.randn(256)
+    with profiler.profile(out=tmp_path / "nbc.json.gz") as p:
+        scaled_sin(x)
+        p.step()
+    assert p.compile is not None
+    ev = p.trace.events
+    passes = ev[ev["kind"] == "compile_pass"]
+    assert len(passes) > 0 and set(passes["source"].astype(str)) == {"compiler"}
+    assert set(passes["track"].astype(str)) <= {"rank0/compiler"} | {f"rank0/compiler/worker{k}" for k in range(1, 64)}

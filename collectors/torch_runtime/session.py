@@ -64,6 +64,7 @@ class Session:
         self, path: Path, *, steps: int | None = None, wait: int = 0, warmup: int = 1,
         activities: Iterable[str | ProfilerActivity] | None = None, record_shapes: bool = True,
         with_stack: bool = False, with_modules: bool = False, analyzer: Callable[..., Any] | None = None,
+        capture_compile: bool = False,
     ) -> None:
         if steps is not None and (steps < 1 or wait < 0 or warmup < 0):
             raise InputError(None, f"steps={steps}, wait={wait}, warmup={warmup}: need steps >= 1, wait and warmup >= 0")
@@ -78,6 +79,9 @@ class Session:
         self._prof: torch.profiler.profile | None = None
         self._trace: Trace | None = None
         self._guard: Any = None
+        self._capture_compile = capture_compile  # torch.compile's passes and tables join the trace
+        self._compile_ctx: Any = None
+        self._compile_log: Any = None
 
     # -- the region ---------------------------------------------------------------------------
     def __enter__(self) -> Self:
@@ -96,6 +100,11 @@ class Session:
             self._prof.start()
         self._guard = refuse_nested_profilers()
         self._guard.__enter__()
+        if self._capture_compile:
+            from collectors.torch_compile.embed import capturing
+
+            self._compile_ctx = capturing()
+            self._compile_log = self._compile_ctx.__enter__()
         _active = self
         return self
 
@@ -123,6 +132,14 @@ class Session:
                     pass
             with filtered_stderr():
                 self._prof.stop()
+        if self._compile_ctx is not None:
+            self._compile_ctx.__exit__(None, None, None)
+            self._compile_ctx = None
+            if self.written:
+                from collectors.torch_compile.embed import attach
+
+                self.compile = attach(self.path, self._compile_log)
+                self._trace = None
         return False  # exceptions propagate; the partial trace is already written
 
     def _export(self, prof: torch.profiler.profile) -> None:
@@ -166,17 +183,19 @@ class Session:
 def profile(
     steps: int | None = None, *, wait: int = 0, warmup: int = 1, activities: Iterable[str | ProfilerActivity] | None = None,
     record_shapes: bool = True, with_stack: bool = False, with_modules: bool = False, out: str | Path | None = None,
-    analyzer: Callable[..., Any] | None = None,
+    analyzer: Callable[..., Any] | None = None, capture_compile: bool = True,
 ) -> Session:
     """A profiling session for `with`: see the module docstring. `out` defaults to a new file in
-    the temp directory (perf-*.json.gz); `analyzer` is what `Session.analysis` calls."""
+    the temp directory (perf-*.json.gz); `analyzer` is what `Session.analysis` calls; with
+    `capture_compile`, torch.compile's passes and tables inside the block join the trace
+    (collectors.torch_compile.embed), as `perf profile` does."""
     if out is None:
         fd, name = tempfile.mkstemp(prefix="perf-", suffix=".json.gz")
         os.close(fd)
         os.unlink(name)  # only the name is wanted: the file appears when the trace is written
         out = name
     return Session(Path(out), steps=steps, wait=wait, warmup=warmup, activities=activities, record_shapes=record_shapes,
-                   with_stack=with_stack, with_modules=with_modules, analyzer=analyzer)
+                   with_stack=with_stack, with_modules=with_modules, analyzer=analyzer, capture_compile=capture_compile)
 
 
 def step() -> None:
