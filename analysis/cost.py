@@ -29,10 +29,12 @@ Conventions (every formula also sits beside its code):
   of a nest. Ops whose work is conditional and recorded as a child when it happens
   (contiguous, reshape, a `to` that keeps the dtype) and views/allocations cost 0.
 - Names are ATen's as Kineto records them ('aten::mm'); 'aten.mm.default' is accepted too.
-  Anything else (custom ops, autograd nodes, collectives) is not costed here.
+  Custom ops of serving stacks are costed by their recorded name ('_C::fused_add_rms_norm',
+  'aiter::rmsnorm', see `cost_custom`); autograd nodes and collectives are not costed here.
 
 Layout: `cost_base` (the `Cost` value, dtypes, argument access), `cost_compute` (GEMM, conv,
-attention), `cost_memory` (elementwise, reductions, norms, copies, optimizers); this module
+attention), `cost_memory` (elementwise, reductions, norms, copies, optimizers), `cost_custom`
+(serving-stack custom ops, legacy ATen ops, costs joined from a parent op's record); this module
 dispatches by name and vectorises over an events table.
 """
 
@@ -61,6 +63,7 @@ from analysis.cost_compute import (
     _scaled_mm,
     causal_pairs,
 )
+from analysis.cost_custom import CUSTOM_OPS, LEGACY_ATEN, joined_costs
 from analysis.cost_memory import (
     _ELEMENTWISE,
     _FILLS,
@@ -115,7 +118,7 @@ def _table() -> dict[str, Callable[[_Args, str], Cost]]:
     for n in _NORMS:
         t[n] = _norm
     for n in ("native_layer_norm_backward", "native_group_norm_backward",
-              "native_batch_norm_backward"):
+              "native_batch_norm_backward", "cudnn_batch_norm_backward", "miopen_batch_norm_backward"):
         t[n] = _norm_backward
     for n in ("embedding", "embedding_dense_backward"):
         t[n] = _embedding
@@ -136,6 +139,7 @@ def _table() -> dict[str, Callable[[_Args, str], Cost]]:
         t[n] = _quant
     for n in ("_fused_adam_", "_fused_adamw_", "_fused_sgd_"):
         t[n] = _fused_optimizer
+    t.update(LEGACY_ATEN)
     return t
 
 
@@ -148,7 +152,7 @@ def _handler(name: str):
     elif name.startswith("aten."):                          # torch.export / FX spelling
         base = name[5:].split(".")[0]
     else:
-        return None, name
+        return CUSTOM_OPS.get(name), name                  # '_C::rms_norm', 'aiter::rmsnorm' ...
     h = _HANDLERS.get(base)
     if h is not None:
         return h, base
@@ -161,7 +165,7 @@ def _handler(name: str):
 
 def known_ops() -> list[str]:
     """Every op name the model costs (plus in-place `<elementwise>_` and `_foreach_*`)."""
-    return sorted("aten::" + n for n in _HANDLERS)
+    return sorted(["aten::" + n for n in _HANDLERS] + list(CUSTOM_OPS))
 
 
 def op_cost(name: str, shapes: list | None, dtypes: list | None,
@@ -217,11 +221,16 @@ def _record_codes(events: pd.DataFrame, cols: list[str]) -> np.ndarray:
 COST_COLUMNS = ("flops", "flops_effective", "bytes_read", "bytes_written", "family", "dtype")
 
 
-def cost_table(events: pd.DataFrame, list_dtype: str | None = None) -> pd.DataFrame:
+def cost_table(events: pd.DataFrame, list_dtype: str | None = None,
+               tree: pd.DataFrame | None = None) -> pd.DataFrame:
     """Cost of every row of an events table, computed once per distinct op record.
 
     Reads columns `name`, `shapes` ('Input Dims' as compact JSON, '' when not recorded),
     `dtypes` ('Input type' as JSON) and, if present, `concrete` ('Concrete Inputs' as JSON).
+    `tree` is the trace's events table (`id`, `parent_id`, ...): with it, ops whose record lacks
+    a size their parent op records are costed from both (`cost_custom.joined_costs`); rows are
+    matched to it by `id`, or by `unit_id` for a units table. An events table with `id` and
+    `parent_id` is its own tree.
     Returns a DataFrame with the input's index and columns:
 
     - `flops` (float64, FLOP): dense floating-point operations; NaN when not derivable.
@@ -249,4 +258,11 @@ def cost_table(events: pd.DataFrame, list_dtype: str | None = None) -> pd.DataFr
         num = c in COST_COLUMNS[:4]
         arr = np.asarray(vals, dtype=np.float64 if num else object)
         out[c] = pd.Series(arr[codes], index=events.index, dtype=np.float64 if num else object)
-    return pd.DataFrame(out, index=events.index)
+    table = pd.DataFrame(out, index=events.index)
+    if tree is None and {"id", "parent_id"} <= set(events.columns):
+        tree = events
+    if tree is not None and len(events):
+        joined = joined_costs(events, tree)
+        for c in COST_COLUMNS if len(joined) else ():
+            table.loc[joined.index, c] = joined[c].to_numpy()
+    return table

@@ -55,6 +55,12 @@ _ELEM = {
     "byte": 1, "char": 1, "int8": 1, "uint8": 1, "bool": 1, "float8_e4m3fn": 1, "float8_e5m2": 1,
 }
 _DTYPE = {4: "fp32", 8: "fp64", 2: "bf16", 1: "int8"}
+#: collective custom ops recorded by name, whose first argument is the message (the input):
+#: torch's SymmetricMemory all-reduces (symm_mem::multimem_all_reduce_(Tensor input, str
+#: reduce_op, str group_name) and kin); their group size is the rank's world size.
+_OP_NAMES = {f"symm_mem::{n}": "all_reduce" for n in (
+    "multimem_all_reduce_", "multimem_one_shot_all_reduce", "multimem_one_shot_all_reduce_out",
+    "one_shot_all_reduce", "one_shot_all_reduce_out", "two_shot_all_reduce_", "two_shot_all_reduce_out")}
 GLOO_PREFIX = "gloo:"
 _NCCL_KERNEL = re.compile(r"(?:nccl|rccl)(?:Dev)?Kernel_([A-Za-z]+)", re.IGNORECASE)  # ncclKernel_AllReduce_RING_LL
 
@@ -65,6 +71,8 @@ def collective_kind(name: str, collective: str) -> str | None:
     if collective:
         key = collective.lower()
         return _ALIASES.get(key) or _ALIASES.get(key.lstrip("_")) or "collective"
+    if name in _OP_NAMES:
+        return _OP_NAMES[name]
     if name.startswith(GLOO_PREFIX):
         return _ALIASES.get(name[len(GLOO_PREFIX):].lower())
     m = _NCCL_KERNEL.match(name)

@@ -27,12 +27,27 @@ _ELEMENTWISE = _COMPARE | {
 }
 
 
+#: Most tensor operands of the functional forms (unary ops: 1). A record with one tensor more is
+#: an out= call (`clamp_min(self, min, out)`, legacy traces' relu): the extra, last tensor is the
+#: output, written and never read.
+_TENSOR_ARITY = {name: 2 for name in (
+    "add", "sub", "rsub", "mul", "div", "pow", "maximum", "minimum", "fmod", "remainder", "bitwise_and",
+    "bitwise_or", "bitwise_xor", "logical_and", "logical_or", "logical_xor", "eq", "ne", "gt", "lt", "ge", "le",
+    "atan2", "hypot", "xlogy", "heaviside", "floor_divide", "true_divide", "divide", "multiply", "subtract",
+    "threshold_backward", "gelu_backward", "silu_backward", "sigmoid_backward", "tanh_backward",
+    "hardtanh_backward", "leaky_relu_backward", "mish_backward")}
+_TENSOR_ARITY.update({name: 3 for name in ("addcmul", "addcdiv", "lerp", "where", "clamp", "clip", "masked_fill")})
+
+
 def _elementwise(a: _Args, name: str) -> Cost:
     # FLOPs = numel(output), 1 per element (transcendentals count 1); output shape = the
     # broadcast of the tensor inputs; bytes = every tensor input + the output. Output dtype:
     # bool for comparisons, else the widest floating input with dims (torch promotion, 0-d
-    # tensors do not promote), else the first input's.
+    # tensors do not promote), else the first input's. An out= tensor (one past the op's
+    # arity) is the output: not read.
     ts = a.tensors()
+    if len(ts) > _TENSOR_ARITY.get(name, 1):
+        ts = ts[:-1]
     if not ts or (name == "where" and len(ts) == 1):
         raise _Unknown                          # where(cond) is nonzero(): data-dependent
     out = _broadcast(*[a.shape(i) for i in ts])
@@ -129,14 +144,16 @@ def _norm(a: _Args, name: str) -> Cost:
 
 
 def _norm_backward(a: _Args, name: str) -> Cost:
-    # native_layer_norm_backward / native_group_norm_backward / native_batch_norm_backward:
-    # 8 FLOPs per input element (by convention: recompute x_hat 2, grad_weight/bias sums 2,
+    # native_layer_norm_backward / native_group_norm_backward / native_batch_norm_backward
+    # (cudnn_/miopen_batch_norm_backward(input, grad_output, weight, ...): the same, with input
+    # first): 8 FLOPs per input element (by convention: recompute x_hat 2, grad_weight/bias sums 2,
     # the two row reductions 2, the combination 2). Reads every tensor input; writes
     # grad_input (input-shaped) and grad_weight/grad_bias (weight-shaped) when a weight exists.
     n = _numel(a.shape(1))
     read = sum(a.nbytes(i) for i in a.tensors())
     w_i = {"native_layer_norm_backward": 5, "native_group_norm_backward": 4,
-           "native_batch_norm_backward": 2}[name]
+           "native_batch_norm_backward": 2, "cudnn_batch_norm_backward": 2,
+           "miopen_batch_norm_backward": 2}[name]
     written = a.nbytes(1) + 2 * a.nbytes(w_i)
     return _cost(8 * n, read, written, "norm", a.dtype(1))
 

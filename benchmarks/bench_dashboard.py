@@ -59,6 +59,9 @@ PAGES = {
     "/timeline": lambda d: has_points(d, "timeline-graph", "mode", "buckets") or has_points(d, "timeline-graph", "mode", "events"),
     "/ops": lambda d: css(d, "#ops-table td[data-dash-column=name]"),
     "/compare": lambda d: css(d, "#compare-summary"),
+    "/memory": lambda d: css(d, "#memory-summary"),
+    "/llm": lambda d: css(d, "#llm-summary"),
+    "/compiler": lambda d: css(d, "#compiler-source"),
 }
 
 

@@ -159,7 +159,7 @@ def _roofline(trace: Trace, base: Analysis, hardware: str | None, dtype: str | N
 
     spec_for = spec_resolver(trace, hardware)
     u = find_units(trace)
-    costs = apply_comm(drop_carried_costs(trace.events, u, cost_table(u)), comm_table(u, _world_sizes(trace)), u["name"])
+    costs = apply_comm(drop_carried_costs(trace.events, u, cost_table(u, tree=trace.events)), comm_table(u, _world_sizes(trace)), u["name"])
     if dtype:
         costs = costs.copy()
         costs.loc[costs["family"].isin(MATRIX_FAMILIES), "dtype"] = dtype

@@ -40,6 +40,7 @@ def render_roofline(a: Analysis, console: Console, shown: set[str]) -> None:
         _render_timeline(a, console)
     if "roofline" in shown:
         _render_by(a, console)
+        _render_above_floor(a, console)
 
 
 def _render_equation(a: Analysis, console: Console) -> None:
@@ -100,6 +101,17 @@ def _render_timeline(a: Analysis, console: Console) -> None:
             t.add_row(r["stream"], f"{r['launches']:,}", fmt_ns(r["delay_p50_ns"]), fmt_ns(r["delay_p95_ns"]), fmt_ns(r["delay_max_ns"]),
                       f"{r['queue_mean']:.1f}", str(r["queue_max"]))
         console.print(t)
+
+
+def _render_above_floor(a: Analysis, console: Console) -> None:
+    u = a.units
+    if u.empty or "efficiency" not in u:
+        return
+    fast = u[u["efficiency"] > 1]
+    if len(fast):
+        kinds = ", ".join(f"{n} {b}" for b, n in fast["bound"].value_counts().items())
+        console.print(f"[dim]{len(fast)} units ran faster than their floor ({kinds}): the floor's assumptions did not "
+                      "hold there (data served from a cache, a Winograd convolution); docs/roofline.md[/]")
 
 
 def _render_by(a: Analysis, console: Console) -> None:

@@ -54,6 +54,7 @@ def to_dict(a: Analysis, metadata: dict[str, Any]) -> dict[str, Any]:
             "equation": [_equation(row) for row in a.equation.to_dict(orient="records")],
             "utilization": [{k: (_num(v) if not isinstance(v, str) else v) for k, v in row.items()}
                             for row in a.utilization.to_dict(orient="records")],
+            "above_floor": _above_floor(a),
             "by_bound": _by(a.by_bound, "bound"),
             "by_family": _by(a.by_family, "family"),
             "by_dtype": _by(a.by_dtype, "dtype"),
@@ -75,6 +76,16 @@ def to_dict(a: Analysis, metadata: dict[str, Any]) -> dict[str, Any]:
         "metadata": metadata,
     }
     return redact(out)
+
+
+def _above_floor(a: Analysis) -> dict[str, int]:
+    """Units measured faster than their floor, by bound: the floor's assumptions did not hold
+    (docs/roofline.md: data served from a cache, a convolution run with Winograd)."""
+    u = a.units
+    if u.empty or "efficiency" not in u:
+        return {}
+    fast = u[u["efficiency"] > 1]
+    return {str(k): int(v) for k, v in fast["bound"].value_counts().items()}
 
 
 def _problems(a: Analysis) -> dict[str, int]:

@@ -29,6 +29,20 @@ def test_mm():
     assert (c.family, c.dtype, c.flops_effective) == ("gemm", "fp32", c.flops)
 
 
+def test_out_tensor_is_written_not_read():
+    # legacy ReLU: clamp_min(self, min, out) with out = [32,256,14,14] fp32 (6,422,528 B): read
+    # self once and write out once; the out tensor is not an input
+    n = 32 * 256 * 14 * 14
+    c = op_cost("aten::clamp_min", [[32, 256, 14, 14], [], [32, 256, 14, 14]], ["float", "Int", "float"], None)
+    assert (c.flops, c.bytes_read, c.bytes_written) == (n, 4 * n, 4 * n)
+    # add.out(self, other, alpha, out): two reads, one write
+    c = op_cost("aten::add", [[8, 8], [8, 8], [], [8, 8]], ["float", "float", "Scalar", "float"], None)
+    assert (c.bytes_read, c.bytes_written) == (2 * 64 * 4, 64 * 4)
+    # the functional forms are unchanged: where(cond, x, y) reads all three
+    c = op_cost("aten::where", [[8], [8], [8]], ["bool", "float", "float"], None)
+    assert (c.bytes_read, c.bytes_written) == (8 + 32 + 32, 32)
+
+
 def test_addmm_counts_bias_bytes_not_flops():
     c = op_cost("aten::addmm", [[1024], [64, 256], [256, 1024], [], []], F32 + ["Scalar", "Scalar"],
                 ["", "", "", "1", "1"])
