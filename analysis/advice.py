@@ -25,6 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from analysis.grouping import key_codes
 from analysis.roofline import MATRIX_FAMILIES
 from profiler.hardware import HardwareSpec
 
@@ -139,13 +140,19 @@ def _runtime(u: pd.DataFrame, where: str) -> list[Advice]:
 
 def _tiling(u: pd.DataFrame, where: str) -> list[Advice]:
     slow = u[(u["bound"] == "compute") & (u["efficiency"] < 0.5)]
-    out = []
-    for (name, shapes), g in slow.groupby(["name", "shapes"], sort=False):
-        saving = float((g["time_ns"] - g["floor_ns"]).clip(lower=0).sum())
-        out.append(Advice("tiling", f"speed up {name} {shapes} on {where} (tiles, layout, kernel choice)", saving,
-                          f"{len(g)} calls at {g['efficiency'].mean():.0%} of the compute floor",
-                          "saving = sum(time - floor)", tuple(int(i) for i in g["unit_id"])))
-    return out
+    if slow.empty:
+        return []
+    codes, first = key_codes(slow, ("name", "shapes"))
+    saving = np.bincount(codes, weights=(slow["time_ns"] - slow["floor_ns"]).clip(lower=0).to_numpy(dtype=np.float64))
+    calls = np.bincount(codes)
+    efficiency = np.bincount(codes, weights=slow["efficiency"].to_numpy(dtype=np.float64)) / calls
+    names, shapes = slow["name"].to_numpy(dtype=object)[first], slow["shapes"].to_numpy(dtype=object)[first]
+    uid = slow["unit_id"].to_numpy()
+    members = np.split(uid[np.argsort(codes, kind="stable")], np.cumsum(calls)[:-1])
+    return [Advice("tiling", f"speed up {names[g]} {shapes[g]} on {where} (tiles, layout, kernel choice)", float(saving[g]),
+                   f"{int(calls[g])} calls at {efficiency[g]:.0%} of the compute floor", "saving = sum(time - floor)",
+                   tuple(int(i) for i in members[g]))
+            for g in range(len(first))]
 
 
 def _precision(u: pd.DataFrame, spec: HardwareSpec, where: str) -> list[Advice]:

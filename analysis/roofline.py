@@ -25,6 +25,7 @@ from collections.abc import Callable
 import numpy as np
 import pandas as pd
 
+from analysis.grouping import key_codes
 from analysis.memory_levels import memory_floor
 from profiler.hardware import HardwareSpec
 from profiler.schema import Bound
@@ -41,7 +42,7 @@ def classify(units: pd.DataFrame, costs: pd.DataFrame, spec_for: Callable[[int, 
     when unknown),
     intensity (flops_effective / bytes, FLOP/byte), t_compute_ns, t_memory_ns, t_comm_ns,
     t_runtime_ns, floor_ns (float ns), memory_level (the level whose bytes / bandwidth is
-    t_memory), level_bytes (dict level -> bytes at that level), bound (a profiler.schema.Bound value),
+    t_memory; analysis.memory_levels.level_bytes gives every level's), bound (a profiler.schema.Bound value),
     efficiency (floor_ns / time_ns; NaN when unknown or time 0), hardware (spec name or '').
     """
     out = units.reset_index(drop=True).copy()
@@ -60,18 +61,16 @@ def classify(units: pd.DataFrame, costs: pd.DataFrame, spec_for: Callable[[int, 
     floors = np.full((len(out), 4), np.nan)
     names = np.full(len(out), "", dtype=object)
     level = np.full(len(out), "", dtype=object)
-    per_level = np.full(len(out), None, dtype=object)
     for (rank, device), idx in out.groupby(["rank", "device"], sort=False).indices.items():
         spec = spec_for(int(rank), str(device))
         if spec is None:
             continue
         names[idx] = spec.name
-        floors[idx], level[idx], per_level[idx] = _floors(out.iloc[idx], spec)
+        floors[idx], level[idx] = _floors(out.iloc[idx], spec)
     for i, col in enumerate(FLOOR_COLUMNS):
         out[col] = floors[:, i]
     out["hardware"] = pd.Series(names, dtype=object, index=out.index)
     out["memory_level"] = pd.Series(level, dtype=object, index=out.index)
-    out["level_bytes"] = pd.Series(per_level, dtype=object, index=out.index)
     known = ~np.isnan(out["flops_effective"].to_numpy()) & ~np.isnan(floors).any(axis=1)
     filled = np.where(np.isnan(floors), -1.0, floors)
     out["floor_ns"] = np.where(known, filled.max(axis=1), np.nan)
@@ -83,9 +82,9 @@ def classify(units: pd.DataFrame, costs: pd.DataFrame, spec_for: Callable[[int, 
     return out
 
 
-def _floors(u: pd.DataFrame, spec: HardwareSpec) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """([t_compute, t_memory, t_comm, t_runtime] in ns, binding memory level, {level: bytes})
-    for the units of one device."""
+def _floors(u: pd.DataFrame, spec: HardwareSpec) -> tuple[np.ndarray, np.ndarray]:
+    """([t_compute, t_memory, t_comm, t_runtime] in ns, binding memory level) for the units of
+    one device (bytes per level: analysis.memory_levels.level_bytes)."""
     unit = np.where(u["family"].isin(MATRIX_FAMILIES).to_numpy(), "matrix", "vector")
     dtypes = u["dtype"].fillna("fp32").to_numpy(dtype=object)
     codes, distinct = pd.factorize(pd.Series(dtypes, dtype=object).fillna("fp32").to_numpy(dtype=object))
@@ -94,10 +93,7 @@ def _floors(u: pd.DataFrame, spec: HardwareSpec) -> tuple[np.ndarray, np.ndarray
     peak_v = np.array([spec.peak(str(d) or "fp32", "vector") for d in distinct])
     peaks = np.where(matrix, peak_m[codes], peak_v[codes]) if len(u) else np.zeros(0)
     t_compute = u["flops_effective"].to_numpy() / peaks * 1e9
-    t_memory, level, per_level = memory_floor(u, spec)
-    level_names = [m.name for m in spec.memory]
-    by_level = np.empty(len(u), dtype=object)
-    by_level[:] = [None if np.isnan(row).all() else dict(zip(level_names, row.tolist())) for row in per_level]
+    t_memory, level, _ = memory_floor(u, spec)
     algo = u["algo_bytes"].to_numpy(dtype=np.float64) if "algo_bytes" in u else np.full(len(u), np.nan)
     link = spec.links[0] if spec.links else None
     has = ~np.isnan(algo)
@@ -108,7 +104,7 @@ def _floors(u: pd.DataFrame, spec: HardwareSpec) -> tuple[np.ndarray, np.ndarray
     elif has.any():  # a collective on hardware with no link figure: its comm floor is unknown
         t_comm[has] = np.nan
     t_runtime = np.full(len(u), spec.min_op_time * 1e9)
-    return np.stack([t_compute, t_memory, t_comm, t_runtime], axis=1), level, by_level
+    return np.stack([t_compute, t_memory, t_comm, t_runtime], axis=1), level
 
 
 def by(classified: pd.DataFrame, key: str) -> pd.DataFrame:
@@ -168,10 +164,9 @@ def groups(classified: pd.DataFrame, keys: tuple[str, ...] = ("name", "shapes"))
     """
     c = classified
     nums = ["flops", "flops_effective", "bytes", *FLOOR_COLUMNS, "floor_ns"]
-    key = pd.MultiIndex.from_arrays([c[k].to_numpy(dtype=object) for k in keys])
-    codes, uniq = pd.factorize(key)
-    n = len(uniq)
-    g = pd.DataFrame({k: uniq.get_level_values(i).to_numpy(dtype=object) for i, k in enumerate(keys)})
+    codes, first_rows = key_codes(c, keys)
+    n = len(first_rows)
+    g = pd.DataFrame({k: c[k].to_numpy(dtype=object)[first_rows] for k in keys})
     g["time_ns"] = np.bincount(codes, weights=c["time_ns"].to_numpy(dtype=np.float64), minlength=n).astype(np.int64)
     for col in nums:  # a sum over units with any unknown cost is unknown (NaN), not a partial figure
         v = c[col].to_numpy(dtype=np.float64)
@@ -229,6 +224,18 @@ def utilization(classified: pd.DataFrame, equation: pd.DataFrame, spec_for: Call
     return pd.DataFrame(rows)
 
 
+def _dominant_dtype(known: pd.DataFrame) -> dict[tuple[int, str], str]:
+    """(rank, device) -> the dtype with the most effective FLOPs there (MFU's peak is that dtype's)."""
+    codes, first = key_codes(known, ("rank", "device", "dtype"))
+    total = np.bincount(codes, weights=np.nan_to_num(known["flops_effective"].to_numpy(dtype=np.float64)), minlength=len(first))
+    best: dict[tuple[int, str], tuple[float, str]] = {}
+    for rank, device, dtype, f in zip(known["rank"].to_numpy()[first].tolist(), known["device"].to_numpy(dtype=object)[first].tolist(),
+                                      known["dtype"].to_numpy(dtype=object)[first].tolist(), total.tolist()):
+        if f > 0 and f > best.get((rank, str(device)), (0.0, ""))[0]:
+            best[(rank, str(device))] = (f, str(dtype) if isinstance(dtype, str) else "fp32")
+    return {k: v[1] for k, v in best.items()}
+
+
 def iterations(classified: pd.DataFrame, by_step: pd.DataFrame, spec_for: Callable[[int, str], HardwareSpec | None]) -> pd.DataFrame:
     """Per ProfilerStep iteration and device: the wall equation of its work (analysis.attribution
     with by_step) plus MFU and MBU: the effective FLOPs (and memory bytes) of the step's known
@@ -239,16 +246,21 @@ def iterations(classified: pd.DataFrame, by_step: pd.DataFrame, spec_for: Callab
         return by_step.assign(flops=[], bytes=[], mfu=[], mbu=[])
     out = by_step.copy()
     known = classified[classified["bound"] != Bound.UNKNOWN.value]
-    sums = known.groupby(["rank", "device", "step"])[["flops_effective", "bytes"]].sum()
-    idx = pd.MultiIndex.from_arrays([out["rank"], out["device"], out["step"]])
-    out["flops"] = sums["flops_effective"].reindex(idx).fillna(0).to_numpy()
-    out["bytes"] = sums["bytes"].reindex(idx).fillna(0).to_numpy()
-    top = known.groupby(["rank", "device", "dtype"])["flops_effective"].sum().reset_index()
+    flops = known["flops_effective"].to_numpy(dtype=np.float64)
+    nbytes = known["bytes"].to_numpy(dtype=np.float64)
+    codes, first = key_codes(known, ("rank", "device", "step"))
+    keys = list(zip(known["rank"].to_numpy()[first].tolist(), known["device"].to_numpy(dtype=object)[first].tolist(),
+                    known["step"].to_numpy()[first].tolist()))
+    step_flops = dict(zip(keys, np.bincount(codes, weights=np.nan_to_num(flops), minlength=len(first)).tolist()))
+    step_bytes = dict(zip(keys, np.bincount(codes, weights=np.nan_to_num(nbytes), minlength=len(first)).tolist()))
+    rows = list(zip(out["rank"].tolist(), out["device"].astype(object).tolist(), out["step"].tolist()))
+    out["flops"] = [step_flops.get(k, 0.0) for k in rows]
+    out["bytes"] = [step_bytes.get(k, 0.0) for k in rows]
+    dominant = _dominant_dtype(known)
     mfu, mbu = [], []
     for r in out.itertuples(index=False):
         spec = spec_for(int(r.rank), str(r.device))
-        mine = top[(top["rank"] == r.rank) & (top["device"] == r.device)]
-        dtype = str(mine.loc[mine["flops_effective"].idxmax(), "dtype"]) if len(mine) and mine["flops_effective"].max() > 0 else "fp32"
+        dtype = dominant.get((int(r.rank), str(r.device)), "fp32")
         seconds = r.window_ns / 1e9 if r.window_ns else float("nan")
         mfu.append(r.flops / seconds / spec.peak(dtype, "matrix") if spec else float("nan"))
         mbu.append(r.bytes / seconds / spec.bandwidth() if spec else float("nan"))

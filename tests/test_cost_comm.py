@@ -86,6 +86,6 @@ def test_comm_floor_counts_latency_steps():
 
     u = pd.DataFrame({"family": ["collective"], "dtype": ["fp32"], "flops": [0.0], "flops_effective": [0.0],
                       "bytes": [0.0], "algo_bytes": [2 * 7 / 8 * 64 * 2**20], "algo_steps": [6.0]})
-    floors, _, _ = _floors(u, load_spec("a100-sxm-80gb"))
+    floors, _ = _floors(u, load_spec("a100-sxm-80gb"))
     assert floors[0, 2] == pytest.approx((3.6e-6 + 6 * 0.47e-6 + 2 * 7 / 8 * 64 * 2**20 / 300e9) * 1e9)
     assert floors[0, 2] == pytest.approx(397_880, rel=1e-4)
