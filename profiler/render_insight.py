@@ -36,14 +36,16 @@ def render_critical_path(a: Analysis, console: Console) -> None:
     if not a.critical_path:
         return
     classes = list(a.critical_path[0].by_class["class"])
-    t = Table(box=box.SIMPLE_HEAD, title="Critical path (longest chain of dependent work; shares of the path)",
-              title_justify="left")
-    for col in ("rank", "path", "wall", *classes, "verdict"):
-        t.add_column(col, justify="left" if col == "verdict" else "right")
+    short = {"compute": "comp", "memory": "mem", "communication": "comm", "runtime": "rt", "unknown": "unk",
+             "host": "host", "waiting": "wait"}
+    t = Table(box=box.SIMPLE_HEAD, title="Critical path (longest chain of dependent work; % of the path by class)",
+              title_justify="left", padding=(0, 1), pad_edge=False)
+    for col in ("rank", "path", "wall", *[short.get(c, c) for c in classes], "verdict"):
+        t.add_column(col, justify="left" if col == "verdict" else "right", no_wrap=True)
     for cp in a.critical_path[:MAX_RANKS]:
         share = dict(zip(cp.by_class["class"], cp.by_class["share"]))
         t.add_row(str(cp.rank), fmt_ns(cp.length_ns), fmt_ns(cp.wall_ns),
-                  *[f"{100 * share.get(c, 0.0):.1f}%" for c in classes], cp.verdict)
+                  *[f"{100 * share.get(c, 0.0):.0f}" for c in classes], cp.verdict)
     console.print(t)
     longest = a.critical_path[0].segments
     if len(longest):
