@@ -191,3 +191,19 @@ def test_no_secret_in_any_written_file(tmp_path: Path, planted: Path, as_json: b
         if path.suffix == ".gz":
             text = gzip.decompress(data).decode("utf-8", "replace")
         assert_clean(f"{path.relative_to(tmp_path)}{' (new)' if path not in before else ''}", text)
+
+
+@pytest.mark.parametrize("suffix", [".pftrace", ".json", ".json.gz"])
+def test_no_secret_in_exports(tmp_path: Path, planted: Path, suffix: str):
+    # perf export writes the analysis and the trace's metadata: Perfetto protobuf (strings stored
+    # as UTF-8 bytes) or Chrome JSON, gzip or not; no planted secret may be in any byte of them
+    out = tmp_path / f"export{suffix}"
+    r = CliRunner().invoke(app, ["export", str(planted), "-o", str(out)], env=WIDE)
+    assert r.exit_code == 0, r.output
+    assert_clean("perf export's messages", r.output)
+    written = [p for p in tmp_path.iterdir() if p.name.startswith("export")]
+    assert written
+    for p in written:
+        data = p.read_bytes()
+        text = (gzip.decompress(data) if data[:2] == b"\x1f\x8b" else data).decode("utf-8", "replace")
+        assert_clean(p.name, text)

@@ -122,7 +122,7 @@ def _slices(ev: pd.DataFrame, perf: PerfColumns, rows: np.ndarray, base: int, ra
         cat = cols["cat"][i]
         if cols["kind"][i] == Kind.COMPILE_PASS.value:  # as perf profile writes them: the Kineto reader
             cat, tid = Kind.COMPILE_PASS.value, _compiler_lane(str(cols["track"][i]))  # puts them back on their track
-        e = {"ph": "X", "cat": cat, "name": redact_text(cols["name"][i]), "pid": pid, "tid": tid,
+        e = {"ph": "X", "cat": redact_text(str(cat)), "name": redact_text(cols["name"][i]), "pid": pid, "tid": tid,
              "ts": rel[i], "dur": dur[i]}
         if args:
             e["args"] = args
