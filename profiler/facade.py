@@ -153,13 +153,25 @@ def _roofline(trace: Trace, base: Analysis, hardware: str | None, dtype: str | N
     from analysis.attribution import attribute
     from analysis.cost import cost_table
     from analysis.cost_comm import apply_comm, comm_table
+    from analysis.cost_kernels import with_kernel_costs
     from analysis.roofline import MATRIX_FAMILIES, by, classify, drop_carried_costs, groups, iterations, utilization
     from analysis.timeline import communication_overlap, launch_delays, streams
     from analysis.units import units as find_units
 
     spec_for = spec_resolver(trace, hardware)
     u = find_units(trace)
-    costs = apply_comm(drop_carried_costs(trace.events, u, cost_table(u, tree=trace.events)), comm_table(u, _world_sizes(trace)), u["name"])
+    # the fusion map `perf profile --compile` carries per rank (metadata 'perfCompile', as plain
+    # row dicts): it costs Inductor's generated kernels, whose names the op-name model cannot
+    def carried(meta: object) -> list:
+        """The fusion rows of one rank's metadata ([] when absent or not a perf.compile_report doc)."""
+        doc = meta.get("perfCompile") if isinstance(meta, dict) else None
+        tables = doc.get("tables") if isinstance(doc, dict) else None
+        rows = tables.get("fusion") if isinstance(tables, dict) else None
+        return [r for r in rows if isinstance(r, dict)] if isinstance(rows, list) else []
+
+    fusion = pd.DataFrame([{**row, "rank": int(r)} for r, m in trace.metadata.get("ranks", {}).items() for row in carried(m)])
+    costs = with_kernel_costs(cost_table(u, tree=trace.events), u, fusion)
+    costs = apply_comm(drop_carried_costs(trace.events, u, costs), comm_table(u, _world_sizes(trace)), u["name"])
     if dtype:
         costs = costs.copy()
         costs.loc[costs["family"].isin(MATRIX_FAMILIES), "dtype"] = dtype
