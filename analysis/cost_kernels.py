@@ -48,8 +48,9 @@ def kernel_costs(units: pd.DataFrame, fusion: pd.DataFrame) -> pd.DataFrame:
     """Cost of every row of `units` that is a generated kernel of `fusion`, by exact name.
 
     `units`: `name`, and `rank` when `fusion` has one (analysis.units.units). `fusion`: the
-    fusion map as plain data, columns FUSION_COLUMNS (plus optional `kernel`, `aten_ops`, and
-    `rank`: then a unit joins only its own rank's rows). Only kinds 'cpp' and 'triton' join.
+    fusion map as plain data, columns FUSION_COLUMNS (plus optional `kernel`, `aten_ops`,
+    `sites` (calls per run: the row's numbers are divided by it), and `rank`: then a unit joins
+    only its own rank's rows). Only kinds 'cpp' and 'triton' join.
     A name with two different costs among the rows it joins is ambiguous and stays unknown.
 
     Returns a DataFrame with the index of `units` and analysis.cost.COST_COLUMNS:
@@ -71,7 +72,11 @@ def kernel_costs(units: pd.DataFrame, fusion: pd.DataFrame) -> pd.DataFrame:
         rows[c] = pd.to_numeric(rows[c], errors="coerce").astype(np.float64)
     for r in rows.to_dict(orient="records"):
         key = (int(r["rank"]), str(r["runtime_name"])) if by_rank else (str(r["runtime_name"]),)
-        flops, read, written = (float(r[c]) for c in ("flops", "bytes_read", "bytes_written"))
+        # the row is one run of its graph; a kernel Inductor reuses runs `sites` times per run,
+        # each call the same code on the same shapes: per call = per run / sites
+        sites = pd.to_numeric(pd.Series([r.get("sites")]), errors="coerce").iloc[0]
+        per = float(sites) if np.isfinite(sites) and sites >= 1 else 1.0
+        flops, read, written = (float(r[c]) / per for c in ("flops", "bytes_read", "bytes_written"))
         family = kernel_family(str(r["family"]), str(r.get("kernel", r["runtime_name"])), r.get("aten_ops"))
         dtype = r["dtype"] if isinstance(r["dtype"], str) and r["dtype"] else "unknown"
         cost = (flops, flops, read, written, family, dtype)

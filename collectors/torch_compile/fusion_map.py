@@ -17,7 +17,8 @@ Per kernel the cost follows from the graph (the cost model's conventions, analys
 bytes = compulsory traffic, each tensor the kernel reads from outside read once and each value
 it produces that is used outside (or returned) written once, numel * itemsize;
 flops = 1 per output element per pointwise node, 1 per input element per reduction node,
-2*M*N*K for a matmul (one multiply-add is two FLOPs); views cost nothing.
+2*M*N*K for a matmul (one multiply-add is two FLOPs), 2 * numel(out) * numel(weight) / C_out for
+a convolution, 4*B*H*Sq*Sk*D for attention; views cost nothing.
 """
 
 from __future__ import annotations
@@ -41,9 +42,11 @@ _REDUCTIONS = {"sum", "mean", "amax", "amin", "max", "min", "prod", "var", "var_
 _VIEWS = {"view", "_unsafe_view", "permute", "t", "transpose", "expand", "reshape", "squeeze", "unsqueeze", "slice",
           "select", "as_strided", "alias", "detach", "reinterpret_tensor", "split", "split_with_sizes", "unbind", "clone"}
 _MATMUL = {"mm", "addmm", "bmm", "baddbmm"}
+_CONV = {"convolution", "_convolution", "mkldnn_convolution", "conv2d", "conv1d", "conv3d"}
+_ATTENTION = ("_scaled_dot_product", "scaled_dot_product_attention")
 
 KERNEL_COLUMNS = ["compile_id", "graph", "kernel", "runtime_name", "kind", "aten_ops", "nodes", "pre_nodes", "sources", "code",
-                  "flops", "bytes_read", "bytes_written", "dtype", "family"]
+                  "flops", "bytes_read", "bytes_written", "dtype", "family", "sites"]
 
 
 @dataclass
@@ -98,25 +101,41 @@ def fusion_map(log: Log) -> pd.DataFrame:
       sources (tuple of distinct 'file:line' of the nodes, graph order), code (the first node's
         source line),
       flops (FLOP), bytes_read, bytes_written (byte; NaN when a shape is symbolic or unknown),
-      dtype (of its first output: 'fp32', 'bf16'...), family ('gemm' for matmuls, else 'fused').
+      dtype (of its first output: 'fp32', 'bf16'...), family ('gemm' for matmuls, else 'fused'),
+      sites (calls per run of its graph: the wrapper's call sites of the kernel; Inductor reuses one
+        generated kernel for identical code, e.g. the same block in every layer).
+    flops and bytes are one run of the graph: summed over the kernel's call sites.
     """
-    rows = [_row(c, kernel, *parts) for c in _compiles(log) for kernel, parts in _kernel_nodes(c).items()]
+    rows = []
+    for c in _compiles(log):
+        kernels = _kernel_nodes(c)
+        # nodes an extern kernel computes: a generated kernel mapped to one only lays out its inputs
+        extern = {n for k, (_, _, _, sites) in kernels.items() if _extern(k) for site in sites for n in site}
+        rows += [_row(c, kernel, *parts, extern=extern) for kernel, parts in kernels.items()]
     return pd.DataFrame(rows, columns=KERNEL_COLUMNS)
 
 
-def _kernel_nodes(c: _Compile) -> dict[str, tuple[list[str], list[str], list[str]]]:
-    """kernel -> (post-grad nodes in graph order, Dynamo-graph nodes, ATen ops): from provenance;
-    else from the wrapper's comments (Dynamo nodes and ATen ops only)."""
+def _extern(kernel: str) -> bool:
+    """An extern call ('extern_kernels.mm') or an ATen fallback ('torch.ops.aten.<op>.default')."""
+    return kernel.startswith(("extern_kernels.", "torch.ops."))
+
+
+def _kernel_nodes(c: _Compile) -> dict[str, tuple[list[str], list[str], list[str], list[list[str]]]]:
+    """kernel -> (post-grad nodes in graph order, Dynamo-graph nodes, ATen ops, the post-grad nodes
+    of each call site): from provenance (one debug handle per call site); else from the wrapper's
+    comments (Dynamo nodes and ATen ops only; one site per call line)."""
     order = {n: i for i, n in enumerate(c.graph.nodes)}
     mapping = c.mapping.get("cppCodeToPost") if c.mapping else None
     post_to_pre = (c.mapping or {}).get("postToPre") or {}
-    out: dict[str, tuple[list[str], list[str], list[str]]] = {}
+    out: dict[str, tuple[list[str], list[str], list[str], list[list[str]]]] = {}
     if isinstance(mapping, dict) and mapping:
         for key, nodes in mapping.items():
             kernel = str(key).rsplit(":", 1)[0]  # 'cpp_fused_add_0:2': the debug handle follows ':'
-            post, _, _ = out.setdefault(kernel, ([], [], []))
-            post += [n for n in (nodes if isinstance(nodes, list) else []) if n in c.graph.nodes and n not in post]
-        for kernel, (post, pre, ops) in out.items():
+            post, _, _, sites = out.setdefault(kernel, ([], [], [], []))
+            site = list(dict.fromkeys(n for n in (nodes if isinstance(nodes, list) else []) if n in c.graph.nodes))
+            sites.append(site)
+            post += [n for n in site if n not in post]
+        for kernel, (post, pre, ops, _) in out.items():
             post.sort(key=lambda n: order.get(n, 1 << 30))
             pre += [p for n in post for p in post_to_pre.get(n, [])]
             ops += sorted({c.graph.nodes[n].op for n in post})
@@ -129,7 +148,8 @@ def _kernel_nodes(c: _Compile) -> dict[str, tuple[list[str], list[str], list[str
             continue
         call = _CALL.match(line)
         if pending and call and not line.strip().startswith("#"):
-            _, pre, ops = out.setdefault(call["k"], ([], [], []))
+            _, pre, ops, sites = out.setdefault(call["k"], ([], [], [], []))
+            sites.append([])
             pre += [s.strip() for s in pending[0].split(",") if s.strip()]
             ops += sorted({a.strip().replace("aten.", "aten::", 1) for a in pending[1].split(",") if a.strip()})
             pending = None
@@ -148,39 +168,60 @@ def _runtime_names(code: str) -> dict[str, tuple[str, str]]:
     return out
 
 
-def _row(c: _Compile, kernel: str, post: list[str], pre: list[str], ops: list[str]) -> list:
+def _row(c: _Compile, kernel: str, post: list[str], pre: list[str], ops: list[str], sites: list[list[str]], *,
+         extern: set[str] = frozenset()) -> list:
     g = c.graph
     if kernel.startswith("extern_kernels."):
         runtime, kind = "aten::" + kernel.split(".", 1)[1], "extern"
+    elif kernel.startswith("torch.ops."):  # an ATen fallback ('torch.ops.aten.<op>.default') runs as that op
+        ns_op = kernel.split(".")[2:4]
+        runtime, kind = "::".join(ns_op), "extern"
     else:
         runtime, kind = _runtime_names(c.code).get(kernel, (kernel, "triton" if kernel.startswith("triton") else "cpp"))
     nodes = [g.nodes[n] for n in post]
     sources = tuple(dict.fromkeys(n.source for n in nodes if n.source))
-    flops, read, written, dtype = _cost(g, post) if post else (math.nan, math.nan, math.nan, "unknown")
+    if post:
+        # one run = every call site; a generated kernel lays out (copies) the inputs of the nodes
+        # an extern kernel computes, it does not compute them
+        costs = [_cost(g, s or post, () if kind == "extern" else extern) for s in (sites or [post])]
+        flops, read, written = (float(sum(x[i] for x in costs)) for i in range(3))
+        dtype = costs[0][3]
+    else:
+        flops, read, written, dtype = math.nan, math.nan, math.nan, "unknown"
     family = "gemm" if any(o.split("::")[-1] in _MATMUL for o in ops) else "fused"
     return [c.compile_id, c.index, kernel, runtime, kind, tuple(sorted(set(ops))), tuple(post), tuple(pre), sources,
-            nodes[0].code if nodes else "", flops, read, written, dtype, family]
+            nodes[0].code if nodes else "", flops, read, written, dtype, family, max(len(sites), 1)]
 
 
-def _cost(g: Graph, members: list[str]) -> tuple[float, float, float, str]:
-    """(flops, bytes_read, bytes_written, dtype) of a kernel computing `members` of `g`."""
-    inside = set(members)
+def _cost(g: Graph, members: list[str], extern: set[str] | frozenset = frozenset()) -> tuple[float, float, float, str]:
+    """(flops, bytes_read, bytes_written, dtype) of a kernel computing `members` of `g`. A member
+    in `extern` (computed by an extern kernel) is only prepared here: each of its inputs is read
+    (when it comes from outside) and written once (the copy in the layout the extern kernel
+    wants: Inductor's CPU convolution takes channels-last copies of its input and weight)."""
+    prepared = [n for n in members if n in extern]
+    inside = set(members) - set(prepared)
     consumers = g.consumers()
     outputs = {g.origin(o) for o in g.outputs}
     read_names: dict[str, None] = {}
+    copies: dict[str, None] = {}
     flops = 0.0
     for name in members:
         node = g.nodes[name]
         for i in node.inputs:
             if g.origin(i) not in inside:
                 read_names.setdefault(i)
-        flops += _node_flops(g, name)
-    written = [n for n in members if n in outputs or (consumers.get(n, set()) - inside)]
-    # a getitem of a member that is used outside counts as that member's output
-    written += [a for a, src in g.alias.items() if src in inside and a not in written
-                and ((consumers.get(a, set()) - inside) or a in g.outputs)]
+                if name in prepared:
+                    copies.setdefault(i)
+        if name in inside:
+            flops += _node_flops(g, name)
+    written = [n for n in inside if n in outputs or (consumers.get(n, set()) - inside)]
+    # a getitem of a member that is used outside counts as that member's output (consumers are
+    # keyed by the getitem's source: look for the getitem itself among the outside nodes' inputs)
+    outside_reads = {i for n in g.nodes.values() if n.name not in inside for i in n.inputs}
+    written += [a for a, src in g.alias.items() if src in inside and a not in written and (a in outside_reads or a in g.outputs)]
     read = sum(g.values[n].nbytes for n in read_names if n in g.values)
     write = sum(g.values[n].nbytes for n in dict.fromkeys(written) if n in g.values and not (n in inside and n in _alias_sources(g)))
+    write += sum(g.values[n].nbytes for n in copies if n in g.values)
     first = next((g.values[n] for n in members if n in g.values), None)
     dtype = DTYPE.get(first.dtype, first.dtype) if first else "unknown"
     return flops, float(read), float(write), dtype
@@ -205,6 +246,20 @@ def _node_flops(g: Graph, name: str) -> float:
             return math.nan
         k = a.shape[-1]
         return 2.0 * out.numel * k if isinstance(k, int) else math.nan  # one multiply-add per (output, k)
+    if base in _CONV:
+        # weight (C_out, C_in/groups, *kernel): each output element is C_in/groups * prod(kernel)
+        # multiply-adds, numel(weight) / C_out of them
+        w = ins[1] if len(ins) >= 2 else None
+        if w is None or not out or not w.shape or not isinstance(w.shape[0], int) or w.shape[0] == 0:
+            return math.nan
+        return 2.0 * out.numel * w.numel / w.shape[0]
+    if base.startswith(_ATTENTION) and "backward" not in base and len(ins) >= 3:
+        # q (B, H, Sq, D), k (B, H, Sk, D), v (B, H, Sk, Dv): Q K^T and P V are two matmuls,
+        # 2*B*H*Sq*Sk*D each (analysis/cost_compute.py counts the same, causal or not)
+        q, k = ins[0], ins[1]
+        if len(q.shape) < 2 or len(k.shape) < 2 or not isinstance(k.shape[-2], int):
+            return math.nan
+        return 4.0 * q.numel * k.shape[-2]
     if base in _REDUCTIONS:
         return ins[0].numel if ins else math.nan
     if out is not None:

@@ -19,6 +19,9 @@ from dataclasses import dataclass, field
 
 _VALUE = re.compile(r'(?P<name>\b[A-Za-z_]\w*): "(?P<dtype>[a-z]+\d*)\[(?P<shape>[^\]]*)\]')
 _NODE = re.compile(r'^\s*(?P<name>[A-Za-z_]\w*): "[^"]*" = (?P<rhs>.*)$')
+# the annotation is absent on a node returning a tuple ('var_mean = torch.ops.aten.var_mean...',
+# 'prims._low_memory_max_pool_with_offsets', the CPU flash-attention fallback): its getitems carry the sizes
+_NODE_ANY = re.compile(r'^\s*(?P<name>[A-Za-z_]\w*)(?:: "[^"]*")? = (?P<rhs>.*)$')
 _OP = re.compile(r"^torch\.ops\.(?P<ns>\w+)\.(?P<op>\w+)(?:\.(?P<overload>\w+))?\((?P<args>.*)\)")
 _ITEM = re.compile(r"^(?P<src>[A-Za-z_]\w*)\[(?P<idx>\d+)\]")
 _FILE = re.compile(r"#\s*File: (?P<file>.+?):(?P<line>\d+) in (?P<fn>[^,]+)(?:, code: (?P<code>.*))?$")
@@ -118,7 +121,7 @@ def parse_graph(text: str) -> Graph:
             if ret:
                 g.outputs = tuple(v for v in _IDENT.findall(ret["vals"]) if v != "None")
             continue
-        nm = _NODE.match(raw)
+        nm = _NODE_ANY.match(raw)
         if not nm:
             continue
         rhs = nm["rhs"].split(";  ", 1)[0]

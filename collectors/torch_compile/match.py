@@ -146,13 +146,14 @@ def fusion_times(fusion: pd.DataFrame, trace: Trace, spec_for) -> pd.DataFrame:
     """`fusion` (collectors.torch_compile.fusion_map) plus, per kernel row, its runtime in `trace`
     and its bound (collectors.torch_compile.compare.kernel_floors on the device's spec).
 
-    A row's FLOPs and bytes are one run of its graph: a generated kernel is called once per run;
-    an extern row ('extern_kernels.addmm') gathers every call of that op in the graph, one per
+    A row's FLOPs and bytes are one run of its graph: a generated kernel is called once per call
+    site (`sites`, more than one when Inductor reuses its code); an extern row ('extern_kernels.addmm') gathers every call of that op in the graph, one per
     post-grad node. So:
 
       calls       the row's events in the trace (a C++ kernel's range, a Triton kernel's device
                   events, an extern op's calls inside a compiled region)
-      runs        = calls / calls per run (len(nodes) for an extern row, else 1)
+      runs        = calls / calls per run (the row's `sites`; in a file written before that
+                  column: len(nodes) for an extern row, else 1)
       time_ns     their total (ns): range duration, device time, or an extern op's device work
                   (its duration on a CPU-only trace)
       per_run_ns  = time_ns / runs
@@ -174,7 +175,7 @@ def fusion_times(fusion: pd.DataFrame, trace: Trace, spec_for) -> pd.DataFrame:
     rows = []
     for k in fusion.itertuples(index=False):
         device = "cpu" if k.kind == "cpp" or not gpus else gpus[0]
-        per_run_calls = max(len(k.nodes), 1) if k.kind == "extern" else 1
+        per_run_calls = _sites(k)
         total, calls = times.get(k.runtime_name, (np.nan, 0))
         runs = calls / per_run_calls
         per_run = total / runs if calls else np.nan
@@ -183,3 +184,11 @@ def fusion_times(fusion: pd.DataFrame, trace: Trace, spec_for) -> pd.DataFrame:
         rows.append([device, calls, runs, total if calls else np.nan, per_run, *floors, bound, eff])
     extra = pd.DataFrame(rows, columns=FUSION_TIME_COLUMNS, index=out.index)
     return pd.concat([out, extra], axis=1)
+
+
+def _sites(k) -> int:
+    """Calls per run of a fusion-map row (namedtuple): its `sites` when it has a number there."""
+    n = getattr(k, "sites", None)
+    if isinstance(n, (int, float, np.integer, np.floating)) and not isinstance(n, bool) and np.isfinite(n) and n >= 1:
+        return int(n)
+    return max(len(k.nodes), 1) if k.kind == "extern" else 1
