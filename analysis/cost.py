@@ -222,7 +222,7 @@ COST_COLUMNS = ("flops", "flops_effective", "bytes_read", "bytes_written", "fami
 
 
 def cost_table(events: pd.DataFrame, list_dtype: str | None = None,
-               tree: pd.DataFrame | None = None) -> pd.DataFrame:
+               tree: pd.DataFrame | None = None, flows: pd.DataFrame | None = None) -> pd.DataFrame:
     """Cost of every row of an events table, computed once per distinct op record.
 
     Reads columns `name`, `shapes` ('Input Dims' as compact JSON, '' when not recorded),
@@ -230,7 +230,8 @@ def cost_table(events: pd.DataFrame, list_dtype: str | None = None,
     `tree` is the trace's events table (`id`, `parent_id`, ...): with it, ops whose record lacks
     a size their parent op records are costed from both (`cost_custom.joined_costs`); rows are
     matched to it by `id`, or by `unit_id` for a units table. An events table with `id` and
-    `parent_id` is its own tree.
+    `parent_id` is its own tree. `flows` (the trace's flows table) lets forward convolutions be
+    sized through their autograd backward node ('fwdbwd' flows).
     Returns a DataFrame with the input's index and columns:
 
     - `flops` (float64, FLOP): dense floating-point operations; NaN when not derivable.
@@ -262,7 +263,7 @@ def cost_table(events: pd.DataFrame, list_dtype: str | None = None,
     if tree is None and {"id", "parent_id"} <= set(events.columns):
         tree = events
     if tree is not None and len(events):
-        joined = joined_costs(events, tree)
+        joined = joined_costs(events, tree, flows)
         for c in COST_COLUMNS if len(joined) else ():
             table.loc[joined.index, c] = joined[c].to_numpy()
     return table

@@ -24,7 +24,9 @@ What stays unknown, and why (the record does not determine the work):
 
 `LEGACY_ATEN` covers ATen ops seen in legacy (2021, no Concrete Inputs) traces whose record is
 enough; `joined_costs` costs the cuDNN convolution backward halves, whose own record lacks a
-size, from their parent op's record (a join over the events table, exact or nothing).
+size, from their parent op's record (a join over the events table, exact or nothing), and the
+forward cuDNN/MIOpen convolutions, whose output size (stride, padding) is not recorded, from the
+grad_output their autograd node's backward op records (a join through the 'fwdbwd' flows).
 """
 
 from __future__ import annotations
@@ -289,28 +291,74 @@ def _conv_backward_half(child: _Args, parent: _Args, half: str) -> Cost:
                  parent.nbytes(1) + parent.nbytes(0), _numel(w) * es, "conv", parent.dtype(0))
 
 
+#: forward conv op -> the op under its autograd backward node that records grad_output
+_FWD_CONV = {"aten::cudnn_convolution": "aten::cudnn_convolution_backward",
+             "aten::miopen_convolution": "aten::miopen_convolution_backward"}
+
+
+def _conv_forward_from_backward(fwd: _Args, bwd: _Args, name: str) -> Cost:
+    # Forward: cudnn_convolution(self [N, C_in, *sp], weight [C_out, C_in/groups, *k], padding,
+    # stride, dilation, groups, ...); miopen_convolution(self, weight, bias, padding, ...).
+    # Legacy traces record no padding/stride, so the output size is unknown from this record;
+    # its autograd node's cudnn_/miopen_convolution_backward(self, grad_output, weight, ...)
+    # records grad_output, whose shape is the output's [N, C_out, *sp_out]. Both records must
+    # agree (same self and weight shapes and dtypes), else nothing is joined.
+    # FLOPs as analysis.cost_compute._conv (flop_counter's conv_flop_count, bias not counted):
+    #   2 * N * C_out * prod(sp_out) * (C_in/groups) * prod(k) = 2 * numel(grad_output) * numel(weight[1:])
+    # groups = C_in / weight.shape[1]. Bytes: reads self + weight (+ bias), writes the output.
+    x, w, go = fwd.shape(0), fwd.shape(1), bwd.shape(1)
+    if not (len(x) == len(go) == len(w) >= 3) or bwd.shape(0) != x or bwd.shape(2) != w:
+        raise _Unknown
+    if bwd.dtypes[:3:2] != fwd.dtypes[:2] or go[0] != x[0] or go[1] != w[0] or min(go) <= 0:
+        raise _Unknown
+    if w[1] <= 0 or x[1] % w[1] or w[0] % (x[1] // w[1]):
+        raise _Unknown                          # C_in, C_out not divisible by groups
+    bias = fwd.nbytes(2) if name == "aten::miopen_convolution" else 0
+    return _cost(2 * _numel(go) * _numel(w[1:]), fwd.nbytes(0) + fwd.nbytes(1) + bias,
+                 _numel(go) * fwd.size(0), "conv", fwd.dtype(0))
+
+
 _FIELDS = [f.name for f in dataclasses.fields(Cost)]
 
 
-def joined_costs(rows: pd.DataFrame, tree: pd.DataFrame) -> pd.DataFrame:
-    """Costs of rows whose own record lacks a size that their parent op's record holds.
+def _empty() -> pd.DataFrame:
+    return pd.DataFrame({c: pd.Series(dtype=object if c in ("family", "dtype") else np.float64)
+                         for c in _FIELDS})
+
+
+def _frame(out: dict) -> pd.DataFrame:
+    if not out:
+        return _empty()
+    return pd.DataFrame([[getattr(c, f) for f in _FIELDS] for c in out.values()],
+                        index=list(out.keys()), columns=_FIELDS)
+
+
+def joined_costs(rows: pd.DataFrame, tree: pd.DataFrame, flows: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Costs of rows whose own record lacks a size that a related op's record holds.
 
     `rows`: events-like (columns `name`, `shapes`, `dtypes`, and `id` for event rows or
     `unit_id` for units, the op's event id). `tree`: the trace's events table (columns `id`,
-    `parent_id`, `name`, `shapes`, `dtypes`). Today: the legacy cuDNN convolution backward
-    halves under their `aten::cudnn_convolution_backward` parent (`_conv_backward_half`).
-    Returns a DataFrame indexed by the rows it could cost (a subset of `rows.index`), columns
-    flops, flops_effective (FLOP), bytes_read, bytes_written (byte), family, dtype.
+    `parent_id`, `name`, `shapes`, `dtypes`). `flows`: the trace's flows table (`src`, `dst`,
+    `kind`), optional. Today: the legacy cuDNN convolution backward halves under their
+    `aten::cudnn_convolution_backward` parent (`_conv_backward_half`), and with `flows` the
+    forward cuDNN/MIOpen convolutions, sized by their autograd node's backward op
+    (`forward_conv_costs`). Returns a DataFrame indexed by the rows it could cost (a subset of
+    `rows.index`), columns flops, flops_effective (FLOP), bytes_read, bytes_written (byte),
+    family, dtype.
     """
-    empty = pd.DataFrame({c: pd.Series(dtype=object if c in ("family", "dtype") else np.float64)
-                          for c in _FIELDS})
     key = "id" if "id" in rows.columns else "unit_id" if "unit_id" in rows.columns else None
     if key is None or not {"id", "parent_id", "name", "shapes", "dtypes"} <= set(tree.columns):
-        return empty
+        return _empty()
+    halves = _backward_halves(rows, tree, key)
+    fwd = forward_conv_costs(rows, tree, flows) if flows is not None else _empty()
+    return pd.concat([halves, fwd]) if len(halves) and len(fwd) else halves if len(halves) else fwd
+
+
+def _backward_halves(rows: pd.DataFrame, tree: pd.DataFrame, key: str) -> pd.DataFrame:
     names = rows["name"].astype(object)
     pick = np.flatnonzero(names.isin(list(_CONV_HALVES)).to_numpy())
     if not len(pick):
-        return empty
+        return _empty()
     by_id = tree.drop_duplicates("id").set_index("id")
     own = rows.iloc[pick]
     parent_ids = by_id["parent_id"].reindex(own[key].to_numpy()).to_numpy()
@@ -328,10 +376,59 @@ def joined_costs(rows: pd.DataFrame, tree: pd.DataFrame) -> pd.DataFrame:
             seen[k] = _joined_one(str(name), shp, dt, p_shp, p_dt)
         if seen[k] is not None:
             out[idx] = seen[k]
-    if not out:
-        return empty
-    return pd.DataFrame([[getattr(c, f) for f in _FIELDS] for c in out.values()],
-                        index=list(out.keys()), columns=_FIELDS)
+    return _frame(out)
+
+
+def forward_conv_costs(rows: pd.DataFrame, tree: pd.DataFrame, flows: pd.DataFrame) -> pd.DataFrame:
+    """Costs of forward `aten::cudnn_convolution` / `aten::miopen_convolution` rows, sized by the
+    grad_output their autograd node's `*_convolution_backward` child records.
+
+    Path: forward op --flow kind 'fwdbwd'--> backward node (e.g. `CudnnConvolutionBackward`)
+    --parent_id--> its child `aten::cudnn_convolution_backward` (`_conv_forward_from_backward`).
+    `rows` as `joined_costs` (`id` or `unit_id`); `tree`: events (`id`, `parent_id`, `name`,
+    `shapes`, `dtypes`); `flows`: `src`, `dst` (event ids), `kind`. Returns the rows it could
+    cost (index a subset of `rows.index`), columns as `joined_costs`. A conv without a backward
+    (inference, no_grad) stays unknown: nothing records its output.
+    """
+    key = "id" if "id" in rows.columns else "unit_id" if "unit_id" in rows.columns else None
+    if key is None or not {"src", "dst", "kind"} <= set(flows.columns):
+        return _empty()
+    names = rows["name"].astype(object)
+    pick = np.flatnonzero(names.isin(list(_FWD_CONV)).to_numpy())
+    if not len(pick):
+        return _empty()
+    fb = flows[(flows["kind"] == "fwdbwd").to_numpy()]
+    node_of = pd.Series(fb["dst"].to_numpy(), index=fb["src"].to_numpy())
+    node_of = node_of[~node_of.index.duplicated(keep="first")]
+    kids = tree[tree["name"].astype(object).isin(list(_FWD_CONV.values())).to_numpy()
+                & (tree["parent_id"].to_numpy() >= 0)]
+    kids = kids.drop_duplicates("parent_id").set_index("parent_id")
+    own = rows.iloc[pick]
+    node = node_of.reindex(own[key].to_numpy()).to_numpy()
+    kid = kids.reindex(node)
+    seen: dict[tuple, Cost | None] = {}
+    out: dict = {}
+    for idx, name, shp, dt, k_name, k_shp, k_dt in zip(
+            own.index, own["name"].astype(object), own["shapes"].astype(object),
+            own["dtypes"].astype(object), kid["name"].astype(object),
+            kid["shapes"].astype(object), kid["dtypes"].astype(object)):
+        if k_name != _FWD_CONV.get(name):
+            continue
+        k = (name, shp, dt, k_shp, k_dt)
+        if k not in seen:
+            seen[k] = _forward_one(str(name), shp, dt, k_shp, k_dt)
+        if seen[k] is not None:
+            out[idx] = seen[k]
+    return _frame(out)
+
+
+def _forward_one(name: str, shp, dt, k_shp, k_dt) -> Cost | None:
+    try:
+        fwd = _Args(_parse(shp), _parse(dt), None, None)
+        bwd = _Args(_parse(k_shp), _parse(k_dt), None, None)
+        return _conv_forward_from_backward(fwd, bwd, name)
+    except (_Unknown, IndexError, KeyError, TypeError, ValueError, ZeroDivisionError, AttributeError):
+        return None
 
 
 def _joined_one(name: str, shp, dt, p_shp, p_dt) -> Cost | None:

@@ -170,7 +170,7 @@ def _roofline(trace: Trace, base: Analysis, hardware: str | None, dtype: str | N
         return [r for r in rows if isinstance(r, dict)] if isinstance(rows, list) else []
 
     fusion = pd.DataFrame([{**row, "rank": int(r)} for r, m in trace.metadata.get("ranks", {}).items() for row in carried(m)])
-    costs = with_kernel_costs(cost_table(u, tree=trace.events), u, fusion)
+    costs = with_kernel_costs(cost_table(u, tree=trace.events, flows=trace.flows), u, fusion)
     costs = apply_comm(drop_carried_costs(trace.events, u, costs), comm_table(u, _world_sizes(trace)), u["name"])
     if dtype:
         costs = costs.copy()

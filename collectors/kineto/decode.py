@@ -39,6 +39,10 @@ class Args(Struct, gc=False, frozen=True):
     input_dims: Raw = field(default=Raw(), name="Input Dims")  # empty Raw: not recorded
     input_type: Raw = field(default=Raw(), name="Input type")
     concrete: Raw = field(default=Raw(), name="Concrete Inputs")  # scalar args (stride, dims...)
+    # autograd: the forward op's thread-local sequence number and, on a backward node, the
+    # forward thread's profiler thread id (0 on forward ops); link.seq_fwdbwd_flows pairs them
+    seq_nr: int = field(default=-1, name="Sequence number")
+    fwd_tid: int = field(default=-1, name="Fwd thread id")
     # collectives (record_param_comms ops and NCCL kernels carry these)
     collective: str = field(default="", name="Collective name")
     in_nelems: int = field(default=-1, name="In msg nelems")

@@ -124,7 +124,8 @@ def _json_text(blob: bytes) -> str:
         return blob.decode("utf-8", "replace")
 
 
-X_INT_ARGS = ("device", "stream", "correlation", "external_id", "external_id_legacy", "in_nelems", "out_nelems", "group_size")
+X_INT_ARGS = ("device", "stream", "correlation", "external_id", "external_id_legacy", "in_nelems", "out_nelems", "group_size",
+              "seq_nr", "fwd_tid")
 #: columns holding codes, and the Accumulator interner they index
 INTERNED = {"x_name": "names", "x_cat": "cats", "x_shapes": "shapes", "x_dtypes": "dtypes", "x_concrete": "concrete",
             "x_collective": "collectives", "x_msg_dtype": "msg_dtypes"}

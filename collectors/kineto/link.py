@@ -163,11 +163,68 @@ def fwdbwd_flows(flow_ts: np.ndarray, flow_start: np.ndarray, flow_id: np.ndarra
     joined to the op with the same (thread, ts); pairs are matched by flow id.
     """
     ops = ev[ev["kind"] == Kind.OP.value]
-    at = pd.DataFrame({"thread": ops["thread"].to_numpy(), "ts": ops["ts"].to_numpy(), "op": ops["id"].to_numpy()})
+    at = pd.DataFrame({"thread": ops["thread"].to_numpy(), "ts": ops["ts"].to_numpy(), "op": ops["id"].to_numpy(),
+                       "node": _is_node(ops)})
+    # a backward end goes to the autograd node starting there, if any (the ATen ops it calls may
+    # start in the same microsecond); otherwise, and for forward ends, the innermost op
+    at_dst = at.sort_values("node", kind="stable").drop_duplicates(["thread", "ts"], keep="last")
     at = at.drop_duplicates(["thread", "ts"], keep="last")  # innermost op at that start
     ends = pd.DataFrame({"thread": flow_thread, "ts": flow_ts, "start": flow_start, "fid": flow_id})
-    ends = ends.merge(at, on=["thread", "ts"], how="inner")
-    src = ends[ends["start"]][["fid", "op"]].rename(columns={"op": "src"})
-    dst = ends[~ends["start"]][["fid", "op"]].rename(columns={"op": "dst"})
+    src = ends[ends["start"]].merge(at, on=["thread", "ts"])[["fid", "op"]].rename(columns={"op": "src"})
+    dst = ends[~ends["start"]].merge(at_dst, on=["thread", "ts"])[["fid", "op"]].rename(columns={"op": "dst"})
     pairs = src.merge(dst, on="fid")
     return pd.DataFrame({"src": pairs["src"].to_numpy(), "dst": pairs["dst"].to_numpy(), "kind": "fwdbwd"})
+
+
+def seq_fwdbwd_flows(ev: pd.DataFrame, seq: np.ndarray, fwd_thread: np.ndarray, problems: Problems) -> pd.DataFrame:
+    """Forward -> backward op edges from autograd sequence numbers, for traces without 'fwdbwd'
+    flow events (Kineto before ~2022 wrote only the numbers).
+
+    `seq` and `fwd_thread` are each row's 'Sequence number' and 'Fwd thread id' (-1: not
+    recorded). The pairing is PyTorch's own (torch/csrc/autograd/profiler_kineto.cpp,
+    generateForwardBackwardLink): a backward node (Fwd thread id > 0) links to the forward op
+    (Fwd thread id <= 0) on that forward thread with the same sequence number and, among those,
+    the latest start: the number is thread-local and only the op that creates an autograd node
+    increments it, so every op recorded after it carries the next number. Where the engine's
+    wrapper around a node, or ops inside it, carry the number too, the node is the end, as in
+    Kineto's own 'fwdbwd' flows (checked: on a trace that has them, this finds exactly them).
+    'Fwd thread id' is the profiler's thread number, not the OS thread in `thread`: each one is
+    mapped to the OS thread whose numbers match most of its nodes. Returns columns src, dst
+    (event ids, forward -> backward) and kind 'fwdbwd'.
+    """
+    empty = pd.DataFrame({"src": np.zeros(0, np.int64), "dst": np.zeros(0, np.int64), "kind": "fwdbwd"})
+    thread = ev["thread"].to_numpy()
+    ok = (seq >= 0) & (thread >= 0) & (ev["kind"] == Kind.OP.value).to_numpy()
+    bwd, fwd = ok & (fwd_thread > 0), ok & (fwd_thread <= 0)
+    if not bwd.any() or not fwd.any():
+        return empty
+    ids, ts, dur = ev["id"].to_numpy(), ev["ts"].to_numpy(), ev["dur"].to_numpy()
+    depth = ev["depth"].to_numpy() if "depth" in ev.columns else np.zeros(len(ev), dtype=np.int16)
+    f = pd.DataFrame({"thread": thread[fwd], "seq": seq[fwd], "ts": ts[fwd], "dur": -dur[fwd], "depth": depth[fwd],
+                      "src": ids[fwd]})
+    # latest start per (thread, number); on a tie the innermost (shortest, then deepest) op
+    f = f.sort_values(["thread", "seq", "ts", "dur", "depth"], kind="stable").drop_duplicates(["thread", "seq"], keep="last")
+    # The node itself ('CudnnConvolutionBackward'), not the engine's 'autograd::engine::
+    # evaluate_function: <node>' wrapper nor the ATen ops the node calls, which newer PyTorch
+    # records with the node's number too (Kineto's own flows end at the node); among nodes the
+    # innermost, as above.
+    b = pd.DataFrame({"fwd": fwd_thread[bwd], "seq": seq[bwd], "node": _is_node(ev)[bwd], "ts": ts[bwd], "dur": -dur[bwd],
+                      "depth": depth[bwd], "dst": ids[bwd]})
+    b = b.sort_values(["fwd", "seq", "node", "ts", "dur", "depth"], kind="stable").drop_duplicates(["fwd", "seq"], keep="last")
+    votes = b.merge(f[["thread", "seq"]], on="seq").groupby(["fwd", "thread"]).size().rename("n").reset_index()
+    best = votes.sort_values(["n", "thread"], kind="stable").drop_duplicates("fwd", keep="last")[["fwd", "thread"]]
+    pairs = b.merge(best, on="fwd").merge(f[["thread", "seq", "src"]], on=["thread", "seq"])
+    problems.add("autograd backward nodes whose forward op was not recorded (no op with their sequence number)",
+                 len(b) - len(pairs))
+    return pd.DataFrame({"src": pairs["src"].to_numpy(np.int64), "dst": pairs["dst"].to_numpy(np.int64), "kind": "fwdbwd"})
+
+
+def _is_node(ev: pd.DataFrame) -> np.ndarray:
+    """Rows named like an autograd node ('CudnnConvolutionBackward', 'MulBackward0'): 'Backward'
+    and no namespace (not 'aten::...', not 'autograd::engine::evaluate_function: ...')."""
+    cats = ev["name"].cat.categories.astype(str)
+    if not len(cats):
+        return np.zeros(len(ev), dtype=bool)
+    node = np.asarray(cats.str.contains("Backward", regex=False) & ~cats.str.contains("::", regex=False))
+    codes = ev["name"].cat.codes.to_numpy()
+    return np.where(codes >= 0, node[np.maximum(codes, 0)], False)

@@ -88,7 +88,10 @@ def read_rank_file(path: Path) -> RankFile:
     op_id, flows, launch_ts = link.launches(ev, parent, problems)
     ev["parent_id"], ev["depth"], ev["op_id"] = parent, depth, op_id
     ev["step"] = link.steps(ev, launch_ts)
-    fwdbwd = link.fwdbwd_flows(acc.column("f_ts") + base, acc.column("f_start", "bool"), acc.column("f_id"), acc.column("f_tid"), ev)
+    if len(acc.column("f_ts")):
+        fwdbwd = link.fwdbwd_flows(acc.column("f_ts") + base, acc.column("f_start", "bool"), acc.column("f_id"), acc.column("f_tid"), ev)
+    else:  # older Kineto wrote no 'fwdbwd' flow events, only autograd's sequence numbers
+        fwdbwd = link.seq_fwdbwd_flows(ev, acc.column("x_seq_nr"), acc.column("x_fwd_tid"), problems)
     flows = pd.concat([flows, fwdbwd], ignore_index=True)
     meta["process_names"] = acc.process_names
     return RankFile(path, rank, ev, counters, flows, meta, problems)
