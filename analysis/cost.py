@@ -63,7 +63,8 @@ from analysis.cost_compute import (
     _scaled_mm,
     causal_pairs,
 )
-from analysis.cost_custom import CUSTOM_OPS, LEGACY_ATEN, joined_costs
+from analysis.cost_custom import CUSTOM_OPS, LEGACY_ATEN
+from analysis.cost_joins import joined_costs
 from analysis.cost_memory import (
     _ELEMENTWISE,
     _FILLS,
@@ -228,7 +229,7 @@ def cost_table(events: pd.DataFrame, list_dtype: str | None = None,
     Reads columns `name`, `shapes` ('Input Dims' as compact JSON, '' when not recorded),
     `dtypes` ('Input type' as JSON) and, if present, `concrete` ('Concrete Inputs' as JSON).
     `tree` is the trace's events table (`id`, `parent_id`, ...): with it, ops whose record lacks
-    a size their parent op records are costed from both (`cost_custom.joined_costs`); rows are
+    a size their parent op records are costed from both (`cost_joins.joined_costs`); rows are
     matched to it by `id`, or by `unit_id` for a units table. An events table with `id` and
     `parent_id` is its own tree. `flows` (the trace's flows table) lets forward convolutions be
     sized through their autograd backward node ('fwdbwd' flows).

@@ -24,7 +24,7 @@ Definitions (per rank and device; t is a sample's time, ns):
   ``peak_op`` is '' and ``peak_op_note`` says why.
 
 The KV-cache footprint of LLM servers is derived from recorded op shapes, not from these
-samples: see ``analysis.llm.kv_cache_footprint`` (re-exported here).
+samples: see ``analysis.kv_cache.kv_cache_footprint`` (re-exported here).
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from analysis.llm import kv_cache_footprint
+from analysis.kv_cache import kv_cache_footprint
 from profiler.errors import InputError
 from profiler.schema import Kind
 from profiler.trace import Trace

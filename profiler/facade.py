@@ -48,7 +48,7 @@ class Analysis:
     advice: tuple = ()  # analysis.advice.Advice, most saving first
     critical_path: tuple = ()  # analysis.critical_path.CriticalPath, one per rank
     memory: pd.DataFrame = field(default_factory=pd.DataFrame)  # analysis.memory.memory_summary
-    kv_cache: pd.DataFrame = field(default_factory=pd.DataFrame)  # analysis.llm.kv_cache_footprint
+    kv_cache: pd.DataFrame = field(default_factory=pd.DataFrame)  # analysis.kv_cache.kv_cache_footprint
     llm_phases: pd.DataFrame = field(default_factory=pd.DataFrame)  # analysis.llm.llm_phases
     llm_summary: pd.DataFrame = field(default_factory=pd.DataFrame)  # analysis.llm.llm_summary
     modules: pd.DataFrame = field(default_factory=pd.DataFrame)  # analysis.modules.module_tree
@@ -133,7 +133,7 @@ def _memory_and_llm(trace: Trace, base: Analysis, hardware: str | None, sections
     from dataclasses import replace
 
     if "memory" in sections:
-        from analysis.llm import kv_cache_footprint
+        from analysis.kv_cache import kv_cache_footprint
         from analysis.memory import memory_summary
 
         base = replace(base, memory=memory_summary(trace), kv_cache=kv_cache_footprint(trace))

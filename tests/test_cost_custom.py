@@ -18,7 +18,8 @@ import pytest
 
 from analysis import cost, cost_comm
 from analysis.cost import Cost, cost_table, op_cost
-from analysis.cost_custom import CUSTOM_OPS, LEGACY_ATEN, joined_costs
+from analysis.cost_custom import CUSTOM_OPS, LEGACY_ATEN
+from analysis.cost_joins import joined_costs
 
 BF16 = '"c10::BFloat16"'
 

@@ -1,4 +1,4 @@
-"""Allocator timeline and peak (analysis.memory) and the KV-cache footprint (analysis.llm):
+"""Allocator timeline and peak (analysis.memory) and the KV-cache footprint (analysis.kv_cache):
 on allocations recorded here with torch.profiler, on hand-built samples whose figures are
 worked out below, and on the real traces (checked against plain json parsing of the files)."""
 
