@@ -15,7 +15,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from analysis.critical_path import CLASSES, _Graph, _longest, critical_path, critical_paths
+from analysis.critical_path import CLASSES, _longest, critical_path, critical_paths
+from analysis.critical_path_graph import Graph
 from profiler import load_trace
 from tests.conftest import TRACES, write_trace, x
 
@@ -239,7 +240,7 @@ def test_every_real_trace_and_rank(folder, capsys):
         took = time.perf_counter() - t0
         check_shape(cp)
         assert 0 < cp.length_ns <= cp.wall_ns
-        g = _Graph(t, rank)  # the optimised DP agrees with the plain one on real graphs (with cycles)
+        g = Graph(t, rank)  # the optimised DP agrees with the plain one on real graphs (with cycles)
         assert _longest(g) == reference_longest(g)
         with capsys.disabled():
             print(f"\n{folder} rank {rank}: path {cp.length_ns / 1e6:.2f} ms of {cp.wall_ns / 1e6:.2f} ms wall, "
