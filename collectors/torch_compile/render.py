@@ -40,33 +40,20 @@ def render_report(r: CompileReport) -> RenderableType:
         ph.add_row(_t(x.compile_id), x.phase, fmt_ns(x.time_ns), f"{x.share:.0%}" if x.share == x.share else "-", str(x.steps))
     parts.append(ph)
     if len(r.graph_breaks):
-        gb = Table(title="Graph breaks", box=box.SIMPLE, title_justify="left")
-        for c in ("compile", "where", "reason"):
-            gb.add_column(c)
-        for x in r.graph_breaks.itertuples(index=False):
-            gb.add_row(_t(x.compile_id), _t(f"{x.file}:{x.line}"), _t(x.reason))
-        parts.append(gb)
+        parts.append(_table("Graph breaks", ("compile", "where", "reason"),
+                            ((_t(x.compile_id), _t(f"{x.file}:{x.line}"), _t(x.reason)) for x in r.graph_breaks.itertuples(index=False))))
     if len(r.recompiles):
-        rc = Table(title="Recompilations (failed guard)", box=box.SIMPLE, title_justify="left")
-        for c in ("compile", "was", "guard", "where"):
-            rc.add_column(c)
-        for x in r.recompiles.itertuples(index=False):
-            rc.add_row(_t(x.compile_id), _t(x.previous), _t(x.guard), _t(f"{x.file}:{x.line}" if x.file else ""))
-        parts.append(rc)
+        parts.append(_table("Recompilations (failed guard)", ("compile", "was", "guard", "where"),
+                            ((_t(x.compile_id), _t(x.previous), _t(x.guard), _t(f"{x.file}:{x.line}" if x.file else ""))
+                             for x in r.recompiles.itertuples(index=False))))
     if len(r.caches):
-        ca = Table(title="Cache lookups", box=box.SIMPLE, title_justify="left")
-        for c in ("compile", "cache", "state", "saved"):
-            ca.add_column(c)
-        for x in r.caches.itertuples(index=False):
-            ca.add_row(_t(x.compile_id), x.cache, x.state, fmt_ns(x.time_saved_ns) if x.time_saved_ns >= 0 else "")
-        parts.append(ca)
+        parts.append(_table("Cache lookups", ("compile", "cache", "state", "saved"),
+                            ((_t(x.compile_id), x.cache, x.state, fmt_ns(x.time_saved_ns) if x.time_saved_ns >= 0 else "")
+                             for x in r.caches.itertuples(index=False))))
     if len(r.fusion):
-        fu = Table(title="Fusion map (kernel = ATen ops, from source)", box=box.SIMPLE, title_justify="left")
-        for c in ("kernel", "ATen ops", "source"):
-            fu.add_column(c)
-        for x in r.fusion.itertuples(index=False):
-            fu.add_row(_t(x.kernel), _t(" + ".join(x.aten_ops)), _t(", ".join(_short(s) for s in x.sources)))
-        parts.append(fu)
+        parts.append(_table("Fusion map (kernel = ATen ops, from source)", ("kernel", "ATen ops", "source"),
+                            ((_t(x.kernel), _t(" + ".join(x.aten_ops)), _t(", ".join(_short(s) for s in x.sources)))
+                             for x in r.fusion.itertuples(index=False))))
     return Group(*parts)
 
 
@@ -127,4 +114,14 @@ def render_summary(r: CompileReport) -> RenderableType:
     else:
         t.add_row("cache lookups", "none logged")
     t.add_row("kernels", f"{len(r.fusion)} (fusion map, kernel times and bounds: perf dashboard TRACE, Compiler page)")
+    return t
+
+
+def _table(title: str, columns: tuple[str, ...], rows) -> Table:
+    """A left-aligned table of text rows under `title`."""
+    t = Table(title=title, box=box.SIMPLE, title_justify="left")
+    for c in columns:
+        t.add_column(c)
+    for row in rows:
+        t.add_row(*row)
     return t
