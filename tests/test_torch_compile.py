@@ -2,17 +2,22 @@
 compiled, and the analysis's fusion advice checked against what Inductor does.
 
 One tiny model is compiled once for the module (a fresh compile, caches off): the chain
-y = x * w + b -> gelu -> * 0.5 over a 1024 x 1024 fp32 tensor (4 MiB), which Inductor fuses into
+y = x * w + b -> gelu -> * 0.5 over a 2048 x 2048 fp32 tensor (16 MiB), which Inductor fuses into
 one C++ kernel.
 """
 
 from __future__ import annotations
 
 import inspect
+import json
 import math
+import os
 import re
+import subprocess
+import sys
 import time
 from dataclasses import replace
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -25,7 +30,9 @@ from collectors.torch_compile.render import render_compare
 from profiler.schema import Kind
 from profiler.trace import empty_table
 
-ROWS, COLS = 1024, 1024
+ROOT = Path(__file__).resolve().parents[1]
+
+ROWS, COLS = 2048, 2048  # 16 MiB per fp32 tensor: past the caches, so every op streams from memory
 
 
 class Chain(torch.nn.Module):
@@ -49,17 +56,8 @@ def _line(text: str) -> int:
 
 @pytest.fixture(scope="module")
 def chain():
-    # one thread, eager and compiled alike (and for the bandwidth calibration below): on a shared
-    # 2-core machine OpenMP barriers make multi-threaded timings swing by orders of magnitude
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    torch.manual_seed(0)
     t0 = time.time_ns()
-    try:
-        with torch.no_grad():
-            res = compare_compile(Chain().eval(), torch.randn(ROWS, COLS), steps=10)
-    finally:
-        torch.set_num_threads(threads)
+    res = _compile_chain()
     return res, t0, time.time_ns()
 
 
@@ -75,7 +73,7 @@ def test_fusion_map_names_the_ops_and_lines_of_the_kernel(chain):
     here = __file__
     assert f"{here}:{_line('x * self.w')}" in k["sources"]
     assert f"{here}:{_line('gelu')}" in k["sources"]
-    # bytes: read x (4 MiB) + w + b (4 KiB each), write the output (4 MiB); the intermediates never leave
+    # bytes: read x (16 MiB) + w + b (8 KiB each), write the output (16 MiB); the intermediates never leave
     assert k["bytes_read"] == ROWS * COLS * 4 + 2 * COLS * 4
     assert k["bytes_written"] == ROWS * COLS * 4
     # flops: 1 per element for each of the 8 pointwise nodes (mul, add, 4 of gelu, mul... see nodes)
@@ -150,14 +148,48 @@ def _one_step(trace, s: int):
     return replace(trace, events=ev, flows=empty_table("flows")).validate()
 
 
+def _compile_chain():
+    """Eager vs compiled runs of the chain, on one thread (on a shared 2-core machine OpenMP
+    barriers make multi-threaded timings swing by orders of magnitude), 30 steps: the check takes
+    the fastest step of each op, and this machine has stretches of seconds where erf runs 3x slower."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    torch.manual_seed(0)
+    try:
+        with torch.no_grad():
+            return compare_compile(Chain().eval(), torch.randn(ROWS, COLS), steps=30)
+    finally:
+        torch.set_num_threads(threads)
+
+
 @pytest.mark.serial
-def test_fusion_advice_matches_what_inductor_fuses_and_saves(chain, tmp_path):
+def test_fusion_advice_matches_what_inductor_fuses_and_saves(tmp_path):
+    # Timed in a fresh interpreter: earlier tests in the same process (matmuls, gloo workers)
+    # leave thread pools and allocator state behind that swung this measurement from -0.6x to 3.7x
+    code = f"import json; from tests.test_torch_compile import _fusion_check; print(json.dumps(_fusion_check({str(tmp_path)!r})))"
+    # glibc keeps freed 16 MiB blocks for reuse (no fresh mmap per tensor): the page faults of new
+    # mappings would add allocator time to the eager ops that the bandwidth model does not claim
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "MALLOC_MMAP_THRESHOLD_": str(1 << 30), "MALLOC_TRIM_THRESHOLD_": str(1 << 31)}
+    r = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env,
+                       capture_output=True, text=True, timeout=900, check=False)
+    assert r.returncode == 0, r.stderr[-3000:]
+    bw, predicted, measured = json.loads(r.stdout.strip().splitlines()[-1])
+    ratio = measured / predicted
+    print(f"fusion advice check: bandwidth {bw / 1e9:.1f} GB/s, predicted {predicted / 1e3:.0f} us, "
+          f"measured {measured / 1e3:.0f} us per step, ratio {ratio:.2f}")
+    assert 0.5 <= ratio <= 2.0, f"measured {measured:.0f} ns / predicted {predicted:.0f} ns"
+
+
+def _fusion_check(workdir: str) -> tuple[float, float, float]:
+    """(bandwidth B/s, predicted saving ns, measured saving ns) per step; asserts that the top
+    fusion advice of every eager step is the chain Inductor fused, with the predicted saving."""
     from profiler.calibrate import Sizes, triad_bandwidth
     from profiler.facade import analyze
     from profiler.hardware import MemoryLevel, load_spec, save_spec
 
-    res, _, _ = chain
-    # calibrated at the model's tensor size (STREAM triad over three 4 MiB arrays) on the one
+    tmp_path = Path(workdir)
+    res = _compile_chain()
+    # calibrated at the model's tensor size (STREAM triad over three 16 MiB arrays) on the one
     # thread the model ran on, used for every step
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
@@ -177,14 +209,11 @@ def test_fusion_advice_matches_what_inductor_fuses_and_saves(chain, tmp_path):
         u = a.units.set_index("unit_id").loc[list(top.units)]
         assert u["name"].tolist() == ["aten::mul", "aten::add", "aten::gelu", "aten::mul"], top.title
         assert set(top.units) <= fused_ids  # the chain the analysis found is the one Inductor fused
-        # predicted: 3 intermediates of 4 MiB, each written and read back: 2 * 3 * 4 MiB / bw
+        # predicted: 3 intermediates of 16 MiB, each written and read back: 2 * 3 * 16 MiB / bw
         assert top.saving_ns == pytest.approx(min(2 * 3 * ROWS * COLS * 4 / bw * 1e9, u["time_ns"].sum()))
         predicted.append(top.saving_ns)
         eager_op_ns.append(u["time_ns"].to_numpy())
         kernel_ns.append(cev.loc[(cev["name"] == g["runtime_name"]) & (cev["step"] == s), "dur"].sum())
     # fastest of the steps for each op and for the kernel (the usual estimator on a shared machine)
     measured = float(np.min(eager_op_ns, axis=0).sum() - min(kernel_ns))
-    ratio = measured / float(np.median(predicted))
-    print(f"fusion advice check: bandwidth {bw / 1e9:.1f} GB/s, predicted {np.median(predicted) / 1e3:.0f} us, "
-          f"measured {measured / 1e3:.0f} us per step, ratio {ratio:.2f}")
-    assert 0.5 <= ratio <= 2.0, f"measured {measured:.0f} ns / predicted {np.median(predicted):.0f} ns"
+    return bw, float(np.median(predicted)), measured
