@@ -27,6 +27,14 @@ def test_forms():
     assert invalid.tolist() == [False] * 9 + [True] * 4
 
 
+def test_exponents_past_decimal_limits_are_invalid_not_a_crash():
+    # found by the fuzz test: '9E999999999' has an exponent past decimal's context limit, where
+    # abs() raised decimal.Overflow; it is past int64 ns, so invalid. '1e-9999999999' is 0 ns.
+    ns, missing, invalid = us_to_ns(["9E999999999", "-9E999999999", "10E1000", "1e-9999999999"])
+    assert invalid.tolist() == [True, True, True, False] and not missing.any()
+    assert ns.tolist() == [0, 0, 0, 0]
+
+
 @given(st.lists(st.integers(min_value=0, max_value=9 * 10**17), min_size=1, max_size=50), st.integers(0, 3))
 def test_round_trip_exact(ns_values, digits):
     # Write each ns value as Kineto would (µs with `digits` decimals, truncated) and read it back.

@@ -69,6 +69,11 @@ def _decimal_ns(text: str) -> int | None:
         d = Decimal(text)
     except InvalidOperation:
         return None
-    if not d.is_finite() or abs(d) >= _MAX_US:
+    # copy_abs: no context rounding, so an exponent past the context's limit ('9E999999999')
+    # cannot raise decimal.Overflow here; anything that big is past int64 ns anyway
+    if not d.is_finite() or d.copy_abs() >= _MAX_US:
         return None
-    return int((d * 1000).to_integral_value(rounding="ROUND_HALF_UP"))
+    try:
+        return int((d * 1000).to_integral_value(rounding="ROUND_HALF_UP"))
+    except ArithmeticError:  # an exponent below the context's limit ('1e-9999999999')
+        return None
