@@ -27,7 +27,7 @@ import pandas as pd
 
 from analysis.grouping import key_codes
 from analysis.roofline import MATRIX_FAMILIES
-from profiler.hardware import HardwareSpec
+from profiler.model.hardware import HardwareSpec
 
 _MEMORY_FAMILIES = {"elementwise", "softmax", "norm", "reduction", "quant/cast", "copy", "embedding"}
 _TRANSPARENT = {"other"}  # views, reshapes, allocations: cost nothing, break no chain

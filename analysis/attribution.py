@@ -26,8 +26,8 @@ import pandas as pd
 
 from analysis.intervals import runs, union_length
 from analysis.units import self_segments
-from profiler.schema import DEVICE_WORK_KINDS, Bound, Kind
-from profiler.trace import Trace
+from profiler.model.schema import DEVICE_WORK_KINDS, Bound, Kind
+from profiler.model.trace import Trace
 
 BOUND_COLUMNS = [f"{b.value}_ns" for b in Bound]
 IDLE_COLUMNS = ["idle_host_ns", "idle_sync_ns", "idle_other_ns"]

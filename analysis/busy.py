@@ -6,8 +6,8 @@ import numpy as np
 import pandas as pd
 
 from analysis.intervals import union_length
-from profiler.schema import DEVICE_WORK_KINDS, Kind
-from profiler.trace import Trace
+from profiler.model.schema import DEVICE_WORK_KINDS, Kind
+from profiler.model.trace import Trace
 
 _HOST_BUSY_KINDS = (Kind.OP.value, Kind.RUNTIME.value, Kind.COLLECTIVE.value)
 

@@ -47,8 +47,8 @@ import numpy as np
 import pandas as pd
 
 from analysis.critical_path_graph import Graph
-from profiler.schema import Bound, Kind
-from profiler.trace import Trace
+from profiler.model.schema import Bound, Kind
+from profiler.model.trace import Trace
 
 CLASSES = [*(b.value for b in Bound), "host", "waiting"]
 SEGMENT_COLUMNS = ["event_id", "unit_id", "name", "kind", "track", "on", "class", "start_ns", "end_ns", "dur_ns"]

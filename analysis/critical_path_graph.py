@@ -35,8 +35,8 @@ from itertools import pairwise
 import numpy as np
 import pandas as pd
 
-from profiler.schema import DEVICE_WORK_KINDS, Kind
-from profiler.trace import Trace
+from profiler.model.schema import DEVICE_WORK_KINDS, Kind
+from profiler.model.trace import Trace
 
 HOST_KINDS = (Kind.OP.value, Kind.RUNTIME.value, Kind.ANNOTATION.value, Kind.PYTHON.value, Kind.COLLECTIVE.value)
 SYNC_CALL = r"(?i)synchronize"

@@ -26,8 +26,8 @@ import pandas as pd
 
 from analysis.cost_base import _DTYPES
 from analysis.llm_steps import annotated_steps, assign_windows, has_ancestor_in, loads_json, name_mask, shape_steps
-from profiler.schema import Kind
-from profiler.trace import Trace
+from profiler.model.schema import Kind
+from profiler.model.trace import Trace
 
 __all__ = ["KV_COLUMNS", "kv_cache_footprint"]
 

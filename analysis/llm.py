@@ -37,8 +37,8 @@ import pandas as pd
 
 from analysis.kv_cache import KV_COLUMNS, kv_cache_footprint
 from analysis.llm_steps import NUMBERS, annotated_steps, device_work, shape_steps
-from profiler.hardware import HardwareSpec
-from profiler.trace import Trace
+from profiler.model.hardware import HardwareSpec
+from profiler.model.trace import Trace
 
 __all__ = ["KV_COLUMNS", "PHASE_COLUMNS", "SUMMARY_COLUMNS", "kv_cache_footprint", "llm_phases", "llm_summary"]
 

@@ -34,8 +34,8 @@ import pandas as pd
 
 from analysis.cost_base import _DTYPES
 from analysis.intervals import grouped_union_length
-from profiler.schema import DEVICE_WORK_KINDS, Kind
-from profiler.trace import Trace
+from profiler.model.schema import DEVICE_WORK_KINDS, Kind
+from profiler.model.trace import Trace
 
 #: per-step figures, NaN where not derivable
 NUMBERS = ["batch_size", "tokens", "prefill_tokens", "decode_tokens", "kv_tokens"]

@@ -33,9 +33,9 @@ import numpy as np
 import pandas as pd
 
 from analysis.kv_cache import kv_cache_footprint
-from profiler.errors import InputError
-from profiler.schema import Kind
-from profiler.trace import Trace
+from profiler.model.errors import InputError
+from profiler.model.schema import Kind
+from profiler.model.trace import Trace
 
 __all__ = ["SUMMARY_COLUMNS", "TIMELINE_COLUMNS", "kv_cache_footprint", "memory_summary", "memory_timeline"]
 

@@ -27,8 +27,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from profiler.schema import Bound, Kind
-from profiler.trace import Trace
+from profiler.model.schema import Bound, Kind
+from profiler.model.trace import Trace
 
 MODULE_PREFIX = "nn.Module: "
 BOUND_NS = [f"{b.value}_ns" for b in Bound]

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from profiler.trace import Trace
+from profiler.model.trace import Trace
 
 
 @dataclass(frozen=True)

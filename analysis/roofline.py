@@ -27,8 +27,8 @@ import pandas as pd
 
 from analysis.grouping import key_codes
 from analysis.memory_levels import memory_floor
-from profiler.hardware import HardwareSpec
-from profiler.schema import Bound
+from profiler.model.hardware import HardwareSpec
+from profiler.model.schema import Bound
 
 MATRIX_FAMILIES = frozenset({"gemm", "conv", "attention"})
 FLOOR_COLUMNS = ["t_compute_ns", "t_memory_ns", "t_comm_ns", "t_runtime_ns"]
@@ -42,7 +42,7 @@ def classify(units: pd.DataFrame, costs: pd.DataFrame, spec_for: Callable[[int, 
     when unknown),
     intensity (flops_effective / bytes, FLOP/byte), t_compute_ns, t_memory_ns, t_comm_ns,
     t_runtime_ns, floor_ns (float ns), memory_level (the level whose bytes / bandwidth is
-    t_memory; analysis.memory_levels.level_bytes gives every level's), bound (a profiler.schema.Bound value),
+    t_memory; analysis.memory_levels.level_bytes gives every level's), bound (a profiler.model.schema.Bound value),
     efficiency (floor_ns / time_ns; NaN when unknown or time 0), hardware (spec name or '').
     """
     out = units.reset_index(drop=True).copy()

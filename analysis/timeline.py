@@ -14,8 +14,8 @@ import numpy as np
 import pandas as pd
 
 from analysis.intervals import union_length
-from profiler.schema import DEVICE_WORK_KINDS
-from profiler.trace import Trace
+from profiler.model.schema import DEVICE_WORK_KINDS
+from profiler.model.trace import Trace
 
 
 def streams(trace: Trace) -> pd.DataFrame:

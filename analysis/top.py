@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from profiler.schema import DEVICE_WORK_KINDS, Kind
-from profiler.trace import Trace
+from profiler.model.schema import DEVICE_WORK_KINDS, Kind
+from profiler.model.trace import Trace
 
 TOP_COLUMNS = ["kind", "name", "shapes", "count", "total_ns", "mean_ns", "device_ns", "share"]
 

@@ -1,4 +1,4 @@
-"""Units of work, as ../shared/DESIGN.md ("How time is classified") defines them.
+"""Units of work, as docs/architecture.md ("How time is classified") defines them.
 
 On a device, a unit is a host op together with the device work it launched (events whose
 `op_id` is that op); its device time is the union of that work's intervals. Device work with no
@@ -13,8 +13,8 @@ import numpy as np
 import pandas as pd
 
 from analysis.intervals import grouped_union_length
-from profiler.schema import DEVICE_WORK_KINDS, Kind
-from profiler.trace import Trace
+from profiler.model.schema import DEVICE_WORK_KINDS, Kind
+from profiler.model.trace import Trace
 
 _LABELS = ["name", "shapes", "dtypes", "concrete", "collective", "msg_dtype"]
 _NUMBERS = ["msg_in_nelems", "msg_out_nelems", "group_size"]  # collective message, as recorded

@@ -16,9 +16,9 @@ import time
 from pathlib import Path
 
 from profiler import analyze, load_trace
-from profiler.facade import SECTIONS
+from profiler.api import SECTIONS
 
-TRACES = Path(__file__).resolve().parents[2] / "shared" / "traces"
+TRACES = Path(__file__).resolve().parents[1] / "tests" / "data" / "traces"
 DEFAULT = [TRACES / "b200_eager" / "eager_trace.json.gz",
            TRACES / "resnet50_legacy_v100" / "worker0.1623143089861.pt.trace.json.gz"]
 TARGET = 0.5

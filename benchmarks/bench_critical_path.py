@@ -1,6 +1,6 @@
 """Critical-path speed on every real trace, next to the time to ingest that trace.
 
-Per trace folder in shared/traces: ingest (load_trace), the critical path of every rank with
+Per trace folder in tests/data/traces: ingest (load_trace), the critical path of every rank with
 the current analysis.critical_path ('after') and, when --old names a saved copy of an earlier
 version of that module, with it too ('before'), and before / after. Each time is the best of
 --repeat runs (the machine is shared; the minimum is the least disturbed run), old and new
@@ -23,7 +23,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from analysis import critical_path as new
-from profiler.facade import analyze, load_trace
+from profiler.api import analyze, load_trace
 from tests.conftest import TRACES, real_trace
 
 
@@ -52,7 +52,7 @@ def all_ranks(module: ModuleType, trace, units) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("folders", nargs="*", help="trace folders under shared/traces (default: all)")
+    ap.add_argument("folders", nargs="*", help="trace folders under tests/data/traces (default: all)")
     ap.add_argument("--old", type=Path, help="a saved copy of an earlier analysis/critical_path.py")
     ap.add_argument("--repeat", type=int, default=5)
     args = ap.parse_args()

@@ -27,7 +27,7 @@ from dashboard.testing import chromium, find_option, graph_data, serving, update
 from dashboard.views import ops_for, timeline_for
 
 DEFAULT = REPO / "benchmarks" / "data" / "dash_1m_b200.json"
-SOURCE = REPO.parent / "shared" / "traces" / "b200_eager" / "eager_trace.json.gz"
+SOURCE = REPO / "tests" / "data" / "traces" / "b200_eager" / "eager_trace.json.gz"
 PAGE_TARGET_S, ACTION_TARGET_S = 3.0, 0.5
 
 

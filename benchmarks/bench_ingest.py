@@ -28,7 +28,7 @@ import orjson  # noqa: F401  (the "bare" contender needs it in this interpreter)
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
-TRACES = REPO.parent / "shared" / "traces"
+TRACES = REPO / "tests" / "data" / "traces"
 CHILD = HERE / "ingest_child.py"
 HTA_PYTHON = HERE / ".venv-hta" / "bin" / "python"
 BIG_TRACE = HERE / "data" / "big_trace.json"
@@ -62,7 +62,7 @@ def gz_trailer_size(path: Path) -> int:
 
 
 def default_trace() -> Path:
-    """The largest real trace in shared/traces (by uncompressed size)."""
+    """The largest real trace in tests/data/traces (by uncompressed size)."""
     cands = sorted(TRACES.glob("*/*.json.gz"), key=gz_trailer_size)
     if not cands:
         sys.exit(f"no traces under {TRACES}; pass TRACE paths")

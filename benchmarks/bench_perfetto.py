@@ -17,9 +17,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from collectors.perfetto import load_perfetto, write_chrome_json, write_perfetto
-from profiler.facade import analyze, load_trace
+from profiler.api import analyze, load_trace
 
-TRACES = ROOT.parent / "shared" / "traces"
+TRACES = ROOT / "tests" / "data" / "traces"
 
 
 def best(fn, n: int = 3) -> tuple[float, object]:

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
-DEFAULT_SOURCE = REPO.parent / "shared/traces/ddp_allreduce_v100/df_index_resolver.json.gz"
+DEFAULT_SOURCE = REPO / "tests/data/traces/ddp_allreduce_v100/df_index_resolver.json.gz"
 
 # args that hold ids which must be unique per copy. "Fwd thread id", "cbid",
 # "cid" (ROCm callback id), "Python module id", "Device Id" are not unique ids

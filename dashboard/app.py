@@ -54,7 +54,7 @@ function(contents, filename, cap) {
 def create_app(paths: Sequence[str | Path] = (), *, upload_cap: int = DEFAULT_UPLOAD_CAP, store: TraceStore | None = None,
                compile_report: Any = None) -> Dash:
     """A Dash app over `paths` (trace files or directories). Bad paths raise InputError.
-    `compile_report` (profiler.facade.compile_report of a TORCH_TRACE directory) feeds the compiler page."""
+    `compile_report` (profiler.api.compile_report of a TORCH_TRACE directory) feeds the compiler page."""
     store = store or TraceStore(upload_cap=upload_cap)
     if compile_report is not None:
         store.compile_report = compile_report
@@ -130,7 +130,7 @@ def warm(store: TraceStore, tid: str) -> None:
     from dashboard import figures, tables
     from dashboard.timeline_data import window
     from dashboard.views import ops_for, timeline_for
-    from profiler.hardware import load_spec
+    from profiler.model.hardware import load_spec
 
     a = store.analysis(tid)
     ops = ops_for(store, tid, None)

@@ -10,8 +10,8 @@ from typing import Any
 
 from dash import html
 
-from profiler.errors import InputError
-from profiler.redact import redact_text
+from profiler.model.errors import InputError
+from profiler.model.redact import redact_text
 
 
 def fmt_ns(ns: float | None) -> str:

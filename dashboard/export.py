@@ -2,7 +2,7 @@
 
 The native protobuf writer lives in collectors/perfetto, which the dashboard may not import
 (DESIGN.md: dashboard imports profiler and analysis). When the facade offers it
-(`profiler.facade.perfetto_bytes(trace, units)`), the export uses it; otherwise it writes
+(`profiler.api.perfetto_bytes(trace, units)`), the export uses it; otherwise it writes
 Chrome trace-event JSON, which Perfetto and chrome://tracing open as well.
 """
 
@@ -14,15 +14,15 @@ import numpy as np
 import orjson
 import pandas as pd
 
-from profiler.redact import redact
-from profiler.trace import Trace
+from profiler.model.redact import redact
+from profiler.model.trace import Trace
 
 
 def export_trace(trace: Trace, units: pd.DataFrame | None = None) -> tuple[bytes, str]:
     """(gzip bytes, file suffix): Perfetto protobuf through the facade when it has a writer, else Chrome JSON."""
-    from profiler import facade
+    from profiler import api
 
-    writer = getattr(facade, "perfetto_bytes", None)
+    writer = getattr(api, "perfetto_bytes", None)
     if callable(writer):
         return gzip.compress(writer(trace, units), compresslevel=6), ".perfetto-trace.gz"
     return gzip.compress(chrome_json(trace), compresslevel=6), ".chrome.json.gz"

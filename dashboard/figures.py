@@ -227,7 +227,7 @@ PHASE_COLORS = {"dynamo_tracing": "#1f77b4", "guards": "#aec7e8", "aot_autograd"
 
 def compile_phases_figure(phases: pd.DataFrame) -> go.Figure:
     """Horizontal bars: self time per torch.compile phase, seconds, pipeline order top to bottom
-    (profiler.facade.compile_tables 'phases': phase, time_ns, steps, share). A step's self time
+    (profiler.api.compile_tables 'phases': phase, time_ns, steps, share). A step's self time
     is its duration less its nested steps', so the bars sum to the compile's wall time per thread."""
     if phases.empty:
         return _empty("Compile phases", "no torch.compile phases in this trace")

@@ -23,15 +23,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from profiler.errors import InputError
-from profiler.redact import redact_text
+from profiler.model.errors import InputError
+from profiler.model.redact import redact_text
 
 if TYPE_CHECKING:
-    from profiler.facade import Analysis
-    from profiler.trace import Trace
+    from profiler.api import Analysis
+    from profiler.model.trace import Trace
 
 MiB = 2**20
-#: The analysis passes the core pages read (profiler.facade.SECTIONS); the others are not run.
+#: The analysis passes the core pages read (profiler.api.SECTIONS); the others are not run.
 CORE_SECTIONS = ("summary", "ops", "roofline", "timeline", "advice")
 DEFAULT_UPLOAD_CAP = 512 * MiB
 _GZIP_MAGIC = b"\x1f\x8b"
@@ -193,7 +193,7 @@ class TraceStore:
     # --- cached results -------------------------------------------------------------------
     def trace(self, tid: str) -> Trace:
         """The parsed trace (InputError for an unknown id or a file that does not parse)."""
-        from profiler.facade import load_trace
+        from profiler.api import load_trace
 
         entry = self._need(tid)
         return self._traces.get(tid, lambda: load_trace(entry.path))
@@ -201,20 +201,20 @@ class TraceStore:
     def analysis(self, tid: str, hardware: str | None = None) -> Analysis:
         """`analyze(trace, top=None, hardware=..., sections=CORE_SECTIONS)`, cached per (trace, hardware).
 
-        `hardware` must be a preset name (profiler.hardware.presets()): the browser picks from
+        `hardware` must be a preset name (profiler.model.hardware.presets()): the browser picks from
         a list, and a name outside it is refused rather than read as a file path.
         """
-        from profiler.facade import analyze
+        from profiler.api import analyze
 
         hw = check_hardware(hardware)
         self._need(tid)
         return self._analyses.get((tid, hw or ""), lambda: analyze(self.trace(tid), top=None, hardware=hw, sections=CORE_SECTIONS))
 
     def compile_tables(self, tid: str | None, hardware: str | None = None) -> dict:
-        """profiler.facade.compile_tables for the compiler page, cached per (trace, hardware): the
+        """profiler.api.compile_tables for the compiler page, cached per (trace, hardware): the
         --compile-log report joined to the trace's kernels when there is one, else the trace's own
         compile passes and tables. Without a trace, the report alone (not cached: no key)."""
-        from profiler.facade import compile_tables
+        from profiler.api import compile_tables
 
         hw = check_hardware(hardware)
         if self.compile_report is not None and not tid:
@@ -238,7 +238,7 @@ class TraceStore:
 def check_hardware(hardware: str | None) -> str | None:
     """A preset name from the browser, or None for the matched specs; anything else (a YAML path)
     is refused, so the browser can never make the server read a file."""
-    from profiler.hardware import presets
+    from profiler.model.hardware import presets
 
     if hardware and hardware not in presets():
         raise InputError(None, f"unknown hardware preset {hardware!r}")

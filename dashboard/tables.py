@@ -12,10 +12,10 @@ import numpy as np
 import pandas as pd
 
 from analysis.roofline import groups
-from profiler.hardware import HardwareSpec, normalize_dtype
+from profiler.model.hardware import HardwareSpec, normalize_dtype
 
 if TYPE_CHECKING:
-    from profiler.facade import Analysis
+    from profiler.api import Analysis
 
 #: The wall-time equation's parts, in the order they stack (DESIGN.md, "Time attribution").
 EQUATION_PARTS = ["compute_ns", "memory_ns", "communication_ns", "runtime_ns", "unknown_ns",

@@ -22,7 +22,7 @@ import numpy as np
 import pandas as pd
 
 from analysis.intervals import runs
-from profiler.trace import Trace
+from profiler.model.trace import Trace
 
 #: Kinds drawn on the timeline: device work, host ops, collectives and runtime calls.
 TIMELINE_KINDS = ("kernel", "memcpy", "memset", "op", "collective", "runtime", "dma", "compile_pass")

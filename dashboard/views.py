@@ -9,7 +9,7 @@ from analysis.units import UNIT_COLUMNS
 from dashboard import tables
 from dashboard.store import TraceStore, check_hardware
 from dashboard.timeline_data import TimelineIndex, build_index
-from profiler.facade import spec_resolver
+from profiler.api import spec_resolver
 
 
 def units_for(store: TraceStore, tid: str, hardware: str | None) -> pd.DataFrame:
@@ -18,7 +18,7 @@ def units_for(store: TraceStore, tid: str, hardware: str | None) -> pd.DataFrame
 
     A what-if re-floors the matched analysis' units: units and costs do not depend on the
     hardware, so `classify(units, costs, spec_resolver(trace, hardware))` -- the call
-    `profiler.facade.analyze(hardware=...)` makes -- gives the same table without re-running the
+    `profiler.api.analyze(hardware=...)` makes -- gives the same table without re-running the
     cost model. The matched table serves as `costs`: it holds every cost column classify read
     (family, dtype, flops, bytes, algo_bytes, ...) under the same names, rows aligned
     (tests/test_dashboard_figures.py checks the two tables agree). The roofline and ops pages

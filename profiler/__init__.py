@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from profiler.errors import InputError
-from profiler.schema import Kind
-from profiler.trace import Problems, Trace
+from profiler.model.errors import InputError
+from profiler.model.schema import Kind
+from profiler.model.trace import Problems, Trace
 
 __version__ = "0.1.0"
 __all__ = ["InputError", "Kind", "Problems", "Trace", "analyze", "load_trace"]
@@ -18,9 +18,9 @@ __all__ = ["InputError", "Kind", "Problems", "Trace", "analyze", "load_trace"]
 
 def __getattr__(name: str) -> Any:
     if name in ("load_trace", "analyze"):
-        from profiler import facade
+        from profiler import api
 
-        return getattr(facade, name)
+        return getattr(api, name)
     if name in ("profile", "step"):  # the live collector (imports torch): only when asked for
         from collectors.torch_runtime import session
 
@@ -28,7 +28,7 @@ def __getattr__(name: str) -> Any:
             return session.step
         from functools import partial, update_wrapper
 
-        from profiler.facade import analyze
+        from profiler.api import analyze
 
         return update_wrapper(partial(session.profile, analyzer=analyze), session.profile)
     raise AttributeError(name)

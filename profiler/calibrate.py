@@ -29,7 +29,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from profiler.hardware import HardwareSpec, Link, MemoryLevel
+from profiler.model.hardware import HardwareSpec, Link, MemoryLevel
 
 MATRIX_DTYPES = ("fp32", "bf16", "fp16", "fp64")
 WARM_UP_S = 0.3  # untimed runs before each measurement

@@ -15,14 +15,14 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
-from profiler.errors import InputError
+from profiler.model.errors import InputError
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="Performance profiling and bottleneck analysis for ML compilers and accelerators.")
 
 
 def fail(problem: str, path: str | None = None) -> None:
     """Print `perf: <path>: <problem>` on stderr and exit 2."""
-    from profiler.redact import redact_text
+    from profiler.model.redact import redact_text
 
     msg = f"{path}: {problem}" if path else problem
     print(f"perf: {redact_text(msg)}", file=sys.stderr)
@@ -75,14 +75,14 @@ def analyze(
     section: Annotated[list[str] | None, typer.Option(help="Only these sections (repeatable): summary, ops, roofline, timeline, critical_path, memory, llm, modules, advice.")] = None,
 ) -> None:
     """Summarise a trace: what it is, device busy and idle time, the top ops and kernels."""
-    from profiler.facade import analyze as run_analysis
-    from profiler.facade import load_trace
+    from profiler.api import analyze as run_analysis
+    from profiler.api import load_trace
 
     with one_line_errors(trace):
         t = load_trace(trace)
         if dtype and dtype not in ("fp32", "tf32", "bf16", "fp16", "fp8", "int8", "fp4"):
             raise InputError(None, f"--dtype {dtype}: expected one of fp32, tf32, bf16, fp16, fp8, int8, fp4")
-        from profiler.facade import SECTIONS
+        from profiler.api import SECTIONS
 
         unknown = sorted(set(section or ()) - set(SECTIONS))
         if unknown:
@@ -116,7 +116,7 @@ app.add_typer(hardware_app, name="hardware")
 @hardware_app.command("list")
 def hardware_list() -> None:
     """List the bundled presets."""
-    from profiler.hardware import load_spec, presets
+    from profiler.model.hardware import load_spec, presets
 
     for name in presets():
         spec = load_spec(name)
@@ -128,8 +128,8 @@ def hardware_show(name: Annotated[str, typer.Argument(help="A preset name or a s
     """Show one spec: peaks, memory levels, links, minimum op time and sources."""
     from rich.table import Table
 
-    from profiler.hardware import load_spec
-    from profiler.hardware_describe import describe
+    from profiler.model.hardware import load_spec
+    from profiler.model.hardware_describe import describe
 
     with one_line_errors(Path(name)):
         spec = load_spec(name)
@@ -151,7 +151,7 @@ def calibrate(
     from rich.progress import Progress
 
     from profiler import calibrate as cal
-    from profiler.hardware import save_spec
+    from profiler.model.hardware import save_spec
 
     # no auto-refresh: a redraw thread would compete with the measured ops for the cores
     with one_line_errors(output), Progress(console=Console(stderr=True), transient=True, auto_refresh=False) as bar:
@@ -181,8 +181,8 @@ def diff(
     """Compare two traces: ops and kernels matched by name and input shapes; count, time, bound changes."""
     from analysis.diff import diff as diff_tables
     from analysis.diff import op_times
-    from profiler.facade import analyze as run_analysis
-    from profiler.facade import load_trace
+    from profiler.api import analyze as run_analysis
+    from profiler.api import load_trace
 
     sides = []
     for path in (base, new):
@@ -212,8 +212,8 @@ def export(
 ) -> None:
     """Write a trace for ui.perfetto.dev: tracks per rank, device and stream/thread, the analysis on every slice, counters and launch flows."""
     from collectors.perfetto import write_chrome_json, write_perfetto
-    from profiler.facade import analyze as run_analysis
-    from profiler.facade import load_trace
+    from profiler.api import analyze as run_analysis
+    from profiler.api import load_trace
 
     name = output.name.removesuffix(".gz")
     with one_line_errors(trace):
@@ -247,7 +247,7 @@ def gate(
     (a 95% bootstrap interval over iterations), for the total or any op holding 5% of the time (smaller ones are mostly noise)."""
     from analysis.gate import compare, samples
     from analysis.units import units
-    from profiler.facade import load_trace
+    from profiler.api import load_trace
 
     sides = []
     for paths in (base, new):
@@ -261,7 +261,7 @@ def gate(
     if json:
         import orjson
 
-        from profiler.redact import redact
+        from profiler.model.redact import redact
 
         doc = {"schema": "perf.gate", "schema_version": 1, "max_regression_pct": max_regression,
                "test": "ratio = mean(new)/mean(base) - 1 over iterations; regression when ratio > threshold "
@@ -350,7 +350,7 @@ def _compare_compile(model: str | None, inputs: list[str], dtype: str | None, st
     if as_json:
         import orjson
 
-        from profiler.redact import redact
+        from profiler.model.redact import redact
         from profiler.report import _records
 
         doc = {"schema": "perf.compare_compile", "schema_version": 1, "steps": result.steps,
@@ -381,7 +381,7 @@ def dashboard(
             fail("no such file or directory", str(p))
     report = None
     if compile_log is not None:
-        from profiler.facade import compile_report
+        from profiler.api import compile_report
 
         with one_line_errors(compile_log):  # read now: a bad log is a one-line error, not a broken page
             report = compile_report(compile_log)
@@ -399,7 +399,7 @@ def compile_report_cmd(
 ) -> None:
     """torch.compile's own story from its structured log: phases, graph breaks (reason, file:line),
     recompiles (failed guard), cache hits and misses, and the fusion map (kernel = ATen ops, from source)."""
-    from profiler.facade import compile_report
+    from profiler.api import compile_report
 
     with one_line_errors(logdir):
         report = compile_report(logdir)
@@ -413,7 +413,7 @@ def compile_report_cmd(
             from collectors.torch_compile.render import render_report
 
             Console(soft_wrap=False, emoji=False).print(render_report(report))
-    from profiler.redact import redact_text
+    from profiler.model.redact import redact_text
 
     for line in report.problems.lines():  # unreadable lines are counted, not fatal
         print(f"perf: {redact_text(f'{logdir}: {line}')}", file=sys.stderr)

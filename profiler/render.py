@@ -7,8 +7,8 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from profiler.facade import Analysis
-from profiler.redact import redact_text
+from profiler.api import Analysis
+from profiler.model.redact import redact_text
 
 
 def _text(s: str) -> str:
@@ -29,7 +29,7 @@ def fmt_ns(ns: float) -> str:
 
 def render(a: Analysis, console: Console, sections: tuple[str, ...] | None = None) -> None:
     """Print the sections asked for (all by default) as Rich tables; problems always."""
-    from profiler.facade import SECTIONS
+    from profiler.api import SECTIONS
 
     shown = set(sections or SECTIONS)
     if "summary" in shown:

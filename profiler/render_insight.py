@@ -11,8 +11,8 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from profiler.facade import Analysis
-from profiler.redact import redact_text
+from profiler.api import Analysis
+from profiler.model.redact import redact_text
 from profiler.render import fmt_ns
 
 MAX_RANKS = 8

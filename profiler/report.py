@@ -13,8 +13,8 @@ import orjson
 import pandas as pd
 
 from profiler import __version__
-from profiler.facade import Analysis
-from profiler.redact import redact, redact_text
+from profiler.api import Analysis
+from profiler.model.redact import redact, redact_text
 
 SCHEMA = "perf.analyze"
 SCHEMA_VERSION = 5  # 2: roofline fields; 3: timeline (streams, communication, launches, iterations); 4: advice;

@@ -8,12 +8,11 @@ from pathlib import Path
 
 import pytest
 
-SHARED = Path(__file__).resolve().parents[2] / "shared"
-TRACES = SHARED / "traces"
-if not TRACES.is_dir():  # CI lays shared/ beside the clone; a developer may set PERF_SHARED
-    import os
-
-    TRACES = Path(os.environ.get("PERF_SHARED", "../shared")) / "traces"
+#: Real traces and counter files recorded by others, copied unchanged with their licences and
+#: provenance (tests/data/traces/README.md, tests/data/counters/README.md): a clone stands alone.
+DATA = Path(__file__).resolve().parent / "data"
+TRACES = DATA / "traces"
+COUNTERS = DATA / "counters"
 
 
 def real_trace(folder: str) -> Path:

@@ -1,6 +1,6 @@
 """Bad input through `perf analyze`: unreadable files fail with one line, odd events are counted.
 
-Every broken input is derived in tmp_path from a real trace (never written into shared/):
+Every broken input is derived in tmp_path from a real trace (never written into tests/data/):
 - unreadable input: exit 2, stderr exactly one line `perf: <path>: <problem>`, stdout empty;
 - event-level problems: exit 0, the other events analyzed, the problem counted exactly, in the
   JSON `problems` and in the text report's "Problems met while reading".

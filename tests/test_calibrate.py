@@ -7,7 +7,7 @@ from typer.testing import CliRunner
 
 from profiler.calibrate import _fit_line
 from profiler.cli import app
-from profiler.hardware import load_spec
+from profiler.model.hardware import load_spec
 
 pytestmark = pytest.mark.serial  # it measures the machine: alone, after the parallel suite
 

@@ -71,6 +71,6 @@ def test_a_failing_child_is_redone_here(monkeypatch):
 
 def _events_raw(path):
     from collectors.kineto import decode
-    from profiler.trace import Problems
+    from profiler.model.trace import Problems
 
     return decode.split_top(path, decode.read_bytes(path), Problems())["traceEvents"]

@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 
 from collectors.torch_compile.report import read_compile_report
 from profiler.cli import app
-from profiler.facade import compile_report, load_trace
+from profiler.api import compile_report, load_trace
 from tests.test_compiler_page import GELU_OPS, shared_compile
 
 runner = CliRunner()

@@ -19,7 +19,7 @@ from collectors.torch_compile.graph_text import dynamo_nodes, parse_graph
 from collectors.torch_compile.render import render_report
 from collectors.torch_compile.report import read_compile_report
 from collectors.torch_compile.tlparse import Log, Record, parse_lines, read_torch_trace
-from profiler.errors import InputError
+from profiler.model.errors import InputError
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -30,8 +30,8 @@ from pathlib import Path
 
 import pytest
 
-from profiler.facade import analyze, compile_tables, load_trace
-from profiler.schema import Kind
+from profiler.api import analyze, compile_tables, load_trace
+from profiler.model.schema import Kind
 
 ROOT = Path(__file__).resolve().parents[1]
 MODELS = {"convnet": "8x3x32x32", "tiny_llama": "1x32:int64"}

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from profiler.facade import compile_tables, load_trace
-from profiler.schema import Kind
+from profiler.api import compile_tables, load_trace
+from profiler.model.schema import Kind
 
 ROOT = Path(__file__).resolve().parents[1]
 GELU_OPS = ("aten::add", "aten::erf", "aten::mul")  # exact GELU: x * 0.5 * (1 + erf(x / sqrt(2)))
@@ -144,7 +144,7 @@ def test_compiler_page_shows_phases_and_the_fusion_map(compiled, tmp_path):
 
 
 def test_perfetto_export_keeps_the_compiler_track(compiled, tmp_path):
-    from profiler.facade import perfetto_bytes
+    from profiler.api import perfetto_bytes
 
     trace = load_trace(compiled["trace"])
     out = tmp_path / "mlp.pftrace"

@@ -331,7 +331,7 @@ def test_cost_table_aligned_and_deduplicated():
                                     "sglang_qwen3_prefill_mi300x"])
 def test_cost_table_on_real_traces(folder):
     from analysis.cost import FAMILIES
-    from profiler.facade import load_trace
+    from profiler.api import load_trace
     from tests.conftest import TRACES, real_trace
 
     if not (TRACES / folder).is_dir():

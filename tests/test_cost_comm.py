@@ -82,7 +82,7 @@ def test_comm_floor_counts_latency_steps():
     # 3.6 us + hwLat 0.47 us per step): t = 3.6 + 6 * 0.47 + 2 * 7/8 * 64 MiB / 300 GB/s
     #   = 3.6 + 2.82 + 391.46 us = 397.88 us
     from analysis.roofline import _floors
-    from profiler.hardware import load_spec
+    from profiler.model.hardware import load_spec
 
     u = pd.DataFrame({"family": ["collective"], "dtype": ["fp32"], "flops": [0.0], "flops_effective": [0.0],
                       "bytes": [0.0], "algo_bytes": [2 * 7 / 8 * 64 * 2**20], "algo_steps": [6.0]})

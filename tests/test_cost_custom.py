@@ -212,7 +212,7 @@ def test_joined_halves_equal_flop_counter(groups, stride):
 
 
 def test_join_on_the_legacy_trace():
-    from profiler.facade import load_trace
+    from profiler.api import load_trace
     from tests.conftest import TRACES, real_trace
 
     if not (TRACES / "resnet50_legacy_v100").is_dir():
@@ -368,7 +368,7 @@ _EXPECT = {  # the ops each trace records that this change costs
 
 
 def _unknown_share(trace, monkeypatch, without: bool) -> tuple[float, pd.DataFrame]:
-    from profiler.facade import analyze
+    from profiler.api import analyze
 
     if without:                                  # the cost model as it was before cost_custom
         monkeypatch.setattr(cost, "CUSTOM_OPS", {})
@@ -382,7 +382,7 @@ def _unknown_share(trace, monkeypatch, without: bool) -> tuple[float, pd.DataFra
 
 @pytest.mark.parametrize("folder", sorted(_EXPECT))
 def test_unknown_share_drops_on_real_traces(folder, monkeypatch):
-    from profiler.facade import load_trace
+    from profiler.api import load_trace
     from tests.conftest import TRACES, real_trace
 
     if not (TRACES / folder).is_dir():

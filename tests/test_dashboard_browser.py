@@ -18,8 +18,8 @@ from dashboard.app import create_app
 from dashboard.pages.ops import apply_query, display
 from dashboard.testing import CHROMEDRIVER, CHROMIUM, chromium, graph_data, pick, serving, update_sizes, wait_for
 from dashboard.views import ops_for
-from profiler.facade import load_trace
-from profiler.hardware import load_spec
+from profiler.api import load_trace
+from profiler.model.hardware import load_spec
 from tests.conftest import real_trace, write_trace, x
 
 pytest.importorskip("selenium")
@@ -197,7 +197,7 @@ def test_timeline_tracks_zoom_and_export(env):
     d.find_element(By.ID, "export-btn").click()
     out = wait_for(lambda: [p for p in env["downloads"].glob("dlrm_8rank_v100*.perfetto-trace.gz")], 60, what="the export download")[0]
     wait_for(lambda: not list(env["downloads"].glob("*.crdownload")), 30, what="the download to finish")
-    # a native Perfetto trace (profiler.facade.perfetto_bytes): it reads back with every event
+    # a native Perfetto trace (profiler.api.perfetto_bytes): it reads back with every event
     pftrace = env["dir"] / "export.pftrace"
     pftrace.write_bytes(gzip.decompress(out.read_bytes()))
     back = load_trace(pftrace)

@@ -13,9 +13,9 @@ from dashboard import figures, tables
 from dashboard.pages.ops import apply_query, display
 from dashboard.store import LRU, TraceStore
 from dashboard.timeline_data import MAX_CELLS, index_events, unit_marks, window
-from profiler.errors import InputError
-from profiler.facade import analyze, load_trace
-from profiler.hardware import load_spec
+from profiler.model.errors import InputError
+from profiler.api import analyze, load_trace
+from profiler.model.hardware import load_spec
 from tests.conftest import real_trace, write_trace, x
 
 
@@ -215,4 +215,4 @@ def test_what_if_units_match_a_full_analysis_on_that_hardware(tmp_path):
     pd.testing.assert_frame_equal(fast.reset_index(drop=True), full[fast.columns].reset_index(drop=True))
     assert set(fast.loc[fast["device"] != "cpu", "hardware"]) == {"v100-sxm2-32gb"}
     with pytest.raises(InputError):
-        units_for(store, tid, "profiler/presets/b200.yaml")  # a path, not a preset name
+        units_for(store, tid, "profiler/model/presets/b200.yaml")  # a path, not a preset name

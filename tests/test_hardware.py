@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from profiler.errors import InputError
-from profiler.hardware import (
+from profiler.model.errors import InputError
+from profiler.model.hardware import (
     DTYPES,
     PRESETS_DIR,
     HardwareSpec,
@@ -21,8 +21,8 @@ from profiler.hardware import (
     presets,
     save_spec,
 )
-from profiler.hardware_describe import describe
-from profiler.hardware_match import match_device, match_properties
+from profiler.model.hardware_describe import describe
+from profiler.model.hardware_match import match_device, match_properties
 from tests.conftest import TRACES
 
 T = 1e12

@@ -1,6 +1,6 @@
 """Inductor's generated kernels classify like any op: `perf analyze` on a `perf profile --compile`
 trace costs the 'graph_<g>_<kernel>' units from the fusion map the trace carries
-(analysis/cost_kernels.py, joined in profiler/facade.py `_roofline`).
+(analysis/cost_kernels.py, joined in profiler/api.py `_roofline`).
 
 The compiled trace is tests/test_compiler_page.py's `shared_compile` (one compile per test
 session, shared through its lock file): no extra compile here.
@@ -17,7 +17,7 @@ import pytest
 
 from analysis.cost import COST_COLUMNS
 from analysis.cost_kernels import kernel_costs, kernel_family, with_kernel_costs
-from profiler.facade import analyze, load_trace, trace_compile_report
+from profiler.api import analyze, load_trace, trace_compile_report
 from tests.test_compiler_page import shared_compile
 
 
@@ -40,7 +40,7 @@ def test_the_fused_gelu_kernel_is_costed_and_bound_by_memory(compiled):
     assert (gelu["bytes_read"] == row["bytes_read"]).all() and (gelu["bytes_written"] == row["bytes_written"]).all()
     assert set(gelu["family"]) == {"elementwise"} and set(gelu["dtype"]) == {"fp32"}
     assert set(gelu["hardware"]) == {"generic-x86-cpu"}
-    # floors on generic-x86-cpu (profiler/presets/generic-x86-cpu.yaml):
+    # floors on generic-x86-cpu (profiler/model/presets/generic-x86-cpu.yaml):
     #   t_compute = 40960 FLOP / 192e9 FLOP/s (vector fp32)     =  213.3 ns
     #   t_memory  = 65536 byte / 20e9 byte/s (dram)               = 3276.8 ns
     #   t_runtime = min_op_time 5e-8 s                            =   50   ns

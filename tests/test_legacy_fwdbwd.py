@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from analysis.cost import cost_table
-from profiler.facade import analyze, load_trace
+from profiler.api import analyze, load_trace
 from tests.conftest import TRACES, real_trace, write_trace, x
 
 # legacy (2021) 'Input type' of cudnn_convolution(self, weight, padding, stride, dilation, groups,
@@ -109,7 +109,7 @@ def test_kineto_flows_win_and_the_rule_reproduces_them():
     from collectors.kineto import decode, link
     from collectors.kineto.build import build_events
     from collectors.kineto.load import _accumulate
-    from profiler.trace import Problems
+    from profiler.model.trace import Problems
 
     if not (TRACES / "nccl_meta_a100").is_dir():
         pytest.skip("real traces not available")

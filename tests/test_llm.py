@@ -17,7 +17,7 @@ from torch.profiler import ProfilerActivity, profile, schedule
 
 from analysis.llm import kv_cache_footprint, llm_phases, llm_summary
 from profiler import load_trace
-from profiler.hardware import from_dict, load_spec
+from profiler.model.hardware import from_dict, load_spec
 from tests.conftest import real_trace, write_trace, x
 
 EXAMPLE_MLP = Path(__file__).resolve().parents[1] / "examples" / "traces" / "mlp_cpu.json.gz"

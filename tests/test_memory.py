@@ -19,7 +19,7 @@ from torch.profiler import ProfilerActivity, profile
 
 from analysis.memory import kv_cache_footprint, memory_summary, memory_timeline
 from profiler import InputError, load_trace
-from profiler.trace import Trace, empty_table
+from profiler.model.trace import Trace, empty_table
 from tests.conftest import real_trace, write_trace, x
 
 MiB = 2**20

@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 from analysis.memory_levels import level_bytes, memory_floor
-from profiler.hardware import load_spec, save_spec
+from profiler.model.hardware import load_spec, save_spec
 
 A100 = load_spec("a100-sxm-80gb")  # hbm 2039e9 B/s; l2 40 MiB, 7.2192e12 B/s; smem 164 KiB x 108 SMs, 19.49e12 B/s
 

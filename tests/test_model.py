@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from profiler import load_trace
-from profiler.schema import TABLES, markdown
-from profiler.trace import TraceInvalid
+from profiler.model.schema import TABLES, markdown
+from profiler.model.trace import TraceInvalid
 from tests.conftest import real_trace
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -17,8 +17,8 @@ from typer.testing import CliRunner
 from collectors.kineto import load_kineto
 from collectors.perfetto import is_perfetto, load_perfetto, write_chrome_json, write_perfetto
 from profiler.cli import app
-from profiler.errors import InputError
-from profiler.facade import analyze, load_trace
+from profiler.model.errors import InputError
+from profiler.api import analyze, load_trace
 
 REAL = sorted(p.name for p in TRACES.iterdir() if p.is_dir() and p.name != "LICENSES") if TRACES.is_dir() else []
 COMPARED = ["name", "cat", "kind", "ts", "dur", "track", "rank", "device", "stream", "thread", "depth", "correlation",

@@ -12,7 +12,7 @@ import torch
 import profiler
 from collectors.torch_runtime.native import NESTED
 from collectors.torch_runtime.specs import parse_input
-from profiler.errors import InputError
+from profiler.model.errors import InputError
 
 ROOT = Path(__file__).resolve().parents[1]
 M, K, N = 64, 128, 32

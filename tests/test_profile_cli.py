@@ -16,7 +16,7 @@ import pytest
 from typer.testing import CliRunner
 
 from profiler.cli import app
-from profiler.facade import load_trace
+from profiler.api import load_trace
 
 ROOT = Path(__file__).resolve().parents[1]
 runner = CliRunner()

@@ -1,4 +1,4 @@
-"""Every real trace in ../shared/traces loads, validates, and matches numbers derived independently.
+"""Every real trace in tests/data/traces loads, validates, and matches numbers derived independently.
 
 The expected numbers come from tests/real_traces/derive_expected.py (standard library only,
 Decimal arithmetic); rerun it to check them. Definitions are in its docstring.

@@ -1,4 +1,4 @@
-"""Tests for profiler.redact: secrets never survive, ordinary trace text always does."""
+"""Tests for profiler.model.redact: secrets never survive, ordinary trace text always does."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from profiler.redact import REDACTED, _might_hold_secret, _scan, is_secret_key, redact, redact_text
+from profiler.model.redact import REDACTED, _might_hold_secret, _scan, is_secret_key, redact, redact_text
 from tests.conftest import TRACES
 
 # Fake but realistic-looking secrets: random bodies, fixed so failures reproduce.

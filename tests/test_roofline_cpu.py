@@ -10,7 +10,7 @@ from torch.profiler import ProfilerActivity, profile
 
 from profiler import analyze, load_trace
 from profiler.calibrate import Sizes, calibrate
-from profiler.hardware import save_spec
+from profiler.model.hardware import save_spec
 
 pytestmark = pytest.mark.serial
 

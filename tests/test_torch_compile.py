@@ -27,8 +27,8 @@ from rich.console import Console
 from collectors.torch_compile.compare import compare_compile
 from collectors.torch_compile.phases import PHASES
 from collectors.torch_compile.render import render_compare
-from profiler.schema import Kind
-from profiler.trace import empty_table
+from profiler.model.schema import Kind
+from profiler.model.trace import empty_table
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -121,7 +121,7 @@ def test_groups_join_eager_ops_to_the_kernel(chain):
 
 
 def test_analysis_sees_the_fused_kernel_as_work(chain):
-    from profiler.facade import analyze
+    from profiler.api import analyze
 
     res, _, _ = chain
     a = analyze(res.compiled, sections=("summary", "ops", "roofline"))
@@ -184,8 +184,8 @@ def _fusion_check(workdir: str) -> tuple[float, float, float]:
     """(bandwidth B/s, predicted saving ns, measured saving ns) per step; asserts that the top
     fusion advice of every eager step is the chain Inductor fused, with the predicted saving."""
     from profiler.calibrate import Sizes, triad_bandwidth
-    from profiler.facade import analyze
-    from profiler.hardware import MemoryLevel, load_spec, save_spec
+    from profiler.api import analyze
+    from profiler.model.hardware import MemoryLevel, load_spec, save_spec
 
     tmp_path = Path(workdir)
     res = _compile_chain()

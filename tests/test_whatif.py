@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from profiler import analyze, load_trace
-from profiler.hardware import load_spec
+from profiler.model.hardware import load_spec
 from tests.conftest import real_trace
 
 

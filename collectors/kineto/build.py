@@ -11,8 +11,8 @@ import pandas as pd
 
 from collectors.kineto.extract import Accumulator
 from collectors.kineto.kinds import DEVICE_CATEGORIES, kind_of
-from profiler.schema import Kind
-from profiler.trace import empty_table
+from profiler.model.schema import Kind
+from profiler.model.trace import empty_table
 
 LINK_COLUMNS = ["parent_id", "depth", "op_id", "step"]
 GLOO_PREFIX = "gloo:"  # record_function names of gloo's collectives, e.g. 'gloo:all_reduce'
@@ -21,7 +21,7 @@ GLOO_PREFIX = "gloo:"  # record_function names of gloo's collectives, e.g. 'gloo
 def build_events(acc: Accumulator, rank: int, base_ns: int) -> pd.DataFrame:
     """The complete ('X') events of one file as an events table (without LINK_COLUMNS).
 
-    Columns as profiler.schema.EVENT_COLUMNS except parent_id, depth, op_id and step, which
+    Columns as profiler.model.schema.EVENT_COLUMNS except parent_id, depth, op_id and step, which
     the loader adds from `link`. `id` is the row number here; the loader offsets it per file.
     """
     ts = acc.column("x_ts")
@@ -134,7 +134,7 @@ def build_memory_counters(acc: Accumulator, rank: int, base_ns: int) -> pd.DataF
     """`[memory]` samples (profile_memory) as counters, in bytes: 'allocated' and 'reserved'
     (Total Allocated / Total Reserved after the event) and 'alloc_delta' (Bytes: + alloc, - free).
 
-    Columns as profiler.schema.COUNTER_COLUMNS.
+    Columns as profiler.model.schema.COUNTER_COLUMNS.
     """
     ts = acc.column("m_ts")
     if len(ts) == 0:

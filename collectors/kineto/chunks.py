@@ -21,7 +21,7 @@ import msgspec
 from msgspec import Raw
 
 from collectors.kineto.decode import FAST, Event, decode_events, decode_leniently, no_gc
-from profiler.trace import Problems
+from profiler.model.trace import Problems
 
 CHUNK_BYTES = 4 << 20
 _EVENT_START = re.compile(rb"\n[ \t]*\{")

@@ -24,8 +24,8 @@ import msgspec
 from isal import isal_zlib
 from msgspec import Raw, Struct, field
 
-from profiler.errors import InputError
-from profiler.trace import Problems
+from profiler.model.errors import InputError
+from profiler.model.trace import Problems
 
 
 class Args(Struct, gc=False, frozen=True):

@@ -9,7 +9,7 @@ import pandas as pd
 
 
 def device_table(events: pd.DataFrame, metadata_by_rank: dict[int, dict[str, Any]]) -> pd.DataFrame:
-    """Columns as profiler.schema.DEVICE_COLUMNS.
+    """Columns as profiler.model.schema.DEVICE_COLUMNS.
 
     A GPU is matched to the `deviceProperties` entry with its id. Some traces list only device 0
     while their work runs on another id (the SGLang traces here run on device 9); when every

@@ -22,7 +22,7 @@ import pandas as pd
 from collectors.kineto.decode import Event
 from collectors.kineto.kinds import FWDBWD_FLOW_CATEGORY
 from collectors.kineto.timestamps import us_to_ns
-from profiler.trace import Problems
+from profiler.model.trace import Problems
 
 _DIGITS = re.compile(r"-?\d+")
 

@@ -1,8 +1,8 @@
-"""Kineto categories (today's, the 2021 legacy names, and ROCm's) -> `profiler.schema.Kind`."""
+"""Kineto categories (today's, the 2021 legacy names, and ROCm's) -> `profiler.model.schema.Kind`."""
 
 from __future__ import annotations
 
-from profiler.schema import Kind
+from profiler.model.schema import Kind
 
 #: Lower-cased Kineto `cat` -> Kind. Legacy names (2021) differ only in case or wording.
 CATEGORY_KIND: dict[str, Kind] = {

@@ -17,8 +17,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from profiler.schema import DEVICE_WORK_KINDS, Kind
-from profiler.trace import Problems
+from profiler.model.schema import DEVICE_WORK_KINDS, Kind
+from profiler.model.trace import Problems
 
 _HOST_WORK = (Kind.OP, Kind.RUNTIME, Kind.ANNOTATION, Kind.PYTHON)
 STEP_PREFIX = "ProfilerStep#"

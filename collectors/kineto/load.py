@@ -20,9 +20,9 @@ from collectors.kineto.build import build_events, build_memory_counters
 from collectors.kineto.chunks import SplitFailed
 from collectors.kineto.devices import device_table
 from collectors.kineto.extract import Accumulator
-from profiler.errors import InputError
-from profiler.redact import redact
-from profiler.trace import Problems, Trace, empty_table
+from profiler.model.errors import InputError
+from profiler.model.redact import redact
+from profiler.model.trace import Problems, Trace, empty_table
 
 TRACE_SUFFIXES = (".json", ".json.gz", ".pt.trace.json", ".pt.trace.json.gz")
 

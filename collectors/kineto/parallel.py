@@ -18,7 +18,7 @@ from msgspec import Raw
 from collectors.kineto.chunks import SplitFailed, event_chunks, spans
 from collectors.kineto.decode import no_gc
 from collectors.kineto.extract import Accumulator
-from profiler.trace import Problems
+from profiler.model.trace import Problems
 
 MIN_CHUNKS = 8  # below ~32 MB of events a fork costs more than it saves
 

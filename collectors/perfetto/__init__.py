@@ -14,7 +14,7 @@ from collectors.perfetto.detect import is_perfetto
 if TYPE_CHECKING:
     import pandas as pd
 
-    from profiler.trace import Trace
+    from profiler.model.trace import Trace
 
 __all__ = ["is_perfetto", "load_perfetto", "write_chrome_json", "write_perfetto"]
 

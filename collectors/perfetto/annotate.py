@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from profiler.schema import DEVICE_WORK_KINDS
+from profiler.model.schema import DEVICE_WORK_KINDS
 
 
 @dataclass(frozen=True)

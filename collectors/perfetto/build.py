@@ -21,10 +21,10 @@ from collectors.kineto.kinds import kind_of
 from collectors.perfetto import fields as F
 from collectors.perfetto.places import Places
 from collectors.perfetto.read import Raw
-from profiler.errors import InputError
-from profiler.redact import redact
-from profiler.schema import DEVICE_WORK_KINDS, EVENT_COLUMNS, Kind
-from profiler.trace import Problems, Trace, empty_table
+from profiler.model.errors import InputError
+from profiler.model.redact import redact
+from profiler.model.schema import DEVICE_WORK_KINDS, EVENT_COLUMNS, Kind
+from profiler.model.trace import Problems, Trace, empty_table
 
 _TEXT_BY_NAME = {v: k for k, v in F.TEXT_ANNOTATIONS.items()}
 _INT_BY_NAME = {v: k for k, v in F.INT_ANNOTATIONS.items()}
@@ -216,7 +216,7 @@ def _steps(ev: pd.DataFrame, launch_ts: np.ndarray) -> np.ndarray:
 
 
 def _counters(raw: Raw, places: Places, offset: int) -> pd.DataFrame:
-    """Columns as profiler.schema.COUNTER_COLUMNS."""
+    """Columns as profiler.model.schema.COUNTER_COLUMNS."""
     if not raw.c_ts:
         return empty_table("counters").astype({"track": "category", "device": "category", "name": "category"})
     uuids = np.asarray(raw.c_track, dtype=np.int64)

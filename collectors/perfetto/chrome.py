@@ -27,10 +27,10 @@ import pandas as pd
 
 from collectors.perfetto import fields as F
 from collectors.perfetto.annotate import PerfColumns, perf_columns
-from profiler.errors import InputError
-from profiler.redact import redact, redact_text
-from profiler.schema import Kind
-from profiler.trace import Trace
+from profiler.model.errors import InputError
+from profiler.model.redact import redact, redact_text
+from profiler.model.schema import Kind
+from profiler.model.trace import Trace
 
 HOST_PID = 1_000_000
 _OWN_KEYS = {"traceEvents", "baseTimeNanoseconds", "process_names", "rank_source"}

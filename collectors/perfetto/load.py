@@ -8,8 +8,8 @@ from pathlib import Path
 from collectors.kineto.decode import read_bytes
 from collectors.perfetto.build import build_trace
 from collectors.perfetto.read import parse, read_packets
-from profiler.errors import InputError
-from profiler.trace import Trace
+from profiler.model.errors import InputError
+from profiler.model.trace import Trace
 
 TP_ENV = "PERFETTO_TP_BIN"
 

@@ -23,8 +23,8 @@ from typing import Any
 from google.protobuf.message import DecodeError
 from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
 
-from profiler.errors import InputError
-from profiler.trace import Problems
+from profiler.model.errors import InputError
+from profiler.model.trace import Problems
 
 BEGIN, END, INSTANT, COUNTER = 1, 2, 3, 4
 CLEARED, NEEDS = pb.TracePacket.SEQ_INCREMENTAL_STATE_CLEARED, pb.TracePacket.SEQ_NEEDS_INCREMENTAL_STATE

@@ -18,8 +18,8 @@ import pandas as pd
 
 from collectors.perfetto.build import build_trace
 from collectors.perfetto.read import Raw, Track
-from profiler.errors import InputError
-from profiler.trace import Trace
+from profiler.model.errors import InputError
+from profiler.model.trace import Trace
 
 SLICES = "SELECT id, ts, dur, name, category, track_id, arg_set_id FROM slice ORDER BY ts, depth"
 TRACKS = "SELECT id, name, parent_id FROM track"

@@ -30,9 +30,9 @@ from collectors.perfetto import fields as F
 from collectors.perfetto.annotate import PerfColumns, perf_columns
 from collectors.perfetto.lanes import assign_lanes
 from collectors.perfetto.tracks import TrackPlan, counter_track, rows_of, slice_tracks
-from profiler.errors import InputError
-from profiler.redact import redact, redact_text
-from profiler.trace import Trace
+from profiler.model.errors import InputError
+from profiler.model.redact import redact, redact_text
+from profiler.model.trace import Trace
 
 SEQ = 1
 BEGIN, END, COUNTER = pb.TrackEvent.TYPE_SLICE_BEGIN, pb.TrackEvent.TYPE_SLICE_END, pb.TrackEvent.TYPE_COUNTER

@@ -8,7 +8,7 @@
   and any other cache logged the same way), with the compile time a hit saved;
 - compiles: one `compilation_metrics` record per frame compile (times in us there, ns here).
 
-Text from user code passes through `profiler.redact.redact_text` before it is kept.
+Text from user code passes through `profiler.model.redact.redact_text` before it is kept.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import re
 import pandas as pd
 
 from collectors.torch_compile.tlparse import Log
-from profiler.redact import redact_text
+from profiler.model.redact import redact_text
 
 _AT = re.compile(r"Graph break in user code at (?P<file>.+?):(?P<line>\d+)")
 _FILE_LINE = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+)')

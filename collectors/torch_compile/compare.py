@@ -34,9 +34,9 @@ from collectors.torch_compile.match import eager_matches, kernel_times
 from collectors.torch_compile.merge import with_compile_events
 from collectors.torch_compile.report import CompileReport, compile_report
 from collectors.torch_compile.tlparse import Log, capture
-from profiler.hardware import HardwareSpec, load_spec
-from profiler.hardware_match import match_device
-from profiler.trace import Trace
+from profiler.model.hardware import HardwareSpec, load_spec
+from profiler.model.hardware_match import match_device
+from profiler.model.trace import Trace
 
 GROUP_COLUMNS = ["kernel", "runtime_name", "kind", "aten_ops", "sources", "code", "eager_ops", "eager_ns", "compiled_ns",
                  "saving_ns", "speedup", "calls", "flops", "bytes", "t_compute_ns", "t_memory_ns", "t_runtime_ns",

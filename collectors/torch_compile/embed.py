@@ -28,7 +28,7 @@ import pandas as pd
 
 from collectors.torch_compile.report import CompileReport, compile_report, report_doc
 from collectors.torch_compile.tlparse import Log, capture
-from profiler.errors import InputError
+from profiler.model.errors import InputError
 
 CATEGORY = "compile_pass"
 DOC_KEY = "perfCompile"

@@ -31,7 +31,7 @@ _IDENT = re.compile(r"\b[A-Za-z_]\w*\b")
 #: Element sizes of the dtype prefixes FX prints (torch._subclasses dtype abbreviations).
 ITEMSIZE = {"f64": 8, "f32": 4, "f16": 2, "bf16": 2, "i64": 8, "i32": 4, "i16": 2, "i8": 1, "u8": 1, "b8": 1,
             "c64": 8, "c128": 16, "f8e4m3fn": 1, "f8e5m2": 1, "f8e4m3fnuz": 1, "f8e5m2fnuz": 1}
-#: FX dtype prefix -> our normalised dtype names (profiler.hardware.normalize_dtype's).
+#: FX dtype prefix -> our normalised dtype names (profiler.model.hardware.normalize_dtype's).
 DTYPE = {"f64": "fp64", "f32": "fp32", "f16": "fp16", "bf16": "bf16", "i64": "int64", "i32": "int32", "i16": "int16",
          "i8": "int8", "u8": "int8", "b8": "bool", "f8e4m3fn": "fp8", "f8e5m2": "fp8"}
 

@@ -22,8 +22,8 @@ import pandas as pd
 
 from collectors.torch_compile.graph_text import dynamo_nodes
 from collectors.torch_compile.tlparse import Log
-from profiler.schema import DEVICE_WORK_KINDS, Kind
-from profiler.trace import Trace
+from profiler.model.schema import DEVICE_WORK_KINDS, Kind
+from profiler.model.trace import Trace
 
 WINDOW = 64
 _REGION = ("## Call CompiledFxGraph", "CompiledFunction", "Torch-Compiled Region")

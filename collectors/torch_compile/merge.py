@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 
 from collectors.torch_compile.phases import compile_events
-from profiler.trace import Trace
+from profiler.model.trace import Trace
 
 
 def with_compile_events(trace: Trace, phases: pd.DataFrame, rank: int = 0) -> Trace:

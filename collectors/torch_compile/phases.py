@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 
 from collectors.torch_compile.tlparse import Log
-from profiler.schema import Kind
+from profiler.model.schema import Kind
 
 #: Phases, in pipeline order. 'other' holds steps no rule names (and the outer wrappers' self time
 #: that is not Dynamo's: gc, logging).
@@ -125,7 +125,7 @@ def phase_summary(phases: pd.DataFrame) -> pd.DataFrame:
 
 
 def compile_events(phases: pd.DataFrame, rank: int = 0, first_id: int = 0) -> pd.DataFrame:
-    """The steps as rows of a Trace's events table (profiler.schema.EVENT_COLUMNS).
+    """The steps as rows of a Trace's events table (profiler.model.schema.EVENT_COLUMNS).
 
     kind 'compile_pass', source 'compiler', track 'rank<r>/compiler', device 'cpu', cat the
     phase; ids from `first_id`, parent_id/depth from the steps' nesting; ts/dur in ns.

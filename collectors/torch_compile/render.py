@@ -11,7 +11,7 @@ from rich.table import Table
 
 from collectors.torch_compile.compare import CompareResult
 from collectors.torch_compile.report import CompileReport
-from profiler.redact import redact_text
+from profiler.model.redact import redact_text
 
 
 def _t(s: object) -> str:

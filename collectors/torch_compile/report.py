@@ -11,7 +11,7 @@ from collectors.torch_compile import breaks
 from collectors.torch_compile.fusion_map import fusion_map
 from collectors.torch_compile.phases import phase_summary, phase_table
 from collectors.torch_compile.tlparse import Log, read_torch_trace
-from profiler.trace import Problems
+from profiler.model.trace import Problems
 
 
 @dataclass(frozen=True)
@@ -57,10 +57,10 @@ DOC_SCHEMA, DOC_VERSION = "perf.compile_report", 1
 def report_doc(report: CompileReport, with_phases: bool = True) -> dict:
     """The report as a JSON-ready dict: {schema, schema_version, source, problems, tables: {name:
     [row dicts]}}; tuple cells (fusion's aten_ops, nodes, sources...) become lists, NaN becomes
-    None, text passes through profiler.redact. `with_phases` adds the per-step `phases` table."""
+    None, text passes through profiler.model.redact. `with_phases` adds the per-step `phases` table."""
     import numpy as np
 
-    from profiler.redact import redact
+    from profiler.model.redact import redact
 
     def rows(df: pd.DataFrame) -> list[dict]:
         out = df.astype(object).where(df.notna(), None).to_dict(orient="records")

@@ -27,8 +27,8 @@ from typing import Any
 
 import orjson
 
-from profiler.errors import InputError
-from profiler.trace import Problems
+from profiler.model.errors import InputError
+from profiler.model.trace import Problems
 
 _PREFIX = re.compile(r"^[VIWEC]\d{4} \d\d:\d\d:\d\d\.\d+ +(?P<thread>\d+) [^\]]*\] ")
 TRACE_LOGGER = "torch.__trace"

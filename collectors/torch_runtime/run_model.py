@@ -23,7 +23,7 @@ from torch.utils._pytree import tree_leaves
 
 from collectors.torch_runtime.session import Session
 from collectors.torch_runtime.specs import InputSpec, load_factory, one_line, parse_dtype, parse_input
-from profiler.errors import InputError
+from profiler.model.errors import InputError
 
 
 def run_model(spec: str, inputs: list[str], out: Path, *, dtype: str = "fp32", compile: bool = False, steps: int = 3,

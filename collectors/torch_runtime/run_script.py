@@ -17,7 +17,7 @@ from pathlib import Path
 from collectors.torch_runtime.run_model import compile_log
 from collectors.torch_runtime.session import Session
 from collectors.torch_runtime.specs import one_line
-from profiler.errors import InputError
+from profiler.model.errors import InputError
 
 
 def run_script(script: Path, args: list[str], out: Path, *, active: int | None = None, wait: int = 0, warmup: int = 1,

@@ -25,8 +25,8 @@ import torch
 from torch.profiler import ProfilerAction, ProfilerActivity
 
 from collectors.torch_runtime.native import NESTED, filtered_stderr, refuse_nested_profilers
-from profiler.errors import InputError
-from profiler.trace import Trace
+from profiler.model.errors import InputError
+from profiler.model.trace import Trace
 
 _active: Session | None = None
 
@@ -161,9 +161,9 @@ class Session:
         return self._trace
 
     def analysis(self, hardware: str | None = None, **kwargs: Any) -> Any:
-        """profiler.facade.analyze over `trace` (an Analysis); kwargs: top, dtype, sections, rank."""
+        """profiler.api.analyze over `trace` (an Analysis); kwargs: top, dtype, sections, rank."""
         if self._analyzer is None:
-            raise RuntimeError("no analyzer bound: use profiler.profile(...), which binds profiler.facade.analyze")
+            raise RuntimeError("no analyzer bound: use profiler.profile(...), which binds profiler.api.analyze")
         return self._analyzer(self.trace, hardware=hardware, **kwargs)
 
     @property

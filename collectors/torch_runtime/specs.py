@@ -20,7 +20,7 @@ from typing import Any
 
 import torch
 
-from profiler.errors import InputError
+from profiler.model.errors import InputError
 
 DTYPES: dict[str, torch.dtype] = {
     "fp32": torch.float32, "float32": torch.float32, "fp16": torch.float16, "float16": torch.float16,

@@ -1,7 +1,7 @@
 """Compiler: what torch.compile did and what it cost. Compile phases (self time), graph breaks with
 their reasons and file:line, recompilations with the guard that failed, cache lookups (hit / miss
 / bypass), and the fusion map (kernel = ATen ops, from file:line) joined to the kernels' times
-and bound (profiler.facade.compile_tables).
+and bound (profiler.api.compile_tables).
 
 Sources: the selected trace's compile_pass events and the tables `perf profile --compile` writes
 into it, or the TORCH_TRACE directory given to `perf dashboard --compile-log DIR` (whose fusion

@@ -10,7 +10,7 @@ from analysis.llm import llm_phases, llm_summary
 from dashboard import figures
 from dashboard.components import error_box, fmt_ns, fmt_pct, fmt_si, grid, guarded
 from dashboard.store import TraceStore, check_hardware
-from profiler.facade import spec_resolver
+from profiler.api import spec_resolver
 
 PATH = "/llm"
 TITLE = "LLM"

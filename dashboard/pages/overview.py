@@ -10,7 +10,7 @@ from dash import Dash, Input, Output, dcc, html
 from dashboard import figures, tables
 from dashboard.components import error_box, fmt_ns, fmt_pct, grid, guarded, kv_table
 from dashboard.store import TraceStore
-from profiler.redact import redact, redact_text
+from profiler.model.redact import redact, redact_text
 
 PATH = "/"
 TITLE = "Overview"

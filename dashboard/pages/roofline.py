@@ -15,7 +15,7 @@ from dashboard import figures, tables
 from dashboard.components import error_box, fmt_si, guarded, op_details
 from dashboard.store import TraceStore
 from dashboard.views import ops_for, units_for
-from profiler.hardware import load_spec, presets
+from profiler.model.hardware import load_spec, presets
 
 PATH = "/roofline"
 TITLE = "Roofline"

@@ -22,7 +22,7 @@ EXPECTED[folder][file_basename] holds:
                each [name, count, total_ns]
 
 Rerun: python tests/real_traces/derive_expected.py > tests/real_traces/expected.py
-(optional argument: the traces directory; default ../shared/traces from the repository root).
+(optional argument: the traces directory; default tests/data/traces from the repository root).
 """
 import collections
 import decimal
@@ -115,4 +115,4 @@ def main(traces_dir):
 
 if __name__ == "__main__":
     repo_root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    main(sys.argv[1] if len(sys.argv) > 1 else os.path.join(repo_root, "..", "shared", "traces"))
+    main(sys.argv[1] if len(sys.argv) > 1 else os.path.join(repo_root, "tests", "data", "traces"))
