@@ -10,8 +10,10 @@ so the shares of a device sum to its busy time (the union of its work). Idle tim
 that union, inside the device's window) is split by what the next work was waiting for:
 
 - idle_host: the next work's launch call had not been issued yet (the host was late);
-- idle_sync: the rest of the gap that a host synchronisation call overlaps (waiting on an
-  event, a stream, the device);
+- idle_sync: the rest of the gap that a host call blocked on the device overlaps: a
+  synchronisation (waiting on an event, a stream, the device), a blocking host-device copy
+  (cudaMemcpy / hipMemcpy / hipMemcpyWithStream, not the *Async calls) or a read of a device
+  scalar (aten::item, aten::_local_scalar_dense);
 - idle_other: what remains.
 
 So per device: window = compute + memory + communication + runtime + unknown
@@ -31,8 +33,12 @@ from profiler.model.trace import Trace
 
 BOUND_COLUMNS = [f"{b.value}_ns" for b in Bound]
 IDLE_COLUMNS = ["idle_host_ns", "idle_sync_ns", "idle_other_ns"]
-#: Host runtime calls that wait for the device (CUDA and HIP spellings).
-SYNC_CALL = r"(?i)synchronize|streamwaitevent|eventquery"
+#: Host runtime calls that wait for the device (CUDA and HIP spellings): synchronisations and
+#: blocking copies (cudaMemcpy, cudaMemcpy2D, hipMemcpy, hipMemcpyWithStream, hipMemcpyDtoH...;
+#: the *Async calls return at once).
+SYNC_CALL = r"(?i)synchronize|streamwaitevent|eventquery|^(?:cuda|hip|cu)memcpy(?!.*async)"
+#: Framework ops that block the host until the device has produced a value (`.item()`).
+SYNC_OP = r"^aten::(?:item|_local_scalar_dense)$"
 
 
 def attribute(trace: Trace, unit_bound: pd.Series, *, by_step: bool = False) -> pd.DataFrame:
@@ -144,10 +150,14 @@ def _launch_times(trace: Trace, work: pd.DataFrame) -> pd.Series:
 
 
 def _sync_calls(ev: pd.DataFrame) -> dict[int, tuple[np.ndarray, np.ndarray]]:
-    """Per rank, the union of host calls that wait for the device, as sorted disjoint runs."""
+    """Per rank, the union of host calls that wait for the device (SYNC_CALL runtime calls,
+    SYNC_OP ops), as sorted disjoint runs."""
     names = ev["name"].cat.categories
+    codes = ev["name"].cat.codes.to_numpy()
     waiting = np.flatnonzero(names.str.contains(SYNC_CALL, regex=True))
-    is_sync = (ev["kind"] == Kind.RUNTIME.value).to_numpy() & np.isin(ev["name"].cat.codes.to_numpy(), waiting)
+    reading = np.flatnonzero(names.str.contains(SYNC_OP, regex=True))
+    kind = ev["kind"].to_numpy()
+    is_sync = ((kind == Kind.RUNTIME.value) & np.isin(codes, waiting)) | ((kind == Kind.OP.value) & np.isin(codes, reading))
     calls = ev.loc[is_sync, ["rank", "ts", "dur"]]
     out = {}
     for rank, c in calls.groupby("rank", observed=True):
@@ -170,18 +180,54 @@ def _covered(runs: tuple[np.ndarray, np.ndarray] | None, a: np.ndarray, b: np.nd
     return upto(b) - upto(a)
 
 
-def _idle(start: np.ndarray, end: np.ndarray, launch: np.ndarray, sync: tuple | None, all_host: bool = False) -> dict[str, int]:
-    """Split the gaps of the device's work union into host, sync and other (ns)."""
+def gap_split(start: np.ndarray, end: np.ndarray, launch: np.ndarray, sync: tuple | None,
+              all_host: bool = False) -> dict[str, np.ndarray]:
+    """Each gap of the device's work union, split into host, sync and other (ns arrays).
+
+    Keys: start, end (the gap), next (index into the inputs of the work that ends the gap),
+    host_ns, sync_ns, other_ns (host + sync + other = end - start)."""
     order = np.lexsort((launch, start))
     s, e, lt = start[order], end[order], launch[order]
     reach = np.maximum.accumulate(e)
     gap = np.flatnonzero(s[1:] > reach[:-1]) + 1  # work i starts a run after a gap
     g0, g1 = reach[gap - 1], s[gap]
     issued = g1 if all_host else np.clip(lt[gap], g0, g1)  # when the next work's launch was issued
-    host = issued - g0
     sync_ns = _covered(sync, issued, g1)
-    return {
-        "idle_host_ns": int(host.sum()),
-        "idle_sync_ns": int(sync_ns.sum()),
-        "idle_other_ns": int((g1 - issued - sync_ns).sum()),
-    }
+    return {"start": g0, "end": g1, "next": order[gap], "host_ns": issued - g0, "sync_ns": sync_ns,
+            "other_ns": g1 - issued - sync_ns}
+
+
+def _idle(start: np.ndarray, end: np.ndarray, launch: np.ndarray, sync: tuple | None, all_host: bool = False) -> dict[str, int]:
+    """Split the gaps of the device's work union into host, sync and other (ns)."""
+    g = gap_split(start, end, launch, sync, all_host)
+    return {"idle_host_ns": int(g["host_ns"].sum()), "idle_sync_ns": int(g["sync_ns"].sum()),
+            "idle_other_ns": int(g["other_ns"].sum())}
+
+
+def device_gaps(trace: Trace) -> pd.DataFrame:
+    """Every idle gap of every accelerator (the same split as `attribute`'s idle columns).
+
+    Columns: rank, device, start_ns, end_ns, dur_ns, host_ns (the next work's launch not yet
+    issued), sync_ns (a host call blocked on the device), other_ns (queued work waiting on
+    something the trace does not show), next_id (event id of the work that ends the gap),
+    launch_id (event id of its launch call, -1 if not recorded). All ns, int64.
+    """
+    ev = trace.events
+    is_work = ev["kind"].isin([k.value for k in DEVICE_WORK_KINDS]).to_numpy()
+    work = ev.loc[is_work, ["id", "rank", "device", "ts", "dur"]]
+    launch = _launch_times(trace, work)
+    fl = trace.flows[trace.flows["kind"] == "launch"]
+    launch_id = pd.Series(fl["src"].to_numpy(), index=fl["dst"].to_numpy())
+    launch_id = launch_id[~launch_id.index.duplicated()]
+    sync = _sync_calls(ev)
+    frames = []
+    for (rank, device), w in work.groupby(["rank", "device"], observed=True, sort=True):
+        start = w["ts"].to_numpy()
+        g = gap_split(start, start + w["dur"].to_numpy(), launch.reindex(w["id"].to_numpy()).to_numpy(), sync.get(int(rank)))
+        nxt = w["id"].to_numpy()[g["next"]]
+        frames.append(pd.DataFrame({
+            "rank": int(rank), "device": str(device), "start_ns": g["start"], "end_ns": g["end"],
+            "dur_ns": g["end"] - g["start"], "host_ns": g["host_ns"], "sync_ns": g["sync_ns"], "other_ns": g["other_ns"],
+            "next_id": nxt, "launch_id": launch_id.reindex(nxt).fillna(-1).to_numpy(dtype=np.int64)}))
+    cols = ["rank", "device", "start_ns", "end_ns", "dur_ns", "host_ns", "sync_ns", "other_ns", "next_id", "launch_id"]
+    return pd.concat(frames, ignore_index=True)[cols] if frames else pd.DataFrame(columns=cols)

@@ -15,7 +15,9 @@ from profiler.model.hardware_match import match_device
 from profiler.model.trace import Problems, Trace
 
 if TYPE_CHECKING:
+    from analysis.idle_gaps import IdleGaps
     from analysis.overview import Overview
+    from analysis.verdict import Verdict
 
 #: Used for a CPU when no spec is given: nominal numbers, to be replaced by `perf calibrate`.
 DEFAULT_CPU_SPEC = "generic-x86-cpu"
@@ -52,6 +54,8 @@ class Analysis:
     llm_phases: pd.DataFrame = field(default_factory=pd.DataFrame)  # analysis.llm.llm_phases
     llm_summary: pd.DataFrame = field(default_factory=pd.DataFrame)  # analysis.llm.llm_summary
     modules: pd.DataFrame = field(default_factory=pd.DataFrame)  # analysis.modules.module_tree
+    idle: IdleGaps | None = None  # analysis.idle_gaps.idle_gaps: the host's work while devices idle
+    verdict: Verdict | None = None  # analysis.verdict.verdict: what bounds the run, shown first
 
 
 def load_trace(path: str | Path) -> Trace:
@@ -88,9 +92,11 @@ def spec_resolver(trace: Trace, hardware: str | None = None) -> Callable[[int, s
 
 
 #: What `perf analyze --section` can ask for; the passes a section needs run, the rest do not.
-SECTIONS = ("summary", "ops", "roofline", "timeline", "critical_path", "memory", "llm", "modules", "advice")
+SECTIONS = ("verdict", "summary", "ops", "roofline", "timeline", "critical_path", "memory", "llm", "modules", "advice")
 #: Sections that classify units first.
-_CLASSIFIED = {"roofline", "timeline", "critical_path", "modules", "advice"}
+_CLASSIFIED = {"verdict", "roofline", "timeline", "critical_path", "modules", "advice"}
+#: What the verdict is computed from (analysis.verdict).
+_VERDICT_NEEDS = ("roofline", "critical_path", "advice")
 
 
 def analyze(
@@ -101,14 +107,16 @@ def analyze(
 
     `hardware` floors every unit on that spec instead of the matched one (what-if); `dtype`
     re-floors GEMMs, convolutions and attention at that precision (what-if: 'bf16', 'fp8', 'int8').
-    `sections` (of SECTIONS) limits the work: 'summary' and 'ops' are the trace, device time and
-    top tables; 'roofline' classifies units; 'timeline', 'critical_path', 'modules' and 'advice'
+    `sections` (of SECTIONS) limits the work: 'verdict' (analysis.verdict) needs the roofline,
+    critical path, advice and idle gaps; 'summary' and 'ops' are the trace, device time and top tables; 'roofline' classifies units; 'timeline', 'critical_path', 'modules' and 'advice'
     build on it; 'memory' and 'llm' read the allocator samples and the serving annotations.
     """
     from analysis.busy import device_time
     from analysis.overview import overview, select_rank
     from analysis.top import top_kernels, top_ops
 
+    if "verdict" in sections:
+        sections = tuple(dict.fromkeys((*sections, *_VERDICT_NEEDS)))
     if rank is not None:
         if rank not in trace.ranks:
             raise InputError(None, f"--rank {rank}: the trace has ranks {trace.ranks}")
@@ -208,6 +216,12 @@ def _roofline(trace: Trace, base: Analysis, hardware: str | None, dtype: str | N
         )
     if "advice" in sections:
         out = replace(out, advice=tuple(advise(classified, communication, spec_for)))
+    if "verdict" in sections:
+        from analysis.idle_gaps import idle_gaps
+        from analysis.verdict import verdict
+
+        idle = idle_gaps(trace)
+        out = replace(out, idle=idle, verdict=verdict(equation, out.critical_path, out.advice, idle))
     return out
 
 

@@ -1,0 +1,213 @@
+"""When the device sits idle, what was the host doing? The largest idle gaps, the host work in
+them, the time at stake and the lever.
+
+Gaps are those of analysis.attribution (device_gaps: the gaps in the union of a device's work,
+split into host / sync / other). For a rank with no device work (a CPU-only run) the gaps are
+those in the union of its top-level ops: Python and framework code between ops.
+
+In each gap the host thread that launched the work ending it (else the rank's busiest launching
+thread) is read: every host event on that thread (op, runtime call, python frame, annotation)
+contributes its self time (its interval minus its children's) inside the gap, and the rest of
+the gap is untraced (no event recorded: Python between ops when with_stack was off). Each piece
+takes a category from its own name, else from the nearest enclosing event that names one:
+
+- input: data loading and preprocessing (DataLoader, Dataset __getitem__, collate, transforms,
+  PIL / cv2 image work, decoding, tokenisation);
+- sync: a call blocked on the device (attribution.SYNC_CALL / SYNC_OP: synchronize, blocking
+  memcpy, .item());
+- launch: other runtime calls (kernel launches, allocations);
+- dispatch: framework op self time (aten dispatch, shape checks);
+- python: Python frames and user annotations' self time;
+- untraced: no event on the thread.
+
+Lever per category (LEVERS). Time at stake: the gap time the category fills; removing or hiding
+that host work saves at most that much wall time (the device still has to run its work).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from analysis.attribution import SYNC_CALL, SYNC_OP, _covered, device_gaps
+from analysis.intervals import runs
+from profiler.model.schema import Kind
+from profiler.model.trace import Trace
+
+#: Names of input-pipeline work (data loading, decoding, preprocessing, tokenisation).
+INPUT_NAMES = (r"(?i)dataloader|_next_data|_get_data|collate|__getitem__|dataset|fetch|transforms?\b|torchvision|"
+               r"\bPIL\b|Image\.|imread|cv2\.|decode_|read_image|load_image|preprocess|augment|tokeni[sz]|"
+               r"pin_memory|numpy|np\.")
+CATEGORIES = ("input", "sync", "launch", "dispatch", "python", "untraced")
+LEVERS = {
+    "input": "overlap input processing with device work: DataLoader(num_workers>0, pin_memory=True, prefetch_factor), "
+             "non_blocking copies, or preprocess on the device",
+    "sync": "remove the synchronisation from the loop: no .item() / .cpu() / print of device tensors per step, "
+            "non_blocking copies, events instead of synchronize",
+    "launch": "launch-bound: capture the step in a CUDA/HIP graph (torch.compile(mode='reduce-overhead') or "
+              "torch.cuda.graphs) or fuse small ops with torch.compile",
+    "dispatch": "launch-bound: fewer, larger ops (torch.compile, CUDA graphs, a larger batch) cut framework dispatch",
+    "python": "Python overhead between launches: torch.compile or a CUDA graph for the loop, move host work off the critical path",
+    "untraced": "host time outside any recorded event: profile with with_stack=True to see the Python frames",
+}
+_HOST_KINDS = (Kind.OP.value, Kind.RUNTIME.value, Kind.PYTHON.value, Kind.ANNOTATION.value, Kind.COLLECTIVE.value)
+_STEP_LABEL = r"^ProfilerStep#"  # covers the whole step: its self time is code between ops
+
+
+@dataclass(frozen=True)
+class IdleGaps:
+    """What the host did while each device sat idle. Times in ns.
+
+    by_category: rank, device, category (of CATEGORIES), time_ns (gap time that category
+      fills), share (of the device's idle time), lever; largest first per device.
+    top_gaps: the largest gaps over all devices: rank, device, start_ns, end_ns, dur_ns,
+      host_ns, sync_ns, other_ns (attribution's split), next_name (the work that ends the gap),
+      activity (the host's largest pieces in the gap: 'name (time)', '; '-joined), category
+      (the one filling most of the gap).
+    activity: rank, device, category, name, kind, time_ns: host work inside all idle gaps, by
+      event name, largest first.
+    """
+
+    by_category: pd.DataFrame = field(default_factory=pd.DataFrame)
+    top_gaps: pd.DataFrame = field(default_factory=pd.DataFrame)
+    activity: pd.DataFrame = field(default_factory=pd.DataFrame)
+
+
+def idle_gaps(trace: Trace, top: int = 5) -> IdleGaps:
+    """The host's work during every device's idle gaps (module docstring), and the `top` largest gaps."""
+    gaps = _all_gaps(trace)
+    if gaps.empty:
+        return IdleGaps()
+    ev = trace.events
+    host = ev[ev["device"].astype(str).eq("cpu").to_numpy() & ev["kind"].isin(_HOST_KINDS).to_numpy()]
+    gaps = gaps.assign(thread=_gap_threads(gaps, ev, host))
+    pieces = _self_pieces(host, set(zip(gaps["rank"].tolist(), gaps["thread"].tolist())))
+    acts, per_gap = [], []
+    for (rank, device, thread), g in gaps.groupby(["rank", "device", "thread"], sort=True):
+        g = g.sort_values("start_ns")
+        p = pieces[(pieces["rank"] == rank) & (pieces["thread"] == thread)]
+        inside = _covered((g["start_ns"].to_numpy(), g["end_ns"].to_numpy()), p["start"].to_numpy(), p["end"].to_numpy())
+        hit = p.assign(time_ns=inside)[inside > 0]
+        untraced = int(g["dur_ns"].sum() - inside.sum())
+        a = hit.groupby(["category", "name", "kind"], sort=False)["time_ns"].sum().reset_index()
+        if untraced > 0:
+            a.loc[len(a)] = ["untraced", "(untraced host time)", "untraced", untraced]
+        acts.append(a.assign(rank=int(rank), device=str(device)))
+        per_gap.append(_describe(g.nlargest(top, "dur_ns"), p))
+    activity = pd.concat(acts, ignore_index=True)
+    activity = activity.groupby(["rank", "device", "category", "name", "kind"], sort=False)["time_ns"].sum().reset_index()
+    activity = activity.sort_values(["rank", "device", "time_ns"], ascending=[True, True, False], ignore_index=True)
+    idle = gaps.groupby(["rank", "device"])["dur_ns"].sum()
+    by = activity.groupby(["rank", "device", "category"], sort=False)["time_ns"].sum().reset_index()
+    by["share"] = by["time_ns"] / idle.reindex(pd.MultiIndex.from_frame(by[["rank", "device"]])).to_numpy()
+    by["lever"] = by["category"].map(LEVERS)
+    by = by.sort_values(["rank", "device", "time_ns"], ascending=[True, True, False], ignore_index=True)
+    names = ev.set_index("id")["name"].astype(str)
+    described = pd.concat(per_gap, ignore_index=True).nlargest(top, "dur_ns")
+    described["next_name"] = names.reindex(described["next_id"]).fillna("").to_numpy()
+    cols = ["rank", "device", "start_ns", "end_ns", "dur_ns", "host_ns", "sync_ns", "other_ns", "next_name", "activity", "category"]
+    return IdleGaps(by_category=by, top_gaps=described[cols].reset_index(drop=True),
+                    activity=activity[["rank", "device", "category", "name", "kind", "time_ns"]])
+
+
+def _all_gaps(trace: Trace) -> pd.DataFrame:
+    """attribution.device_gaps, plus for ranks without device work the gaps between top-level ops."""
+    gaps = device_gaps(trace)
+    ev = trace.events
+    with_device = set(gaps["rank"].tolist()) | set(ev.loc[ev["device"].astype(str) != "cpu", "rank"].tolist())
+    extra = []
+    for rank, ops in ev[(ev["kind"] == Kind.OP.value) & ~ev["rank"].isin(with_device)].groupby("rank", observed=True):
+        s, e = runs(ops["ts"].to_numpy(), (ops["ts"] + ops["dur"]).to_numpy())
+        if len(s) < 2:
+            continue
+        g0, g1 = e[:-1], s[1:]
+        extra.append(pd.DataFrame({"rank": int(rank), "device": "cpu", "start_ns": g0, "end_ns": g1, "dur_ns": g1 - g0,
+                                   "host_ns": g1 - g0, "sync_ns": 0, "other_ns": 0, "next_id": -1, "launch_id": -1}))
+    return pd.concat([gaps, *extra], ignore_index=True) if extra else gaps
+
+
+def _gap_threads(gaps: pd.DataFrame, ev: pd.DataFrame, host: pd.DataFrame) -> np.ndarray:
+    """The host thread to read for each gap: the one that launched the work ending it, else the
+    rank's thread with the most runtime calls (the launching thread), else with the most op time."""
+    thread_of = pd.Series(ev["thread"].to_numpy(), index=ev["id"].to_numpy())
+    out = thread_of.reindex(gaps["launch_id"].to_numpy()).fillna(-1).to_numpy(dtype=np.int64)
+    rt = host[host["kind"] == Kind.RUNTIME.value]
+    main = (rt if len(rt) else host).groupby(["rank", "thread"], observed=True)["dur"].sum()
+    busiest = main.reset_index().sort_values("dur").drop_duplicates("rank", keep="last").set_index("rank")["thread"]
+    fallback = busiest.reindex(gaps["rank"].to_numpy()).fillna(-1).to_numpy(dtype=np.int64)
+    return np.where(out >= 0, out, fallback)
+
+
+def _self_pieces(host: pd.DataFrame, threads: set[tuple[int, int]]) -> pd.DataFrame:
+    """The innermost host event at every instant of the threads in `threads` ((rank, thread)),
+    as pieces [start, end) with its name, kind and category: each event's self time. A sweep
+    with a stack (events sorted by start, longer first), so nesting is read from the intervals
+    themselves. Columns: rank, thread, name, kind, category, start, end."""
+    names = host["name"].astype(str)
+    kind = host["kind"].astype(str).to_numpy()
+    own = _own_categories(names, kind)
+    rows = []
+    keys = list(zip(host["rank"].to_numpy().tolist(), host["thread"].to_numpy().tolist()))
+    order = np.lexsort((-host["dur"].to_numpy(), host["ts"].to_numpy(), [threads_key(k, threads) for k in keys]))
+    start, end = host["ts"].to_numpy()[order].tolist(), (host["ts"] + host["dur"]).to_numpy()[order].tolist()
+    key = [keys[i] for i in order.tolist()]
+    cat = own[order].tolist()
+    idx = order.tolist()
+    stack: list[tuple[int, int, str]] = []  # (end, row, category)
+    at = 0  # where the next piece starts
+    for j in range(len(idx) + 1):
+        new_thread = j == len(idx) or (j and key[j] != key[j - 1])
+        s = start[j] if j < len(idx) else 0
+        while stack and (new_thread or stack[-1][0] <= s):  # close finished events, emitting their tails
+            e, r, c = stack.pop()
+            if e > at:
+                rows.append((r, c, at, e))
+                at = e
+        if j == len(idx):
+            break
+        if key[j] not in threads:
+            continue
+        if stack and s > at:  # the enclosing event's self time up to this child
+            rows.append((stack[-1][1], stack[-1][2], at, s))
+        at = max(at, s) if stack else s
+        c = cat[j] or (stack[-1][2] if stack else "")
+        stack.append((min(end[j], stack[-1][0]) if stack else end[j], idx[j], c))
+    r, c, s0, e0 = (np.array(x) for x in zip(*rows)) if rows else (np.zeros(0, int), np.zeros(0, object), np.zeros(0, int), np.zeros(0, int))
+    step = names.str.contains(_STEP_LABEL, regex=True).to_numpy()
+    by_kind = np.select([kind == Kind.RUNTIME.value, kind == Kind.OP.value, step], ["launch", "dispatch", "untraced"], "python")
+    r = r.astype(np.int64)
+    return pd.DataFrame({"rank": host["rank"].to_numpy()[r], "thread": host["thread"].to_numpy()[r], "name": names.to_numpy()[r],
+                         "kind": kind[r], "category": np.where(c.astype(str) == "", by_kind[r], c.astype(str)),
+                         "start": s0.astype(np.int64), "end": e0.astype(np.int64)})
+
+
+def threads_key(k: tuple[int, int], threads: set[tuple[int, int]]) -> int:
+    """A sort key grouping events by thread (threads not read sort together, first)."""
+    return hash(k) if k in threads else -(2**62)
+
+
+def _own_categories(names: pd.Series, kind: np.ndarray) -> np.ndarray:
+    """The category an event's own name gives it ('' when none: it inherits its parent's)."""
+    own = np.full(len(names), "", dtype=object)
+    own[names.str.contains(INPUT_NAMES, regex=True).to_numpy()] = "input"
+    is_sync = ((kind == Kind.RUNTIME.value) & names.str.contains(SYNC_CALL, regex=True).to_numpy()) | (
+        (kind == Kind.OP.value) & names.str.contains(SYNC_OP, regex=True).to_numpy())
+    own[is_sync] = "sync"
+    return own
+
+
+def _describe(g: pd.DataFrame, p: pd.DataFrame) -> pd.DataFrame:
+    """For each gap of `g` (a few): the host pieces of `p` inside it (exact overlaps), its
+    largest three as text, and the category filling most of it (untraced when no event does)."""
+    activity, category = [], []
+    for a, b, dur in zip(g["start_ns"].to_numpy(), g["end_ns"].to_numpy(), g["dur_ns"].to_numpy()):
+        inside = np.minimum(p["end"].to_numpy(), b) - np.maximum(p["start"].to_numpy(), a)
+        h = p.assign(time_ns=inside)[inside > 0]
+        names = h.groupby("name", sort=False)["time_ns"].sum().nlargest(3)
+        activity.append("; ".join(f"{n} ({t / 1e6:.3g} ms)" for n, t in names.items()) or "(no host event recorded)")
+        cats = h.groupby("category", sort=False)["time_ns"].sum()
+        untraced = dur - int(cats.sum())
+        category.append(str(cats.idxmax()) if len(cats) and cats.max() >= untraced else "untraced")
+    return g.assign(activity=activity, category=category)
