@@ -47,6 +47,13 @@ _PATH_SIDE = {"host": "host", "runtime": "device", "sync": "waiting", "idle": "w
               "memory": "device", "communication": "device", "unknown": "device"}
 #: Idle-gap categories merged into one action (they share a lever: take the host off the loop).
 _LAUNCH_BOUND = ("python", "dispatch", "launch")
+#: group -> (action title, what the host ran)
+_IDLE_ACTIONS = {
+    "input": ("overlap the input pipeline with device work (DataLoader workers, pinned memory, prefetch)",
+              "data loading / preprocessing"),
+    "sync": ("remove the synchronisation from the loop (.item(), blocking copies, synchronize)", "a call blocked on the device"),
+    "launch-bound": ("cut host overhead between launches (CUDA graphs, torch.compile)", "Python and framework dispatch"),
+}
 
 
 @dataclass(frozen=True)
@@ -159,8 +166,8 @@ def _actions(advice: tuple, idle: IdleGaps | None, top: int) -> tuple[Action, ..
                 continue
             worst = g.loc[g["time_ns"].idxmax()]
             lever = LEVERS["launch" if group == "launch-bound" else group]
-            what = {"input": "input pipeline", "sync": "synchronisation", "launch-bound": "host dispatch between launches"}[group]
-            out.append(Action(f"{what}: {lever}", float(worst["time_ns"]),
-                              f"{_ms(worst['time_ns'])} of device idle time on rank{worst['rank']}/{worst['device']} filled by "
-                              f"{what}; saves at most that if the host work were hidden behind device work", f"idle:{group}"))
+            title, what = _IDLE_ACTIONS[group]
+            out.append(Action(title, float(worst["time_ns"]),
+                              f"the device idled {_ms(worst['time_ns'])} on rank{worst['rank']}/{worst['device']} while the host "
+                              f"ran {what}; at most that if it were hidden behind device work. {lever}", f"idle:{group}"))
     return tuple(sorted(out, key=lambda a: -a.saving_ns)[:top])

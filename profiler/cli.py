@@ -13,8 +13,6 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
-
 from profiler.model.errors import InputError
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="Performance profiling and bottleneck analysis for ML compilers and accelerators.")
@@ -72,9 +70,11 @@ def analyze(
     json: Annotated[bool, typer.Option("--json", help="Write the versioned JSON report to stdout.")] = False,
     hardware: Annotated[str | None, typer.Option(help="Floor every device on this spec (preset name or YAML): what-if.")] = None,
     dtype: Annotated[str | None, typer.Option(help="Re-floor GEMMs, convolutions and attention at this precision: bf16, fp8, int8 (what-if).")] = None,
-    section: Annotated[list[str] | None, typer.Option(help="Only these sections (repeatable): summary, ops, roofline, timeline, critical_path, memory, llm, modules, advice.")] = None,
+    section: Annotated[list[str] | None, typer.Option(help="Only these sections (repeatable): verdict, summary, ops, roofline, timeline, critical_path, memory, llm, modules, advice.")] = None,
+    full: Annotated[bool, typer.Option("--full", help="Every section (the default is the verdict and a short summary).")] = False,
 ) -> None:
-    """Summarise a trace: what it is, device busy and idle time, the top ops and kernels."""
+    """What bounds the run (the verdict, first), then device busy and idle time, the wall equation and the top ops;
+    --full for every section."""
     from profiler.api import analyze as run_analysis
     from profiler.api import load_trace
 
@@ -89,15 +89,19 @@ def analyze(
             raise InputError(None, f"--section {unknown[0]}: expected one of {', '.join(SECTIONS)}")
         result = run_analysis(t, top=top, rank=rank, hardware=hardware, dtype=dtype, sections=tuple(section or SECTIONS))
         if json:
-            from profiler.report import to_json
+            from profiler.render.json import to_json
 
             out = to_json(result, t.metadata)  # built whole first: a failure prints nothing
             sys.stdout.buffer.write(out)
             sys.stdout.flush()
             return
-        from profiler.render import render
+        from profiler.render import console
+        from profiler.render.text import render, render_short
 
-        render(result, Console(soft_wrap=False, emoji=False), tuple(section or SECTIONS))  # ":fire:" in a name stays text
+        if section or full:
+            render(result, console(), tuple(section or SECTIONS))
+        else:
+            render_short(result, console())
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -138,7 +142,9 @@ def hardware_show(name: Annotated[str, typer.Argument(help="A preset name or a s
         table.add_column(overflow="fold")
         for label, value in describe(spec):
             table.add_row(label, value)
-        Console(emoji=False).print(table)
+        from profiler.render import console
+
+        console().print(table)
 
 
 @app.command()
@@ -152,9 +158,10 @@ def calibrate(
 
     from profiler import calibrate as cal
     from profiler.model.hardware import save_spec
+    from profiler.render import console
 
     # no auto-refresh: a redraw thread would compete with the measured ops for the cores
-    with one_line_errors(output), Progress(console=Console(stderr=True), transient=True, auto_refresh=False) as bar:
+    with one_line_errors(output), Progress(console=console(stderr=True), transient=True, auto_refresh=False) as bar:
         steps = 4 + len(cal.MATRIX_DTYPES) + int(links)
         task = bar.add_task("calibrating", total=steps)
 
@@ -194,13 +201,14 @@ def diff(
                               op_times(sides[1].top_ops, sides[1].top_kernels), threshold / 100)
         busy = [_busy_ns(s.device_time) for s in sides]
         if json:
-            from profiler.report import diff_json
+            from profiler.render.json import diff_json
 
             sys.stdout.buffer.write(diff_json(str(base), str(new), busy, changes))
             return
-        from profiler.render import render_diff
+        from profiler.render import console
+        from profiler.render.compare import render_diff
 
-        render_diff(str(base), str(new), busy, changes.head(top), len(changes), Console(soft_wrap=False, emoji=False))
+        render_diff(str(base), str(new), busy, changes.head(top), len(changes), console())
 
 
 @app.command()
@@ -259,19 +267,14 @@ def gate(
     verdicts = compare(sides[0], sides[1], max_regression / 100)
     failed = [v for v in verdicts if v.regression]
     if json:
-        import orjson
+        from profiler.render.json import gate_json
 
-        from profiler.model.redact import redact
-
-        doc = {"schema": "perf.gate", "schema_version": 1, "max_regression_pct": max_regression,
-               "test": "ratio = mean(new)/mean(base) - 1 over iterations; regression when ratio > threshold "
-                       "and the 95% bootstrap interval's lower end > 0",
-               "regression": bool(failed), "verdicts": [v.__dict__ | {"samples": list(v.samples)} for v in verdicts]}
-        sys.stdout.buffer.write(orjson.dumps(redact(doc), option=orjson.OPT_INDENT_2) + b"\n")
+        sys.stdout.buffer.write(gate_json(verdicts, max_regression))
     else:
-        from profiler.render import render_gate
+        from profiler.render import console
+        from profiler.render.compare import render_gate
 
-        render_gate(verdicts, max_regression, Console(soft_wrap=False, emoji=False))
+        render_gate(verdicts, max_regression, console())
     if failed:
         raise typer.Exit(1)
 
@@ -325,11 +328,12 @@ def profile(
                                  with_stack=with_stack, with_modules=with_modules, stdout_to_stderr=json)
     short = "" if session.complete else f" (the run ended after {session.marks} step marks, before all {session.steps} recorded steps)"
     print(f"perf: wrote {session.path}{short}", file=sys.stderr)
-    analyze(session.path, top=top, rank=None, json=json, hardware=hardware, dtype=None, section=section)
+    analyze(session.path, top=top, rank=None, json=json, hardware=hardware, dtype=None, section=section, full=False)
     if session.compile is not None and not json:
-        from collectors.torch_compile.render import render_summary
+        from profiler.render import console
+        from profiler.render.compile import render_summary
 
-        Console(soft_wrap=False, emoji=False).print(render_summary(session.compile))
+        console().print(render_summary(session.compile))
 
 
 def _compare_compile(model: str | None, inputs: list[str], dtype: str | None, steps: int | None, backward: bool,
@@ -348,20 +352,14 @@ def _compare_compile(model: str | None, inputs: list[str], dtype: str | None, st
         with grad:
             result = compare_compile(module, tuple(xs), steps or 3, hardware=hardware, backward=backward)
     if as_json:
-        import orjson
+        from profiler.render.json import compare_compile_json
 
-        from profiler.model.redact import redact
-        from profiler.report import _records
-
-        doc = {"schema": "perf.compare_compile", "schema_version": 1, "steps": result.steps,
-               "eager_step_ns": result.eager_step_ns, "compiled_step_ns": result.compiled_step_ns,
-               "compiled": result.compiled_ok, "messages": list(result.messages),
-               "groups": _records(result.groups.drop(columns=["eager_event_ids"], errors="ignore"))}
-        sys.stdout.buffer.write(orjson.dumps(redact(doc), option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY) + b"\n")
+        sys.stdout.buffer.write(compare_compile_json(result))
         return
-    from collectors.torch_compile.render import render_compare
+    from profiler.render import console
+    from profiler.render.compile import render_compare
 
-    Console(soft_wrap=False, emoji=False).print(render_compare(result))
+    console().print(render_compare(result))
     for m in result.messages:
         print(f"perf: {m}", file=sys.stderr)
 
@@ -410,9 +408,10 @@ def compile_report_cmd(
 
             sys.stdout.buffer.write(orjson.dumps(report_doc(report), option=orjson.OPT_INDENT_2) + b"\n")
         else:
-            from collectors.torch_compile.render import render_report
+            from profiler.render import console
+            from profiler.render.compile import render_report
 
-            Console(soft_wrap=False, emoji=False).print(render_report(report))
+            console().print(render_report(report))
     from profiler.model.redact import redact_text
 
     for line in report.problems.lines():  # unreadable lines are counted, not fatal

@@ -7,7 +7,7 @@ import json
 from typer.testing import CliRunner
 
 from profiler.cli import app
-from profiler.report import SCHEMA_VERSION
+from profiler.render.json import SCHEMA_VERSION
 from tests.conftest import TRACES, real_trace
 from tests.real_traces.expected import EXPECTED
 

@@ -16,7 +16,7 @@ from rich.console import Console
 
 from collectors.torch_compile.fusion_map import fusion_map
 from collectors.torch_compile.graph_text import dynamo_nodes, parse_graph
-from collectors.torch_compile.render import render_report
+from profiler.render.compile import render_report
 from collectors.torch_compile.report import read_compile_report
 from collectors.torch_compile.tlparse import Log, Record, parse_lines, read_torch_trace
 from profiler.model.errors import InputError

@@ -26,7 +26,7 @@ from rich.console import Console
 
 from collectors.torch_compile.compare import compare_compile
 from collectors.torch_compile.phases import PHASES
-from collectors.torch_compile.render import render_compare
+from profiler.render.compile import render_compare
 from profiler.model.schema import Kind
 from profiler.model.trace import empty_table
 

@@ -1,4 +1,5 @@
-"""Rich tables for `perf analyze` (stdout). Strings from the trace are redacted before display."""
+"""Rich tables for `perf analyze` (stdout): the report's order, and the trace, device-time and top
+op tables. Strings from the trace are redacted before display."""
 
 from __future__ import annotations
 
@@ -8,7 +9,11 @@ from rich.markup import escape
 from rich.table import Table
 
 from profiler.api import Analysis
+from profiler.model.numfmt import fmt_ns
 from profiler.model.redact import redact_text
+
+#: Top ops and kernels in the short default report (--full lists --top of them).
+SHORT_TOP = 5
 
 
 def _text(s: str) -> str:
@@ -17,32 +22,41 @@ def _text(s: str) -> str:
     return escape(redact_text(s))
 
 
-def fmt_ns(ns: float) -> str:
-    """Human time: 812 ns, 3.40 us, 12.1 ms, 1.73 s."""
-    ns = float(ns)
-    for unit, scale in (("s", 1e9), ("ms", 1e6), ("us", 1e3)):
-        if abs(ns) >= scale:
-            v = ns / scale
-            return f"{v:.3g} {unit}" if v < 100 else f"{v:.0f} {unit}"
-    return f"{ns:.0f} ns"
-
-
 def render(a: Analysis, console: Console, sections: tuple[str, ...] | None = None) -> None:
-    """Print the sections asked for (all by default) as Rich tables; problems always."""
+    """The full report, or the sections asked for, as Rich tables; the verdict first; problems always."""
     from profiler.api import SECTIONS
+    from profiler.render.insight import render_insight
+    from profiler.render.roofline import render_roofline
+    from profiler.render.verdict import render_verdict
 
     shown = set(sections or SECTIONS)
+    if "verdict" in shown:
+        render_verdict(a, console)
     if "summary" in shown:
         _render_summary(a, console)
     if "ops" in shown:
         _render_top(a, console)
-
-    from profiler.render_insight import render_insight
-    from profiler.render_roofline import render_roofline
-
     render_roofline(a, console, shown)
     render_insight(a, console, shown)
+    _render_problems(a, console)
 
+
+def render_short(a: Analysis, console: Console) -> None:
+    """The default report: the verdict, then the trace in brief, device time, the wall equation
+    and the top ops and kernels; the rest behind --full / --section."""
+    from profiler.api import SECTIONS
+    from profiler.render.roofline import render_equation
+    from profiler.render.verdict import render_verdict
+
+    render_verdict(a, console)
+    _render_summary(a, console)
+    render_equation(a, console)
+    _render_top(a, console, limit=SHORT_TOP)
+    console.print(f"[dim]Full report: --full; one part: --section NAME ({', '.join(SECTIONS)}); --json for every number.[/]")
+    _render_problems(a, console)
+
+
+def _render_problems(a: Analysis, console: Console) -> None:
     if a.problems:
         console.print("[bold yellow]Problems met while reading[/] (counted, not hidden):")
         for line in a.problems.lines():
@@ -75,12 +89,15 @@ def _render_summary(a: Analysis, console: Console) -> None:
     console.print(dev)
 
 
-def _render_top(a: Analysis, console: Console) -> None:
+def _render_top(a: Analysis, console: Console, limit: int | None = None) -> None:
     tables = (("Top ops (device = time of the device work each call launched)", a.top_ops, True),
               ("Top kernels and copies", a.top_kernels, False))
     for title, frame, is_ops in tables:
         if frame.empty:
             continue
+        if limit is not None and len(frame) > limit:
+            frame = frame.head(limit)
+            title += f" (top {limit}; --full for more)"
         if is_ops and not frame["device_ns"].any():  # CPU-only trace: no device columns
             title = "Top ops (host time, inclusive of child ops)"
             frame = frame.drop(columns=["device_ns"])
@@ -105,40 +122,3 @@ def _render_top(a: Analysis, console: Console) -> None:
                 cells += [str(r.bound) if isinstance(r.bound, str) else "unknown", "-" if eff != eff or eff is None else f"{eff:.2f}"]
             t.add_row(*cells)
         console.print(t)
-
-
-def render_diff(a: str, b: str, busy: list[int], changes, total: int, console: Console) -> None:
-    """The changes between two traces, largest first."""
-    console.print(f"A: {_text(a)}\nB: {_text(b)}")
-    console.print(f"device busy: A {fmt_ns(busy[0])}, B {fmt_ns(busy[1])} ({_signed(busy[1] - busy[0])})")
-    if not total:
-        console.print("no changes: the same ops and kernels, with the same counts, times and bounds")
-        return
-    t = Table(box=box.SIMPLE_HEAD, title=f"Changes ({total}, largest first)", title_justify="left")
-    t.add_column("change", no_wrap=True, min_width=7)
-    t.add_column("name", no_wrap=True, overflow="ellipsis", max_width=max(16, console.width - 72))
-    for col, width in (("calls", 5), ("time A", 7), ("time B", 7), ("delta", 8), ("bound", 7)):
-        t.add_column(col, justify="right", no_wrap=True, min_width=width)
-    for r in changes.itertuples(index=False):
-        bound = r.bound_a if r.bound_a == r.bound_b else f"{r.bound_a or '-'}>{r.bound_b or '-'}"
-        calls = f"{r.count_a:,}" if r.count_a == r.count_b else f"{r.count_a:,}>{r.count_b:,}"
-        t.add_row(r.change, _text(r.name), calls, fmt_ns(r.time_a_ns), fmt_ns(r.time_b_ns), _signed(r.delta_ns), _text(bound))
-    console.print(t)
-
-
-def _signed(ns: float) -> str:
-    return ("+" if ns > 0 else "-" if ns < 0 else "") + fmt_ns(abs(ns))
-
-
-def render_gate(verdicts, max_regression: float, console: Console) -> None:
-    """Each compared quantity with its change and noise interval; regressions first."""
-    t = Table(box=box.SIMPLE_HEAD, title=f"Gate: slowdown > {max_regression:g}% and beyond the noise (95% bootstrap)",
-              title_justify="left")
-    t.add_column("verdict", no_wrap=True)
-    t.add_column("name", no_wrap=True, overflow="ellipsis", max_width=max(16, console.width - 62))
-    for col in ("base", "new", "change", "95% interval", "samples"):
-        t.add_column(col, justify="right", no_wrap=True)
-    for v in verdicts[:20]:
-        t.add_row("REGRESSION" if v.regression else "ok", _text(v.name), fmt_ns(v.base_mean_ns), fmt_ns(v.new_mean_ns),
-                  f"{100 * v.ratio:+.1f}%", f"{100 * v.low:+.1f}..{100 * v.high:+.1f}%", f"{v.samples[0]}/{v.samples[1]}")
-    console.print(t)

@@ -1,6 +1,8 @@
-"""`perf analyze --json`: the versioned, documented JSON form of an `Analysis`.
+"""Every `--json` document: `perf analyze` (perf.analyze, the versioned JSON form of an
+`Analysis`), `perf diff` (perf.diff), `perf gate` (perf.gate) and `perf profile --compare-compile`
+(perf.compare_compile).
 
-The schema is described in docs/json-schema.md; bump SCHEMA_VERSION on any change to it.
+The schemas are described in docs/json-schema.md; bump a SCHEMA_VERSION on any change to it.
 Every string that came from the trace passes through `redact` on the way out.
 """
 
@@ -17,8 +19,8 @@ from profiler.api import Analysis
 from profiler.model.redact import redact, redact_text
 
 SCHEMA = "perf.analyze"
-SCHEMA_VERSION = 5  # 2: roofline fields; 3: timeline (streams, communication, launches, iterations); 4: advice;
-#                    5: ops[].memory_level, critical_path, memory, llm, modules
+SCHEMA_VERSION = 6  # 2: roofline fields; 3: timeline (streams, communication, launches, iterations); 4: advice;
+#                    5: ops[].memory_level, critical_path, memory, llm, modules; 6: verdict, idle_gaps
 
 
 def to_dict(a: Analysis, metadata: dict[str, Any]) -> dict[str, Any]:
@@ -33,6 +35,7 @@ def to_dict(a: Analysis, metadata: dict[str, Any]) -> dict[str, Any]:
         "schema": SCHEMA,
         "schema_version": SCHEMA_VERSION,
         "tool_version": __version__,
+        "verdict": _verdict(a.verdict),
         "trace": {
             "framework": ov.framework,
             "files": list(ov.files),
@@ -60,22 +63,45 @@ def to_dict(a: Analysis, metadata: dict[str, Any]) -> dict[str, Any]:
             "by_dtype": _by(a.by_dtype, "dtype"),
         },
         "timeline": {
-            "streams": _records(a.streams),
-            "communication": _records(a.communication),
-            "launches": _records(a.launches),
-            "iterations": _records(a.iterations),
+            "streams": records(a.streams),
+            "communication": records(a.communication),
+            "launches": records(a.launches),
+            "iterations": records(a.iterations),
         },
         "advice": [{"kind": x.kind, "title": x.title, "saving_ns": float(x.saving_ns), "evidence": x.evidence,
                     "formula": x.formula, "units": list(x.units)} for x in a.advice],
         "critical_path": [_critical_path(cp) for cp in a.critical_path],
-        "memory": {"devices": _records(a.memory), "kv_cache": _records(a.kv_cache)},
-        "llm": {"phases": _records(a.llm_phases), "summary": _records(a.llm_summary)},
-        "modules": _records(a.modules),
+        "memory": {"devices": records(a.memory), "kv_cache": records(a.kv_cache)},
+        "llm": {"phases": records(a.llm_phases), "summary": records(a.llm_summary)},
+        "modules": records(a.modules),
+        "idle_gaps": _idle(a),
         "ops": ops,
         "problems": _problems(a),
         "metadata": metadata,
     }
     return redact(out)
+
+
+def _verdict(v: Any) -> dict[str, Any] | None:
+    """analysis.verdict.Verdict: the bound, its share of the summed windows, every bound's
+    share, the evidence and the actions (null when nothing was classified)."""
+    if v is None:
+        return None
+    return {
+        "bound": v.bound, "label": v.label, "share": float(v.share), "window_ns": int(v.window_ns), "scope": v.scope,
+        "shares": [{"bound": b, "label": lab, "time_ns": int(t), "share": float(sh)} for b, lab, t, sh in v.shares],
+        "evidence": list(v.evidence),
+        "actions": [{"title": x.title, "saving_ns": float(x.saving_ns), "evidence": x.evidence, "source": x.source}
+                    for x in v.actions],
+    }
+
+
+def _idle(a: Analysis) -> dict[str, Any]:
+    """analysis.idle_gaps.IdleGaps: by category per device, the largest gaps, the host work in them."""
+    g = a.idle
+    if g is None:
+        return {"by_category": [], "top_gaps": [], "activity": []}
+    return {"by_category": records(g.by_category), "top_gaps": records(g.top_gaps), "activity": records(g.activity.head(50))}
 
 
 def _above_floor(a: Analysis) -> dict[str, int]:
@@ -155,11 +181,11 @@ def _critical_path(cp: Any) -> dict[str, Any]:
         "verdict": cp.verdict,
         "by_class": {str(c): int(t) for c, t in zip(cp.by_class["class"], cp.by_class["time_ns"])},
         "segments": len(seg),
-        "longest_segments": _records(longest),
+        "longest_segments": records(longest),
     }
 
 
-def _records(frame: Any) -> list[dict[str, Any]]:
+def records(frame: Any) -> list[dict[str, Any]]:
     """Rows as JSON-ready dicts: numpy numbers as Python ones, NaN as null."""
     return [{k: _value(v) for k, v in row.items()} for row in frame.to_dict(orient="records")]
 
@@ -187,11 +213,30 @@ def to_json(a: Analysis, metadata: dict[str, Any]) -> bytes:
     return orjson.dumps(to_dict(a, metadata), option=orjson.OPT_INDENT_2) + b"\n"
 
 
+def gate_json(verdicts: list[Any], max_regression: float) -> bytes:
+    """`perf gate --json`: schema perf.gate v1 (docs/json-schema.md)."""
+    failed = any(v.regression for v in verdicts)
+    doc = {"schema": "perf.gate", "schema_version": 1, "max_regression_pct": max_regression,
+           "test": "ratio = mean(new)/mean(base) - 1 over iterations; regression when ratio > threshold "
+                   "and the 95% bootstrap interval's lower end > 0",
+           "regression": failed, "verdicts": [v.__dict__ | {"samples": list(v.samples)} for v in verdicts]}
+    return orjson.dumps(redact(doc), option=orjson.OPT_INDENT_2) + b"\n"
+
+
+def compare_compile_json(result: Any) -> bytes:
+    """`perf profile --compare-compile --json`: schema perf.compare_compile v1."""
+    doc = {"schema": "perf.compare_compile", "schema_version": 1, "steps": result.steps,
+           "eager_step_ns": result.eager_step_ns, "compiled_step_ns": result.compiled_step_ns,
+           "compiled": result.compiled_ok, "messages": list(result.messages),
+           "groups": records(result.groups.drop(columns=["eager_event_ids"], errors="ignore"))}
+    return orjson.dumps(redact(doc), option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY) + b"\n"
+
+
 def diff_json(a: str, b: str, busy: list[int], changes: Any) -> bytes:
     """`perf diff --json`: schema perf.diff v1 (docs/json-schema.md)."""
     doc = {
         "schema": "perf.diff", "schema_version": 1, "tool_version": __version__,
         "a": a, "b": b, "busy_ns": {"a": busy[0], "b": busy[1]},
-        "changes": _records(changes),
+        "changes": records(changes),
     }
     return orjson.dumps(redact(doc), option=orjson.OPT_INDENT_2) + b"\n"

@@ -10,7 +10,7 @@ from rich.table import Table
 
 from profiler.api import Analysis
 from profiler.model.redact import redact_text
-from profiler.render import fmt_ns
+from profiler.model.numfmt import fmt_ns, fmt_si
 
 MAX_DEVICES = 8
 _PARTS = [("compute", "compute_ns"), ("memory", "memory_ns"), ("comm", "communication_ns"), ("runtime", "runtime_ns"),
@@ -35,7 +35,7 @@ def render_roofline(a: Analysis, console: Console, shown: set[str]) -> None:
     if "advice" in shown:
         render_advice(a, console)
     if "roofline" in shown:
-        _render_equation(a, console)
+        render_equation(a, console)
     if "timeline" in shown:
         _render_timeline(a, console)
     if "roofline" in shown:
@@ -43,12 +43,13 @@ def render_roofline(a: Analysis, console: Console, shown: set[str]) -> None:
         _render_above_floor(a, console)
 
 
-def _render_equation(a: Analysis, console: Console) -> None:
+def render_equation(a: Analysis, console: Console) -> None:
+    """The wall equation per device, and utilization against the peaks."""
     if not a.equation.empty:
         title = "Where the time goes: window = compute + memory + comm + runtime + unknown + idle"
         if a.whatif_dtype:
             title += f"  [what-if: GEMMs at {a.whatif_dtype}]"
-        t = Table(box=box.SIMPLE_HEAD, title=title, title_justify="left")
+        t = Table(box=box.SIMPLE_HEAD, title=title, title_justify="left", min_width=min(len(title) + 2, console.width))
         rows = a.equation.head(MAX_DEVICES).to_dict(orient="records")
         t.add_column("")
         for r in rows:
@@ -65,11 +66,11 @@ def _render_equation(a: Analysis, console: Console) -> None:
     if not a.utilization.empty:
         t = Table(box=box.SIMPLE_HEAD, title="Utilization over the window (achieved / peak) and the time at the floors",
                   title_justify="left")
-        for col in ("device", "FLOP/s", "of peak", "bytes/s", "of bandwidth", "units at floors", "no floor"):
+        for col in ("device", "achieved", "of peak", "bandwidth", "of peak bw", "units at floors", "no floor"):
             t.add_column(col, justify="left" if col == "device" else "right")
         for r in a.utilization.to_dict(orient="records"):
-            t.add_row(f"rank{r['rank']}/{r['device']}", _si(r["flops_per_s"]), f"{_frac(r['compute_util'])} {r['compute_dtype']}",
-                      _si(r["bytes_per_s"]), _frac(r["memory_util"]), fmt_ns(r["floor_ns"]), fmt_ns(r["unknown_ns"]))
+            t.add_row(f"rank{r['rank']}/{r['device']}", fmt_si(r["flops_per_s"], "FLOP/s"), f"{_frac(r['compute_util'])} {r['compute_dtype']}",
+                      fmt_si(r["bytes_per_s"], "B/s"), _frac(r["memory_util"]), fmt_ns(r["floor_ns"]), fmt_ns(r["unknown_ns"]))
         console.print(t)
 
 
@@ -137,13 +138,6 @@ def _render_by(a: Analysis, console: Console) -> None:
 
 def _pct(part: int, whole: int) -> str:
     return f"{100 * part / whole:.1f}%" if whole else "-"
-
-
-def _si(v: float) -> str:
-    for unit, scale in (("T", 1e12), ("G", 1e9), ("M", 1e6), ("k", 1e3)):
-        if v == v and abs(v) >= scale:
-            return f"{v / scale:.3g} {unit}"
-    return "-" if v != v else f"{v:.3g}"
 
 
 def _frac(v: float) -> str:

@@ -13,11 +13,10 @@ from rich.table import Table
 
 from profiler.api import Analysis
 from profiler.model.redact import redact_text
-from profiler.render import fmt_ns
+from profiler.model.numfmt import fmt_bytes, fmt_ns
 
 MAX_RANKS = 8
 MAX_MODULE_ROWS = 12
-_GIB = 2**30
 
 
 def render_insight(a: Analysis, console: Console, shown: set[str]) -> None:
@@ -69,8 +68,8 @@ def render_memory(a: Analysis, console: Console) -> None:
             peak = r["peak_allocated_bytes"]
             if not _known(peak):  # older traces record only per-sample bytes: the peak above the start
                 peak = r["peak_above_start_bytes"]
-            t.add_row(str(r["rank"]), str(r["device"]), f"{r['samples']:,}", _gib(peak), _pct(r["peak_fraction"]),
-                      _gib(r["peak_reserved_bytes"]), _gib(r["final_allocated_bytes"]),
+            t.add_row(str(r["rank"]), str(r["device"]), f"{r['samples']:,}", _bytes(peak), _pct(r["peak_fraction"]),
+                      _bytes(r["peak_reserved_bytes"]), _bytes(r["final_allocated_bytes"]),
                       escape(redact_text(str(r["peak_op"] or "")))[:48])
         console.print(t)
     kv = a.kv_cache
@@ -80,7 +79,7 @@ def render_memory(a: Analysis, console: Console) -> None:
             k.add_column(col, justify="left" if col in ("device", "note") else "right", overflow="fold")
         for r in kv.head(MAX_RANKS).to_dict(orient="records"):
             k.add_row(str(r["rank"]), str(r["device"]), _int(r["layers"]), _int(r["bytes_per_token"]),
-                      _gib(r["kv_cache_bytes"]), _pct(r["share"]), escape(redact_text(str(r["note"] or ""))))
+                      _bytes(r["kv_cache_bytes"]), _pct(r["share"]), escape(redact_text(str(r["note"] or ""))))
         console.print(k)
 
 
@@ -94,7 +93,7 @@ def render_llm(a: Analysis, console: Console) -> None:
         t.add_column(col, justify="left" if col == "phase" else "right", no_wrap=True, min_width=7 if col == "phase" else None)
     for r in s.to_dict(orient="records"):
         t.add_row(str(r["rank"]), str(r["phase"]), f"{r['steps']:,}", _int(r["tokens"]), _num(r["tokens_per_s"]),
-                  _ns(r["ttft_ns"]), _ns(r["tpot_ns"]), _gib(r["kv_read_bytes"]), _pct(r["kv_floor_efficiency"]))
+                  _ns(r["ttft_ns"]), _ns(r["tpot_ns"]), _bytes(r["kv_read_bytes"]), _pct(r["kv_floor_efficiency"]))
     console.print(t)
     notes = sorted({str(n) for n in s["note"] if isinstance(n, str) and n})
     for n in notes:
@@ -132,8 +131,9 @@ def _known(v) -> bool:
     return v is not None and not (isinstance(v, float) and math.isnan(v)) and not pd.isna(v) and v >= 0
 
 
-def _gib(v) -> str:
-    return f"{v / _GIB:.3g} GiB" if _known(v) else "-"
+def _bytes(v) -> str:
+    """Bytes, in the one base of every output (profiler.model.numfmt: decimal SI)."""
+    return fmt_bytes(v) if _known(v) else "-"
 
 
 def _pct(v) -> str:
