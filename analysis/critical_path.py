@@ -34,8 +34,10 @@ Classes: device work takes its unit's bound (unit = op_id, else the event; compu
 communication, runtime, unknown); on a CPU-only rank an op or collective piece takes its unit's
 bound; runtime calls are 'runtime'; other host pieces (op self time on a GPU rank, python frames,
 annotations) and untraced host gaps are 'host'. Without a units table, unit work is 'unknown'.
-verdict: 'host-bound' when host segments outweigh device segments on the path, 'device-bound'
-otherwise; 'cpu-only' on a rank without device work.
+verdict: the largest of the path's host work (host pieces, preprocessing before the first kernel
+included), device work and waiting (blocked in a synchronisation or a blocking copy, or queued):
+'host-bound', 'device-bound' or 'waiting-bound' (as the idle split's idle_sync: a path that waits
+98% of the time is not device-bound); 'cpu-only' on a rank without device work.
 """
 
 from __future__ import annotations
@@ -343,7 +345,9 @@ def _result(rank: int, wall: int, work: int, seg: pd.DataFrame, dropped: int, ha
     work_rows = seg["class"] != "waiting" if len(seg) else pd.Series(dtype=bool)
     host = int(seg.loc[work_rows & (seg["on"] == "host"), "dur_ns"].sum()) if len(seg) else 0
     device = int(seg.loc[work_rows & (seg["on"] == "device"), "dur_ns"].sum()) if len(seg) else 0
-    verdict = "cpu-only" if not has_device else ("host-bound" if host > device else "device-bound")
+    waiting = int(per.get("waiting", 0))
+    verdict = "cpu-only" if not has_device else (
+        "waiting-bound" if waiting > max(host, device) else "host-bound" if host > device else "device-bound")
     return CriticalPath(rank=rank, length_ns=length, work_ns=work, wall_ns=wall, on_host_ns=host, on_device_ns=device,
-                        waiting_ns=int(per.get("waiting", 0)), verdict=verdict, segments=seg, by_class=by_class,
+                        waiting_ns=waiting, verdict=verdict, segments=seg, by_class=by_class,
                         dropped_edges=dropped)

@@ -125,7 +125,9 @@ def _all_gaps(trace: Trace) -> pd.DataFrame:
         g0, g1 = e[:-1], s[1:]
         extra.append(pd.DataFrame({"rank": int(rank), "device": "cpu", "start_ns": g0, "end_ns": g1, "dur_ns": g1 - g0,
                                    "host_ns": g1 - g0, "sync_ns": 0, "other_ns": 0, "next_id": -1, "launch_id": -1}))
-    return pd.concat([gaps, *extra], ignore_index=True) if extra else gaps
+    out = pd.concat([g for g in (gaps, *extra) if len(g)], ignore_index=True) if extra else gaps
+    ints = ["rank", "start_ns", "end_ns", "dur_ns", "host_ns", "sync_ns", "other_ns", "next_id", "launch_id"]
+    return out.astype(dict.fromkeys(ints, np.int64)) if len(out) else out
 
 
 def _gap_threads(gaps: pd.DataFrame, ev: pd.DataFrame, host: pd.DataFrame) -> np.ndarray:

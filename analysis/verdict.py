@@ -97,11 +97,13 @@ def verdict(equation: pd.DataFrame, critical_paths: tuple = (), advice: tuple = 
         return None
     times = {col: int(eq[col].sum()) for col in BOUNDS}
     ranked = sorted(BOUNDS, key=lambda c: -times[c])
-    shares = tuple((BOUNDS[c][0], BOUNDS[c][1], times[c], times[c] / window) for c in ranked)
+    cpu = not len(gpu)  # a CPU-only run: its ops are the work, and no "device" stands apart from the host
+    shares = tuple((BOUNDS[c][0], BOUNDS[c][1].removeprefix("device ") if cpu else BOUNDS[c][1], times[c], times[c] / window)
+                   for c in ranked)
     bound, label, t, share = shares[0]
     labels = [f"rank{r}/{d}" for r, d in zip(eq["rank"], eq["device"])]
     scope = labels[0] if len(labels) == 1 else f"{len(labels)} devices summed ({labels[0]}..{labels[-1]})"
-    evidence = [_balance(eq, window, times)]
+    evidence = [_balance(eq, window, times, "CPU busy (an op running)" if cpu else "device busy")]
     evidence += _idle_evidence(idle, bound)
     evidence += _path_evidence(critical_paths, bound)
     actions = _actions(advice, idle, top)
@@ -113,10 +115,10 @@ def _ms(ns: float) -> str:
     return f"{ns / 1e6:.3g} ms"
 
 
-def _balance(eq: pd.DataFrame, window: int, t: dict[str, int]) -> str:
+def _balance(eq: pd.DataFrame, window: int, t: dict[str, int], what: str) -> str:
     busy = int(eq["busy_ns"].sum())
     idle = window - busy
-    return (f"device busy {_ms(busy)} of {_ms(window)} ({100 * busy / window:.1f}%); idle {_ms(idle)}: host late "
+    return (f"{what} {_ms(busy)} of {_ms(window)} ({100 * busy / window:.1f}%); idle {_ms(idle)}: host late "
             f"{_ms(t['idle_host_ns'])}, blocked in a sync {_ms(t['idle_sync_ns'])}, other {_ms(t['idle_other_ns'])}")
 
 

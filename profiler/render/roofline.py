@@ -49,7 +49,8 @@ def render_equation(a: Analysis, console: Console) -> None:
         title = "Where the time goes: window = compute + memory + comm + runtime + unknown + idle"
         if a.whatif_dtype:
             title += f"  [what-if: GEMMs at {a.whatif_dtype}]"
-        t = Table(box=box.SIMPLE_HEAD, title=title, title_justify="left", min_width=min(len(title) + 2, console.width))
+        console.print(title)  # above, not as the table's title: a narrow table would wrap it
+        t = Table(box=box.SIMPLE_HEAD)
         rows = a.equation.head(MAX_DEVICES).to_dict(orient="records")
         t.add_column("")
         for r in rows:
