@@ -219,7 +219,7 @@ def test_describe():
     assert all(isinstance(k, str) and isinstance(v, str) for k, v in rows)
     assert d["peak matrix bf16"] == "312 TFLOP/s"
     assert d["peak matrix int8"] == "624 TOP/s"
-    assert d["memory hbm"] == "40 GiB, 1,555 GB/s"
+    assert d["memory hbm"] == "42.9 GB, 1,555 GB/s"  # 40 GiB = 40 * 2**30 B = 42.9e9 B (decimal SI, one base)
     assert d["link nvlink3"].startswith("300 GB/s per direction")
     assert d["min op time"] == "1 µs"
     assert any(k.startswith("source") and "datasheet" in v for k, v in rows)

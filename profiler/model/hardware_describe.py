@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from profiler.model.hardware import DTYPES, UNITS, HardwareSpec
+from profiler.model.numfmt import fmt_bytes
 
 
 def _fmt(x: float) -> str:
@@ -12,8 +13,9 @@ def _fmt(x: float) -> str:
 def describe(spec: HardwareSpec) -> list[tuple[str, str]]:
     """Rows (label, value) describing `spec`, for the CLI to render as a table.
 
-    Peaks in TFLOP/s (TOP/s for int8), capacities in GiB/MiB (vendor "GB" of HBM are GiB),
-    bandwidths in GB/s (10^9 bytes/s), times in µs.
+    Peaks in TFLOP/s (TOP/s for int8), capacities and bandwidths in decimal SI bytes (GB = 10^9
+    bytes, the one base of every output, profiler.model.numfmt; a vendor's "40GB" of HBM is
+    40 GiB = 42.9 GB), times in µs.
     """
     rows: list[tuple[str, str]] = [("name", spec.name), ("kind", spec.kind), ("vendor", spec.vendor)]
     if spec.description:
@@ -24,12 +26,7 @@ def describe(spec: HardwareSpec) -> list[tuple[str, str]]:
             if v:
                 rows.append((f"peak {unit} {dt}", f"{_fmt(v / 1e12)} {'TOP/s' if dt == 'int8' else 'TFLOP/s'}"))
     for m in spec.memory:
-        if m.capacity_bytes is None:
-            cap = "capacity unknown"
-        elif m.capacity_bytes >= 2**30:
-            cap = f"{_fmt(m.capacity_bytes / 2**30)} GiB"
-        else:
-            cap = f"{_fmt(m.capacity_bytes / 2**20)} MiB"
+        cap = "capacity unknown" if m.capacity_bytes is None else fmt_bytes(m.capacity_bytes)
         rows.append((f"memory {m.name}", f"{cap}, {_fmt(m.bandwidth / 1e9)} GB/s"))
     for lk in spec.links:
         rows.append(
