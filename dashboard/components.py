@@ -11,29 +11,8 @@ from typing import Any
 from dash import html
 
 from profiler.model.errors import InputError
+from profiler.model.numfmt import fmt_ns, fmt_si  # noqa: F401  (the one number format, re-exported to the pages)
 from profiler.model.redact import redact_text
-
-
-def fmt_ns(ns: float | None) -> str:
-    """A duration: '812 ns', '3.25 µs', '14.1 ms', '2.04 s'."""
-    if ns is None or (isinstance(ns, float) and not math.isfinite(ns)):
-        return "–"
-    v = float(ns)
-    for unit, scale in (("s", 1e9), ("ms", 1e6), ("µs", 1e3)):
-        if abs(v) >= scale:
-            return f"{v / scale:.3g} {unit}"
-    return f"{v:.0f} ns"
-
-
-def fmt_si(v: float | None, unit: str = "") -> str:
-    """A quantity with an SI prefix: 3.2 TFLOP/s, 1.5 GB."""
-    if v is None or not math.isfinite(float(v)):
-        return "–"
-    v = float(v)
-    for p, scale in (("P", 1e15), ("T", 1e12), ("G", 1e9), ("M", 1e6), ("k", 1e3)):
-        if abs(v) >= scale:
-            return f"{v / scale:.3g} {p}{unit}"
-    return f"{v:.3g} {unit}".strip()
 
 
 def fmt_pct(v: float | None) -> str:

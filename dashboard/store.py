@@ -32,7 +32,7 @@ if TYPE_CHECKING:
 
 MiB = 2**20
 #: The analysis passes the core pages read (profiler.api.SECTIONS); the others are not run.
-CORE_SECTIONS = ("summary", "ops", "roofline", "timeline", "advice")
+CORE_SECTIONS = ("verdict", "summary", "ops", "roofline", "timeline", "advice")  # verdict: the Overview opens with it
 DEFAULT_UPLOAD_CAP = 512 * MiB
 _GZIP_MAGIC = b"\x1f\x8b"
 _TRACE_SUFFIXES = (".json", ".json.gz")

@@ -30,6 +30,22 @@ def register(app: Dash, store: TraceStore) -> None:
         return body(a, entry.label if entry else "", store.trace(tid).metadata, hardware or "", files)
 
 
+def verdict_block(a: Any) -> html.Div:
+    """The verdict first (analysis.verdict, computed once by the API): the bound and its share of
+    wall time, every bound's share, the evidence and the top three actions."""
+    v = a.verdict
+    if v is None:
+        return html.Div(html.P("No verdict: nothing was classified."), id="overview-verdict")
+    split = " · ".join(f"{label} {fmt_pct(share)}" for _, label, _, share in v.shares if share >= 0.005)
+    return html.Div([
+        html.H3(f"Verdict: {v.label} bounds this run — {fmt_pct(v.share)} of {fmt_ns(v.window_ns)} on {v.scope}"),
+        html.P(f"Time by bound: {split}"),
+        html.Ul([html.Li(redact_text(e)) for e in v.evidence]),
+        html.Ol([html.Li([html.B(redact_text(x.title)), f" — saves at most {fmt_ns(x.saving_ns)}. ", html.Span(redact_text(x.evidence))])
+                 for x in v.actions]),
+    ], id="overview-verdict", className="verdict")
+
+
 def body(a: Any, label: str, metadata: dict, hardware: str = "", files: list[str] | None = None) -> list:
     """The page's content for one Analysis (facade.Analysis); `hardware`: the what-if preset, if any."""
     ov = a.overview
@@ -54,6 +70,7 @@ def body(a: Any, label: str, metadata: dict, hardware: str = "", files: list[str
     problems = a.problems.lines() if a.problems else []
     meta = json.dumps(redact(metadata.get("ranks", {})), indent=1, default=str)[:20_000]  # already redacted on load; again here
     out = [
+        verdict_block(a),
         html.H3("What was profiled"), what,
         html.H3("Devices: wall = busy + idle"), devices,
         dcc.Graph(id="overview-equation", figure=figures.equation_figure(tables.equation_long(a.equation)),
