@@ -25,6 +25,7 @@ from collections.abc import Callable
 import numpy as np
 import pandas as pd
 
+from analysis.ceiling import flag
 from analysis.grouping import key_codes
 from analysis.memory_levels import memory_floor
 from analysis.nesting import carry_costs, inherit_bounds
@@ -44,7 +45,9 @@ def classify(units: pd.DataFrame, costs: pd.DataFrame, spec_for: Callable[[int, 
     intensity (flops_effective / bytes, FLOP/byte), t_compute_ns, t_memory_ns, t_comm_ns,
     t_runtime_ns, floor_ns (float ns), memory_level (the level whose bytes / bandwidth is
     t_memory; analysis.memory_levels.level_bytes gives every level's), bound (a profiler.model.schema.Bound value),
-    efficiency (floor_ns / time_ns; NaN when unknown or time 0), hardware (spec name or '').
+    efficiency (floor_ns / time_ns; NaN when unknown or time 0), hardware (spec name or ''),
+    carried_by, parent_unit, carried_by_name, nest_floor_ns (analysis.nesting), above_ceiling and
+    ceiling_note (analysis.ceiling: efficiency > 1.1 and its likely cause).
     """
     out = units.reset_index(drop=True).copy()
     c = costs.reset_index(drop=True)
@@ -82,7 +85,7 @@ def classify(units: pd.DataFrame, costs: pd.DataFrame, spec_for: Callable[[int, 
     time_ns = out["time_ns"].to_numpy(dtype=np.float64)
     with np.errstate(divide="ignore", invalid="ignore"):
         out["efficiency"] = np.where(known & (time_ns > 0), out["floor_ns"] / time_ns, np.nan)
-    return inherit_bounds(out)
+    return flag(inherit_bounds(out))
 
 
 def _floors(u: pd.DataFrame, spec: HardwareSpec) -> tuple[np.ndarray, np.ndarray]:
@@ -177,7 +180,7 @@ def groups(classified: pd.DataFrame, keys: tuple[str, ...] = ("name", "shapes"))
             span = np.bincount(codes, weights=(c["end_ns"] - c["start_ns"]).to_numpy(dtype=np.float64), minlength=n)
             with np.errstate(divide="ignore", invalid="ignore"):
                 g.loc[cpu, "efficiency"] = np.where(span > 0, nest / span, np.nan)[cpu]
-    return g
+    return flag(g)
 
 
 def utilization(classified: pd.DataFrame, equation: pd.DataFrame, spec_for: Callable[[int, str], HardwareSpec | None]) -> pd.DataFrame:

@@ -102,7 +102,9 @@ def _render_top(a: Analysis, console: Console) -> None:
                 cells.append(f"{100 * r.share:.1f}")
             if roofline:
                 eff = r.efficiency
-                cells += [str(r.bound) if isinstance(r.bound, str) else "unknown", "-" if eff != eff or eff is None else f"{eff:.2f}"]
+                above = bool(getattr(r, "above_ceiling", False))  # analysis.ceiling: never a plain efficiency > 1.1
+                cells += [str(r.bound) if isinstance(r.bound, str) else "unknown",
+                          "above ceiling" if above else "-" if eff != eff or eff is None else f"{eff:.2f}"]
             t.add_row(*cells)
         console.print(t)
 

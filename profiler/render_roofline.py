@@ -103,23 +103,14 @@ def _render_timeline(a: Analysis, console: Console) -> None:
         console.print(t)
 
 
-#: Why a unit of each bound can beat its floor (docs/roofline.md).
-_WHY_ABOVE_FLOOR = {
-    "memory": "data served from a cache (the floor assumes each byte crosses the outermost memory once)",
-    "compute": "fewer operations than the standard count (e.g. a Winograd convolution)",
-    "runtime": "shorter than the spec's minimum op time (perf calibrate measures it)",
-    "communication": "a faster algorithm or link than the spec's (e.g. in-switch reduction)",
-}
-
-
 def _render_above_floor(a: Analysis, console: Console) -> None:
+    """One line per bound for units above their ceiling (analysis.ceiling), with the likely cause."""
     u = a.units
-    if u.empty or "efficiency" not in u:
+    if u.empty or "above_ceiling" not in u:
         return
-    fast = u[u["efficiency"] > 1]
-    for bound, n in fast["bound"].value_counts().items():
-        why = _WHY_ABOVE_FLOOR.get(str(bound), "the floor's assumptions did not hold")
-        console.print(f"[dim]{n} {bound}-bound units ran faster than their floor: {why} (docs/roofline.md)[/]")
+    fast = u[u["above_ceiling"].to_numpy(dtype=bool)]
+    for (bound, note), n in fast.groupby(["bound", "ceiling_note"]).size().items():
+        console.print(f"[dim]{n} {bound}-bound units ran more than 10% above their ceiling; likely cause: {note} (docs/roofline.md)[/]")
 
 
 def _render_by(a: Analysis, console: Console) -> None:
