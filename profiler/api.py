@@ -52,6 +52,7 @@ class Analysis:
     llm_phases: pd.DataFrame = field(default_factory=pd.DataFrame)  # analysis.llm.llm_phases
     llm_summary: pd.DataFrame = field(default_factory=pd.DataFrame)  # analysis.llm.llm_summary
     modules: pd.DataFrame = field(default_factory=pd.DataFrame)  # analysis.modules.module_tree
+    hardware_notes: tuple[str, ...] = ()  # which preset stands in for a device and why (hardware_notes)
 
 
 def load_trace(path: str | Path) -> Trace:
@@ -85,6 +86,29 @@ def spec_resolver(trace: Trace, hardware: str | None = None) -> Callable[[int, s
             spec = override or match_device(d.name, int(max(d.sm_count, 0)), d.compute_capability, int(max(d.memory_bytes, 0)))
         matched[(int(d.rank), str(d.device))] = spec
     return lambda rank, device: matched.get((rank, device))
+
+
+def hardware_notes(trace: Trace, hardware: str | None = None) -> tuple[str, ...]:
+    """One line per device whose spec was not chosen by name: a GPU matched by its numbers only
+    (profiler.model.hardware_match.match_note), a GPU no preset fits, a CPU on the NOMINAL
+    generic preset. Empty when `hardware` was given for every device it applies to."""
+    from profiler.model.hardware_match import match_note
+
+    notes = []
+    cpu_only = not (trace.devices["device"] != "cpu").any()
+    for d in trace.devices.itertuples(index=False):
+        label = f"rank{int(d.rank)}/{d.device}"
+        if d.device == "cpu":
+            if cpu_only and not hardware:
+                notes.append(f"{label}: floored on the NOMINAL {DEFAULT_CPU_SPEC} preset (no figure measured on this CPU); "
+                             "run perf calibrate and pass --hardware FILE")
+            continue
+        if hardware:
+            continue
+        _, note = match_note(d.name, int(max(d.sm_count, 0)), d.compute_capability, int(max(d.memory_bytes, 0)))
+        if note:
+            notes.append(f"{label}: {note}")
+    return tuple(dict.fromkeys(notes))
 
 
 #: What `perf analyze --section` can ask for; the passes a section needs run, the rest do not.
@@ -121,6 +145,7 @@ def analyze(
         top_ops=top_ops(trace, gpu_busy, top) if "ops" in sections else pd.DataFrame(),
         top_kernels=top_kernels(trace, gpu_busy, top) if "ops" in sections else pd.DataFrame(),
         problems=trace.problems,
+        hardware_notes=hardware_notes(trace, hardware),
     )
     base = _memory_and_llm(trace, base, hardware, sections)
     if not _CLASSIFIED & set(sections):

@@ -64,6 +64,8 @@ def _render_summary(a: Analysis, console: Console) -> None:
     head.add_row("events", ", ".join(f"{k} {v:,}" for k, v in ov.events_by_kind))
     if ov.steps:
         head.add_row("steps", f"{len(ov.steps)} (ProfilerStep#{ov.steps[0]}..#{ov.steps[-1]})")
+    if getattr(a, "hardware_notes", ()):  # which preset stands in for a device, and why
+        head.add_row("hardware", "\n".join(_text(n) for n in a.hardware_notes))
     console.print(head)
 
     dev = Table(box=box.SIMPLE_HEAD, title="Device time (busy = union of work intervals)", title_justify="left")

@@ -50,6 +50,7 @@ def to_dict(a: Analysis, metadata: dict[str, Any]) -> dict[str, Any]:
             "idle_ns": dict(zip(label, map(int, dt["idle_ns"]))),
             "devices": devices,
             "hardware": a.hardware,
+            "hardware_notes": list(a.hardware_notes),
             "whatif_dtype": a.whatif_dtype,
             "equation": [_equation(row) for row in a.equation.to_dict(orient="records")],
             "utilization": [{k: (_num(v) if not isinstance(v, str) else v) for k, v in row.items()}
