@@ -52,6 +52,7 @@ class Analysis:
     llm_phases: pd.DataFrame = field(default_factory=pd.DataFrame)  # analysis.llm.llm_phases
     llm_summary: pd.DataFrame = field(default_factory=pd.DataFrame)  # analysis.llm.llm_summary
     modules: pd.DataFrame = field(default_factory=pd.DataFrame)  # analysis.modules.module_tree
+    whatif: pd.DataFrame = field(default_factory=pd.DataFrame)  # analysis.whatif.step_projection
     hardware_notes: tuple[str, ...] = ()  # which preset stands in for a device and why (hardware_notes)
 
 
@@ -199,21 +200,35 @@ def _roofline(trace: Trace, base: Analysis, hardware: str | None, dtype: str | N
     costs = with_kernel_costs(cost_table(u, tree=trace.events, flows=trace.flows), u, fusion)
     costs = apply_comm(drop_carried_costs(trace.events, u, costs), comm_table(u, _world_sizes(trace)), u["name"])
     costs = with_tf32(trace.events, u, costs, trace.metadata)  # fp32 GEMMs/convs that ran TF32 tensor-core kernels
-    if dtype:
-        costs = costs.copy()
-        costs.loc[costs["family"].isin(MATRIX_FAMILIES), "dtype"] = dtype
+    source = classify(u, costs, spec_resolver(trace)) if _is_whatif(trace, hardware) or dtype else None
+    if dtype:  # precision what-if: the matrix units' dtype, so their peak and their bytes
+        from analysis.memory_levels import ELEMENT_BYTES
+        from analysis.whatif import scale_bytes
+
+        matrix = costs["family"].isin(MATRIX_FAMILIES).to_numpy()
+        costs = scale_bytes(costs, matrix, dtype, ELEMENT_BYTES)
+        costs.loc[matrix, "dtype"] = dtype
     classified = classify(u, costs, spec_for)
+    whatif = pd.DataFrame()
+    if source is not None:
+        from analysis.whatif import project, step_projection
+
+        classified = project(source, classified)
+        src_names = {k: v for k, v in _spec_names(trace, spec_resolver(trace)).items()}
+        whatif = step_projection(classified, attribute(trace, pd.Series(source["bound"].to_numpy(), index=source["unit_id"].to_numpy())),
+                                 src_names, _spec_names(trace, spec_for))
+        if dtype:
+            whatif["peak_used"] = [_peak_label(spec_for(int(r), str(d)), dtype) for r, d in zip(whatif["rank"], whatif["device"])]
     unit_bound = pd.Series(classified["bound"].to_numpy(), index=classified["unit_id"].to_numpy())
     equation = attribute(trace, unit_bound)
-    names = {f"rank{r}/{d}": (spec_for(int(r), str(d)).name if spec_for(int(r), str(d)) else "")
-             for r, d in trace.devices[["rank", "device"]].itertuples(index=False)}
+    names = _spec_names(trace, spec_for)
     top = base.top_ops
     if len(top):
         top = top.merge(groups(classified), on=["name", "shapes"], how="left", suffixes=("", "_unit"))
     out = replace(
         base, top_ops=top, units=classified, equation=equation, by_bound=by(classified, "bound"),
         by_family=by(classified, "family"), by_dtype=by(classified, "dtype"), hardware=names, whatif_dtype=dtype,
-        utilization=utilization(classified, equation, spec_for),
+        utilization=utilization(classified, equation, spec_for), whatif=whatif,
     )
     if "critical_path" in sections:
         from analysis.critical_path import critical_path
@@ -236,6 +251,41 @@ def _roofline(trace: Trace, base: Analysis, hardware: str | None, dtype: str | N
     if "advice" in sections:
         out = replace(out, advice=tuple(advise(classified, communication, spec_for)))
     return out
+
+
+def _spec_names(trace: Trace, spec_for: Callable[[int, str], HardwareSpec | None]) -> dict[str, str]:
+    """'rank0/gpu0' -> the name of the spec its floors use ('' when none)."""
+    out = {}
+    for r, d in trace.devices[["rank", "device"]].itertuples(index=False):
+        spec = spec_for(int(r), str(d))
+        out[f"rank{r}/{d}"] = spec.name if spec else ""
+    return out
+
+
+def _is_whatif(trace: Trace, hardware: str | None) -> bool:
+    """True when `hardware` floors a GPU that a preset matched as other hardware: the trace was
+    measured elsewhere, so its times are projected, not judged. A CPU trace's --hardware (a spec
+    perf calibrate measured) and a GPU no preset matched take the given spec as the real one."""
+    if not hardware:
+        return False
+    target = load_spec(hardware)
+    for d in trace.devices.itertuples(index=False):
+        if d.device == "cpu":
+            continue
+        matched = match_device(d.name, int(max(d.sm_count, 0)), d.compute_capability, int(max(d.memory_bytes, 0)))
+        if matched is not None and matched.name != target.name:
+            return True
+    return False
+
+
+def _peak_label(spec: HardwareSpec | None, dtype: str) -> str:
+    """'bf16 on v100-sxm2-32gb: no bf16 matrix unit, vector fp32 peak used' where the dtype falls back."""
+    if spec is None:
+        return ""
+    used = spec.peak_source(dtype, "matrix")
+    if used == f"matrix {dtype}":
+        return f"matrix {dtype}"
+    return f"{dtype} on {spec.name}: no {dtype} matrix unit, {used} peak used (fallback)"
 
 
 def _world_sizes(trace: Trace) -> dict[int, int]:

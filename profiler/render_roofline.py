@@ -35,12 +35,37 @@ def render_roofline(a: Analysis, console: Console, shown: set[str]) -> None:
     if "advice" in shown:
         render_advice(a, console)
     if "roofline" in shown:
+        _render_whatif(a, console)
         _render_equation(a, console)
     if "timeline" in shown:
         _render_timeline(a, console)
     if "roofline" in shown:
         _render_by(a, console)
         _render_above_floor(a, console)
+
+
+def _render_whatif(a: Analysis, console: Console) -> None:
+    """What-if (analysis.whatif): projected step time per device and the ops with the most projected time."""
+    w = getattr(a, "whatif", None)
+    if w is None or w.empty:
+        return
+    t = Table(box=box.SIMPLE_HEAD, title="What-if: projected time (each op scaled by its bound's floor ratio; runtime and idle kept)",
+              title_justify="left")
+    for col in ("device", "measured on", "projected on", "window", "projected", "precision"):
+        t.add_column(col, justify="right" if col in ("window", "projected") else "left")
+    for r in w.to_dict(orient="records"):
+        t.add_row(f"rank{r['rank']}/{r['device']}", r["source"], r["target"], fmt_ns(r["window_ns"]), fmt_ns(r["projected_ns"]),
+                  escape(str(r.get("peak_used", "") or "-")))
+    console.print(t)
+    u = a.units
+    g = u.groupby(["name", "projection"], sort=False).agg(time_ns=("time_ns", "sum"), projected_ns=("projected_ns", "sum"))
+    g = g.sort_values("projected_ns", ascending=False).head(10).reset_index()
+    t = Table(box=box.SIMPLE_HEAD, title="What-if per op (projected = measured x floor ratio of its bound)", title_justify="left")
+    for col in ("op", "measured", "projected", "method"):
+        t.add_column(col, justify="right" if col in ("measured", "projected") else "left", overflow="fold")
+    for r in g.to_dict(orient="records"):
+        t.add_row(escape(redact_text(str(r["name"]))), fmt_ns(r["time_ns"]), fmt_ns(r["projected_ns"]), r["projection"])
+    console.print(t)
 
 
 def _render_equation(a: Analysis, console: Console) -> None:

@@ -77,7 +77,10 @@ def test_an_unnamed_device_says_which_preset_stands_in():
     # name no preset knows but whose numbers fit one is named in a note
     assert match_note("NVIDIA H800", 132, "9.0", 85_000_000_000) == (match_note("NVIDIA H800", 132, "9.0", 85_000_000_000)[0], "")
     assert match_note("NVIDIA H800", 132, "9.0", 85_000_000_000)[0].name == "h800"
+    spec, note = match_note("Ampere-X", 108, "8.0", 85_000_000_000)
+    assert spec.name == "a100-sxm-80gb" and "floored as a100-sxm-80gb" in note and "--hardware" in note
+    # H100 SXM's numbers are also H800's: an unnamed one is ambiguous, so --hardware is asked for
     spec, note = match_note("Hopper-X", 132, "9.0", 85_000_000_000)
-    assert spec.name == "h100-sxm" and "floored as h100-sxm" in note and "--hardware" in note
+    assert spec is None and "--hardware" in note
     spec, note = match_note("Mystery", 7, "1.0", 1_000_000_000)
     assert spec is None and "--hardware" in note
