@@ -200,7 +200,7 @@ def _roofline(trace: Trace, base: Analysis, hardware: str | None, dtype: str | N
     costs = with_kernel_costs(cost_table(u, tree=trace.events, flows=trace.flows), u, fusion)
     costs = apply_comm(drop_carried_costs(trace.events, u, costs), comm_table(u, _world_sizes(trace)), u["name"])
     costs = with_tf32(trace.events, u, costs, trace.metadata)  # fp32 GEMMs/convs that ran TF32 tensor-core kernels
-    source = classify(u, costs, spec_resolver(trace)) if _is_whatif(trace, hardware) or dtype else None
+    source = classify(u, costs, spec_resolver(trace)) if is_whatif(trace, hardware) or dtype else None
     if dtype:  # precision what-if: the matrix units' dtype, so their peak and their bytes
         from analysis.memory_levels import ELEMENT_BYTES
         from analysis.whatif import scale_bytes
@@ -262,7 +262,7 @@ def _spec_names(trace: Trace, spec_for: Callable[[int, str], HardwareSpec | None
     return out
 
 
-def _is_whatif(trace: Trace, hardware: str | None) -> bool:
+def is_whatif(trace: Trace, hardware: str | None) -> bool:
     """True when `hardware` floors a GPU that a preset matched as other hardware: the trace was
     measured elsewhere, so its times are projected, not judged. A CPU trace's --hardware (a spec
     perf calibrate measured) and a GPU no preset matched take the given spec as the real one."""
