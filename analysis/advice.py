@@ -49,6 +49,8 @@ def advise(classified: pd.DataFrame, communication: pd.DataFrame, spec_for: Call
            limit: int = 10) -> list[Advice]:
     """Advice for `classified` units (analysis.roofline.classify), most saving first."""
     out: list[Advice] = []
+    if "carried_by" in classified:  # wrappers (analysis.nesting): their work is advised on the op doing it
+        classified = classified[classified["carried_by"].to_numpy() < 0]
     for (rank, device), u in classified.groupby(["rank", "device"], sort=True):
         spec = spec_for(int(rank), str(device))
         where = f"rank{rank}/{device}"

@@ -17,6 +17,13 @@ for any schedule, so the floor it gives is still a floor. The innermost level (n
 known inside it) and levels whose inner capacity is unknown get the compulsory bytes.
 
     t_memory = max over levels of bytes_i / bandwidth_i;  the level attaining it is `memory_level`.
+
+On a CPU, caches keep data between ops (the producer's output sits in the cache the consumer
+reads), so an op whose compulsory bytes fit a cache level's capacity puts no bytes on the levels
+outside it: bytes_outer = 0 and its floor is bytes / bandwidth of the innermost level holding
+them. On a GPU the L2 is shared by every SM and other kernels' traffic evicts it, so the
+outermost level keeps every op's compulsory bytes; an op beating that floor is flagged above its
+ceiling (analysis.ceiling), cause "data served from a cache".
 """
 
 from __future__ import annotations
@@ -37,6 +44,8 @@ def level_bytes(u: pd.DataFrame, spec: HardwareSpec) -> np.ndarray:
     """
     compulsory = u["bytes"].to_numpy(dtype=np.float64)
     out = np.repeat(compulsory[:, None], len(spec.memory), axis=1)
+    if spec.kind == "cpu":
+        _resident(out, compulsory, spec)
     gemm = (u["family"] == "gemm").to_numpy()
     if not gemm.any():
         return out
@@ -52,6 +61,19 @@ def level_bytes(u: pd.DataFrame, spec: HardwareSpec) -> np.ndarray:
         take = gemm & ~np.isnan(bound) & (bound > compulsory)
         out[take, i] = bound[take]
     return out
+
+
+def _resident(out: np.ndarray, compulsory: np.ndarray, spec: HardwareSpec) -> None:
+    """On a CPU, an op whose working set (its compulsory bytes) fits a cache level may find it
+    all there (its producer, on the same cores, just wrote it): the levels outside that cache
+    carry none of its bytes (set to 0 in `out`, in place). The innermost level that holds it wins."""
+    for i in range(len(spec.memory) - 1, 0, -1):  # innermost first
+        cap = spec.memory[i].capacity_bytes
+        if not cap:
+            continue
+        fits = compulsory <= cap
+        out[fits, :i] = 0.0
+        compulsory = np.where(fits, np.inf, compulsory)  # settled: outer levels must not touch it again
 
 
 def memory_floor(u: pd.DataFrame, spec: HardwareSpec) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -14,8 +14,8 @@ bound = the largest floor (ties: compute, memory, communication, runtime, in tha
 unknown when the cost cannot be derived. efficiency = floor / measured time (the roofline's
 "fraction of the limit reached": Williams et al. 2009; XProf's "bound by").
 
-A CPU unit whose op has a costed child op (aten::linear over aten::addmm) does its work in that
-child: its own self time is dispatch, so its cost is zero and only the runtime floor applies.
+Nested ops (aten::linear over aten::addmm) count each FLOP and byte once: the cost goes to the
+innermost costed op and the wrapper is shown with that op's bound (analysis.nesting).
 """
 
 from __future__ import annotations
@@ -25,8 +25,10 @@ from collections.abc import Callable
 import numpy as np
 import pandas as pd
 
+from analysis.ceiling import flag
 from analysis.grouping import key_codes
 from analysis.memory_levels import memory_floor
+from analysis.nesting import carry_costs, inherit_bounds
 from profiler.model.hardware import HardwareSpec
 from profiler.model.schema import Bound
 
@@ -43,7 +45,9 @@ def classify(units: pd.DataFrame, costs: pd.DataFrame, spec_for: Callable[[int, 
     intensity (flops_effective / bytes, FLOP/byte), t_compute_ns, t_memory_ns, t_comm_ns,
     t_runtime_ns, floor_ns (float ns), memory_level (the level whose bytes / bandwidth is
     t_memory; analysis.memory_levels.level_bytes gives every level's), bound (a profiler.model.schema.Bound value),
-    efficiency (floor_ns / time_ns; NaN when unknown or time 0), hardware (spec name or '').
+    efficiency (floor_ns / time_ns; NaN when unknown or time 0), hardware (spec name or ''),
+    carried_by, parent_unit, carried_by_name, nest_floor_ns (analysis.nesting), above_ceiling and
+    ceiling_note (analysis.ceiling: efficiency > 1.1 and its likely cause).
     """
     out = units.reset_index(drop=True).copy()
     c = costs.reset_index(drop=True)
@@ -56,6 +60,8 @@ def classify(units: pd.DataFrame, costs: pd.DataFrame, spec_for: Callable[[int, 
     out["bytes"] = out["bytes_read"] + out["bytes_written"]
     out["algo_bytes"] = c["algo_bytes"].to_numpy(dtype=np.float64) if "algo_bytes" in c else np.nan
     out["algo_steps"] = c["algo_steps"].to_numpy(dtype=np.float64) if "algo_steps" in c else np.nan
+    for col in ("carried_by", "parent_unit"):  # analysis.nesting: wrappers and the unit doing their work
+        out[col] = c[col].to_numpy(dtype=np.int64) if col in c else np.full(len(out), -1, dtype=np.int64)
     with np.errstate(divide="ignore", invalid="ignore"):
         out["intensity"] = out["flops_effective"] / out["bytes"]
     floors = np.full((len(out), 4), np.nan)
@@ -79,7 +85,7 @@ def classify(units: pd.DataFrame, costs: pd.DataFrame, spec_for: Callable[[int, 
     time_ns = out["time_ns"].to_numpy(dtype=np.float64)
     with np.errstate(divide="ignore", invalid="ignore"):
         out["efficiency"] = np.where(known & (time_ns > 0), out["floor_ns"] / time_ns, np.nan)
-    return out
+    return flag(inherit_bounds(out))
 
 
 def _floors(u: pd.DataFrame, spec: HardwareSpec) -> tuple[np.ndarray, np.ndarray]:
@@ -123,35 +129,10 @@ def by(classified: pd.DataFrame, key: str) -> pd.DataFrame:
 
 
 def drop_carried_costs(events: pd.DataFrame, units: pd.DataFrame, costs: pd.DataFrame) -> pd.DataFrame:
-    """Zero the cost of CPU units that only wrap a child doing the work.
-
-    The cost model gives a wrapper the cost of the op it always calls (aten::linear and
-    aten::matmul carry aten::mm's FLOPs; conv2d carries convolution's). On a CPU each op is a
-    unit timed by self time, so the FLOPs must stay with the innermost op: walking up from each
-    costed op, every ancestor with the very same FLOPs and bytes is a wrapper, and the walk stops
-    at the first ancestor that differs. `costs` rows align with `units`; returns a copy.
-    """
-    out = costs.reset_index(drop=True).copy()
-    cpu = (units["device"] == "cpu").to_numpy()
-    flops = out["flops_effective"].to_numpy(dtype=np.float64)
-    nbytes = (out["bytes_read"] + out["bytes_written"]).to_numpy(dtype=np.float64)
-    uid = units["unit_id"].to_numpy()
-    row_of = pd.Series(np.arange(len(uid)), index=uid)
-    parent = pd.Series(events["parent_id"].to_numpy(), index=events["id"].to_numpy())
-    origin = np.flatnonzero(cpu & ~np.isnan(flops) & ((flops > 0) | (nbytes > 0)))
-    cur = parent.reindex(uid[origin]).to_numpy()
-    wrappers: list[np.ndarray] = []
-    while len(origin):
-        at = row_of.reindex(cur).to_numpy()  # the ancestor's unit row (NaN: not a unit)
-        ok = ~np.isnan(at)
-        at_rows = np.where(ok, at, 0).astype(np.int64)
-        same = ok & (flops[at_rows] == flops[origin]) & (nbytes[at_rows] == nbytes[origin])
-        wrappers.append(at_rows[same])
-        origin, cur = origin[same], parent.reindex(uid[at_rows[same]]).to_numpy()
-    carried = np.unique(np.concatenate(wrappers)) if wrappers else np.zeros(0, dtype=np.int64)
-    for col in ("flops", "flops_effective", "bytes_read", "bytes_written"):
-        out.loc[carried, col] = 0.0
-    return out
+    """Each FLOP and byte counted once across nested ops: a wrapper's cost goes to the innermost
+    costed op doing its work (analysis.nesting.carry_costs; adds columns carried_by and
+    parent_unit). `costs` rows align with `units`; returns a copy."""
+    return carry_costs(events, units, costs)
 
 
 def groups(classified: pd.DataFrame, keys: tuple[str, ...] = ("name", "shapes")) -> pd.DataFrame:
@@ -160,7 +141,8 @@ def groups(classified: pd.DataFrame, keys: tuple[str, ...] = ("name", "shapes"))
     Columns: the keys, family, dtype, memory_level (of the first unit), flops, flops_effective, bytes (sums;
     NaN when any unit's cost is unknown), intensity (FLOP/byte), t_compute_ns .. t_runtime_ns,
     floor_ns, time_ns (sums, ns), bound (the largest summed floor; unknown if any unit's is),
-    efficiency (floor_ns / time_ns).
+    efficiency (floor_ns / time_ns). Wrapper groups (analysis.nesting) take their implementation's
+    bound (carried_by_name names it) and, on a CPU, nest floor over inclusive duration.
     """
     c = classified
     nums = ["flops", "flops_effective", "bytes", *FLOOR_COLUMNS, "floor_ns"]
@@ -188,7 +170,17 @@ def groups(classified: pd.DataFrame, keys: tuple[str, ...] = ("name", "shapes"))
         g["intensity"] = g["flops_effective"] / g["bytes"]
         g["efficiency"] = np.where(~unknown & (g["time_ns"] > 0), g["floor_ns"] / g["time_ns"], np.nan)
     g.loc[unknown, "floor_ns"] = np.nan
-    return g
+    if "carried_by" in c:  # wrappers (analysis.nesting): their implementation's bound and efficiency
+        wrapper = c["carried_by"].to_numpy()[first] >= 0
+        if wrapper.any():
+            g.loc[wrapper, "bound"] = c["bound"].to_numpy(dtype=object)[first][wrapper]
+            g["carried_by_name"] = np.where(wrapper, c["carried_by_name"].to_numpy(dtype=object)[first], "")
+            cpu = wrapper & (c["device"].to_numpy(dtype=object)[first] == "cpu")
+            nest = np.bincount(codes, weights=np.nan_to_num(c["nest_floor_ns"].to_numpy(dtype=np.float64)), minlength=n)
+            span = np.bincount(codes, weights=(c["end_ns"] - c["start_ns"]).to_numpy(dtype=np.float64), minlength=n)
+            with np.errstate(divide="ignore", invalid="ignore"):
+                g.loc[cpu, "efficiency"] = np.where(span > 0, nest / span, np.nan)[cpu]
+    return flag(g)
 
 
 def utilization(classified: pd.DataFrame, equation: pd.DataFrame, spec_for: Callable[[int, str], HardwareSpec | None]) -> pd.DataFrame:

@@ -77,5 +77,6 @@ def op_details(r: Any) -> html.Table:
         ("achieved", fmt_si(r["achieved_flops"], "FLOP/s")),
         ("floors", (f"compute {fmt_ns(r['t_compute_ns'])}, memory {fmt_ns(r['t_memory_ns'])}, "
                     f"comm {fmt_ns(r['t_comm_ns'])}, runtime {fmt_ns(r['t_runtime_ns'])}")),
-        ("bound", r["bound"]), ("efficiency (floor / time)", f"{r['efficiency']:.3f}" if r["efficiency"] == r["efficiency"] else "–"),
+        ("bound", r["bound"]), ("efficiency (floor / time)", r.get("ceiling_note") if r.get("above_ceiling") is True or r.get("above_ceiling") == 1
+                                      else f"{r['efficiency']:.3f}" if r["efficiency"] == r["efficiency"] else "–"),
     ], id="op-details")

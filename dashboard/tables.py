@@ -38,11 +38,11 @@ def op_table(units: pd.DataFrame) -> pd.DataFrame:
     time_ns (summed unit time, ns), share (of all the rows' time), flops_effective (FLOP),
     bytes (byte), intensity (FLOP/byte), achieved_flops (flops_effective / time, FLOP/s),
     t_compute_ns, t_memory_ns, t_comm_ns, t_runtime_ns, floor_ns (ns), bound,
-    efficiency (floor_ns / time_ns). Sorted by time_ns, most first.
+    efficiency (floor_ns / time_ns), above_ceiling, ceiling_note (analysis.ceiling). Sorted by time_ns, most first.
     """
     cols = ["op", "name", "shapes", "family", "dtype", "count", "time_ns", "share", "flops_effective", "bytes",
             "intensity", "achieved_flops", "t_compute_ns", "t_memory_ns", "t_comm_ns", "t_runtime_ns", "floor_ns",
-            "bound", "efficiency"]
+            "bound", "efficiency", "above_ceiling", "ceiling_note"]
     if units.empty:
         return pd.DataFrame({c: pd.Series(dtype=object) for c in cols})
     g = groups(units)

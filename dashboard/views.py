@@ -6,10 +6,11 @@ import pandas as pd
 
 from analysis.roofline import classify
 from analysis.units import UNIT_COLUMNS
+from analysis.whatif import project
 from dashboard import tables
 from dashboard.store import TraceStore, check_hardware
 from dashboard.timeline_data import TimelineIndex, build_index
-from profiler.api import spec_resolver
+from profiler.api import is_whatif, spec_resolver
 
 
 def units_for(store: TraceStore, tid: str, hardware: str | None) -> pd.DataFrame:
@@ -28,8 +29,12 @@ def units_for(store: TraceStore, tid: str, hardware: str | None) -> pd.DataFrame
     base = store.analysis(tid).units
     if hw is None or base.empty:
         return base if hw is None else store.analysis(tid, hw).units
-    return store.view(tid, hw, "units", lambda: classify(base[UNIT_COLUMNS], base,
-                                                         spec_resolver(store.trace(tid), hw)))
+    def refloor() -> pd.DataFrame:
+        target = classify(base[UNIT_COLUMNS], base, spec_resolver(store.trace(tid), hw))
+        # other hardware than the trace's: projected times, no efficiency (analysis.whatif, as analyze does)
+        return project(base, target) if is_whatif(store.trace(tid), hw) else target
+
+    return store.view(tid, hw, "units", refloor)
 
 
 def ops_for(store: TraceStore, tid: str, hardware: str | None) -> pd.DataFrame:

@@ -56,6 +56,8 @@ class Analysis:
     modules: pd.DataFrame = field(default_factory=pd.DataFrame)  # analysis.modules.module_tree
     idle: IdleGaps | None = None  # analysis.idle_gaps.idle_gaps: the host's work while devices idle
     verdict: Verdict | None = None  # analysis.verdict.verdict: what bounds the run, shown first
+    whatif: pd.DataFrame = field(default_factory=pd.DataFrame)  # analysis.whatif.step_projection
+    hardware_notes: tuple[str, ...] = ()  # which preset stands in for a device and why (hardware_notes)
 
 
 def load_trace(path: str | Path) -> Trace:
@@ -89,6 +91,29 @@ def spec_resolver(trace: Trace, hardware: str | None = None) -> Callable[[int, s
             spec = override or match_device(d.name, int(max(d.sm_count, 0)), d.compute_capability, int(max(d.memory_bytes, 0)))
         matched[(int(d.rank), str(d.device))] = spec
     return lambda rank, device: matched.get((rank, device))
+
+
+def hardware_notes(trace: Trace, hardware: str | None = None) -> tuple[str, ...]:
+    """One line per device whose spec was not chosen by name: a GPU matched by its numbers only
+    (profiler.model.hardware_match.match_note), a GPU no preset fits, a CPU on the NOMINAL
+    generic preset. Empty when `hardware` was given for every device it applies to."""
+    from profiler.model.hardware_match import match_note
+
+    notes = []
+    cpu_only = not (trace.devices["device"] != "cpu").any()
+    for d in trace.devices.itertuples(index=False):
+        label = f"rank{int(d.rank)}/{d.device}"
+        if d.device == "cpu":
+            if cpu_only and not hardware:
+                notes.append(f"{label}: floored on the NOMINAL {DEFAULT_CPU_SPEC} preset (no figure measured on this CPU); "
+                             "run perf calibrate and pass --hardware FILE")
+            continue
+        if hardware:
+            continue
+        _, note = match_note(d.name, int(max(d.sm_count, 0)), d.compute_capability, int(max(d.memory_bytes, 0)))
+        if note:
+            notes.append(f"{label}: {note}")
+    return tuple(dict.fromkeys(notes))
 
 
 #: What `perf analyze --section` can ask for; the passes a section needs run, the rest do not.
@@ -129,6 +154,7 @@ def analyze(
         top_ops=top_ops(trace, gpu_busy, top) if "ops" in sections else pd.DataFrame(),
         top_kernels=top_kernels(trace, gpu_busy, top) if "ops" in sections else pd.DataFrame(),
         problems=trace.problems,
+        hardware_notes=hardware_notes(trace, hardware),
     )
     base = _memory_and_llm(trace, base, hardware, sections)
     if not _CLASSIFIED & set(sections):
@@ -162,6 +188,7 @@ def _roofline(trace: Trace, base: Analysis, hardware: str | None, dtype: str | N
     from analysis.cost import cost_table
     from analysis.cost_comm import apply_comm, comm_table
     from analysis.cost_kernels import with_kernel_costs
+    from analysis.precision import with_tf32
     from analysis.roofline import MATRIX_FAMILIES, by, classify, drop_carried_costs, groups, iterations, utilization
     from analysis.timeline import communication_overlap, launch_delays, streams
     from analysis.units import units as find_units
@@ -180,21 +207,36 @@ def _roofline(trace: Trace, base: Analysis, hardware: str | None, dtype: str | N
     fusion = pd.DataFrame([{**row, "rank": int(r)} for r, m in trace.metadata.get("ranks", {}).items() for row in carried(m)])
     costs = with_kernel_costs(cost_table(u, tree=trace.events, flows=trace.flows), u, fusion)
     costs = apply_comm(drop_carried_costs(trace.events, u, costs), comm_table(u, _world_sizes(trace)), u["name"])
-    if dtype:
-        costs = costs.copy()
-        costs.loc[costs["family"].isin(MATRIX_FAMILIES), "dtype"] = dtype
+    costs = with_tf32(trace.events, u, costs, trace.metadata)  # fp32 GEMMs/convs that ran TF32 tensor-core kernels
+    source = classify(u, costs, spec_resolver(trace)) if is_whatif(trace, hardware) or dtype else None
+    if dtype:  # precision what-if: the matrix units' dtype, so their peak and their bytes
+        from analysis.memory_levels import ELEMENT_BYTES
+        from analysis.whatif import scale_bytes
+
+        matrix = costs["family"].isin(MATRIX_FAMILIES).to_numpy()
+        costs = scale_bytes(costs, matrix, dtype, ELEMENT_BYTES)
+        costs.loc[matrix, "dtype"] = dtype
     classified = classify(u, costs, spec_for)
+    whatif = pd.DataFrame()
+    if source is not None:
+        from analysis.whatif import project, step_projection
+
+        classified = project(source, classified)
+        src_names = {k: v for k, v in _spec_names(trace, spec_resolver(trace)).items()}
+        whatif = step_projection(classified, attribute(trace, pd.Series(source["bound"].to_numpy(), index=source["unit_id"].to_numpy())),
+                                 src_names, _spec_names(trace, spec_for))
+        if dtype:
+            whatif["peak_used"] = [_peak_label(spec_for(int(r), str(d)), dtype) for r, d in zip(whatif["rank"], whatif["device"])]
     unit_bound = pd.Series(classified["bound"].to_numpy(), index=classified["unit_id"].to_numpy())
     equation = attribute(trace, unit_bound)
-    names = {f"rank{r}/{d}": (spec_for(int(r), str(d)).name if spec_for(int(r), str(d)) else "")
-             for r, d in trace.devices[["rank", "device"]].itertuples(index=False)}
+    names = _spec_names(trace, spec_for)
     top = base.top_ops
     if len(top):
         top = top.merge(groups(classified), on=["name", "shapes"], how="left", suffixes=("", "_unit"))
     out = replace(
         base, top_ops=top, units=classified, equation=equation, by_bound=by(classified, "bound"),
         by_family=by(classified, "family"), by_dtype=by(classified, "dtype"), hardware=names, whatif_dtype=dtype,
-        utilization=utilization(classified, equation, spec_for),
+        utilization=utilization(classified, equation, spec_for), whatif=whatif,
     )
     if "critical_path" in sections:
         from analysis.critical_path import critical_path
@@ -223,6 +265,41 @@ def _roofline(trace: Trace, base: Analysis, hardware: str | None, dtype: str | N
         idle = idle_gaps(trace)
         out = replace(out, idle=idle, verdict=verdict(equation, out.critical_path, out.advice, idle))
     return out
+
+
+def _spec_names(trace: Trace, spec_for: Callable[[int, str], HardwareSpec | None]) -> dict[str, str]:
+    """'rank0/gpu0' -> the name of the spec its floors use ('' when none)."""
+    out = {}
+    for r, d in trace.devices[["rank", "device"]].itertuples(index=False):
+        spec = spec_for(int(r), str(d))
+        out[f"rank{r}/{d}"] = spec.name if spec else ""
+    return out
+
+
+def is_whatif(trace: Trace, hardware: str | None) -> bool:
+    """True when `hardware` floors a GPU that a preset matched as other hardware: the trace was
+    measured elsewhere, so its times are projected, not judged. A CPU trace's --hardware (a spec
+    perf calibrate measured) and a GPU no preset matched take the given spec as the real one."""
+    if not hardware:
+        return False
+    target = load_spec(hardware)
+    for d in trace.devices.itertuples(index=False):
+        if d.device == "cpu":
+            continue
+        matched = match_device(d.name, int(max(d.sm_count, 0)), d.compute_capability, int(max(d.memory_bytes, 0)))
+        if matched is not None and matched.name != target.name:
+            return True
+    return False
+
+
+def _peak_label(spec: HardwareSpec | None, dtype: str) -> str:
+    """'bf16 on v100-sxm2-32gb: no bf16 matrix unit, vector fp32 peak used' where the dtype falls back."""
+    if spec is None:
+        return ""
+    used = spec.peak_source(dtype, "matrix")
+    if used == f"matrix {dtype}":
+        return f"matrix {dtype}"
+    return f"{dtype} on {spec.name}: no {dtype} matrix unit, {used} peak used (fallback)"
 
 
 def _world_sizes(trace: Trace) -> dict[int, int]:

@@ -6,7 +6,12 @@ the machine was seen to go; slower runs are noise), measured with torch so the n
 what torch.profiler traces of torch programs show:
 
 - matrix peak per dtype: torch.mm of n x n x n, FLOP = 2 n^3 (one multiply-add = 2 FLOP);
-- vector peak (fp32): torch.mul on an L2-sized tensor, FLOP = n (one multiply per element);
+- vector peak (fp32): a chain of in-place fused multiply-adds (torch.addcmul_) on cache-resident
+  data, FLOP = 2 per element per call, as a slope over two sizes (dispatch time cancels). It is
+  bound by the L1/L2 traffic of 3 loads and 1 store per FMA, so it is the rate torch elementwise
+  ops can reach, below the FMA units' sheet figure;
+- cache levels (CPU): capacities from sysfs, bandwidth measured in each (profiler.calibrate_levels);
+- every figure checked for sanity, implausible ones rejected (profiler.calibrate_checks);
 - memory bandwidth: the STREAM triad a = b + s*c over large fp32 tensors,
   bytes = 3 * 4 * n (read b, read c, write a);
 - minimum op time: on a CPU, the self time of the cheapest ops (aten::empty(0),
@@ -29,9 +34,15 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from profiler.calibrate_checks import CalibrationError, check_spec
+from profiler.calibrate_levels import cache_levels
 from profiler.model.hardware import HardwareSpec, Link, MemoryLevel
+from profiler.model.hardware_match import match_device
 
 MATRIX_DTYPES = ("fp32", "bf16", "fp16", "fp64")
+#: Progress messages that report a figure left out or rejected (the CLI prints them).
+NOTE_PREFIXES = ("l1", "l2", "l3", "l4", "matrix ", "vector ")
+__all__ = ["CalibrationError", "NOTE_PREFIXES", "Sizes", "calibrate"]
 WARM_UP_S = 0.3  # untimed runs before each measurement
 _TORCH_DTYPE = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16", "fp64": "float64"}
 
@@ -42,13 +53,13 @@ class Sizes:
 
     matmul_n: int = 2048
     stream_elems: int = 32 * 2**20  # 128 MiB per fp32 array, far past any cache
-    vector_elems: int = 256 * 2**10  # 1 MiB of fp32: cache-resident
+    vector_elems: int = 16 * 2**10  # 3 x 64 KiB of fp32: cache-resident
     repeats: int = 5
     allreduce_bytes: tuple[int, ...] = (4 << 10, 64 << 10, 1 << 20, 8 << 20, 64 << 20)
 
     @classmethod
     def quick(cls) -> Sizes:
-        return cls(matmul_n=512, stream_elems=4 * 2**20, vector_elems=64 * 2**10, repeats=3,
+        return cls(matmul_n=512, stream_elems=4 * 2**20, vector_elems=16 * 2**10, repeats=3,
                    allreduce_bytes=(4 << 10, 256 << 10, 4 << 20))
 
 
@@ -92,12 +103,20 @@ def matmul_flops(dtype: str, sizes: Sizes, device: str = "cpu") -> float:
 
 
 def vector_flops(sizes: Sizes, device: str = "cpu") -> float:
+    """A chain of fused multiply-adds in place on cache-resident data, x = x + y * z
+    (torch.addcmul_: one FMA = 2 FLOP per element), at n/4 and n elements; the slope cancels the
+    op's fixed dispatch time: FLOP/s = 2 * (n - n/4) / (t(n) - t(n/4))."""
     import torch
 
-    a, b = torch.randn(sizes.vector_elems, device=device), torch.randn(sizes.vector_elems, device=device)
-    out = torch.empty_like(a)
-    t = best_time(lambda: torch.mul(a, b, out=out), sizes.repeats, inner=20, device=device)
-    return sizes.vector_elems / t  # one multiply per element
+    def fma_time(n: int) -> float:
+        x, y = torch.randn(n, device=device), torch.randn(n, device=device)
+        z = torch.full((n,), 0.999, device=device)  # |z| < 1 keeps the chain finite
+        return best_time(lambda: x.addcmul_(y, z), sizes.repeats, inner=200, device=device)
+
+    n2 = sizes.vector_elems if device == "cpu" else max(sizes.vector_elems, 1 << 24)
+    n1 = n2 // 4
+    t1, t2 = fma_time(n1), fma_time(n2)
+    return 2 * (n2 - n1) / (t2 - t1) if t2 > t1 else 2 * n2 / t2  # noise: the plain rate, a lower figure
 
 
 def triad_bandwidth(sizes: Sizes, device: str = "cpu") -> float:
@@ -227,24 +246,37 @@ def _measure(device: str, sizes: Sizes, progress: Callable[[str], None], links: 
     if links:
         progress("gloo all_reduce between 2 local processes")
         link = (gloo_link(sizes),)
+    caches: list[MemoryLevel] = []
+    reference = None
     if device == "cpu":
         name, vendor, capacity = f"calibrated-{socket.gethostname()}-cpu", platform.processor() or platform.machine(), _ram_bytes()
+        progress("cpu: cache levels")
+        caches, notes = cache_levels(bw, sizes.repeats)
+        for note in notes:
+            progress(note)
+        cores = os.cpu_count() or 1
     else:
         props = torch.cuda.get_device_properties(0)
         name, vendor, capacity = f"calibrated-{props.name}", props.name, props.total_memory
-    return HardwareSpec(
+        cores = props.multi_processor_count
+        reference = match_device(props.name, props.multi_processor_count, f"{props.major}.{props.minor}", props.total_memory)
+    spec = HardwareSpec(
         name=name.replace(" ", "-"),
         kind="cpu" if device == "cpu" else "gpu",
         vendor=vendor,
         description=f"measured by perf calibrate on {time.strftime('%Y-%m-%d')} with torch {torch.__version__}, "
         f"{torch.get_num_threads()} threads, matmul n={sizes.matmul_n}",
         peak_flops=peaks,
-        memory=(MemoryLevel(name="dram" if device == "cpu" else "hbm", capacity_bytes=capacity, bandwidth=bw),),
+        memory=(MemoryLevel(name="dram" if device == "cpu" else "hbm", capacity_bytes=capacity, bandwidth=bw), *caches),
         links=link,
         min_op_time=floor,
         match={},
         sources=("perf calibrate: measured on this machine (best of repeated runs)",),
     )
+    spec, rejected = check_spec(spec, cores, reference)  # raises CalibrationError for a required figure
+    for note in rejected:
+        progress(note)
+    return spec
 
 
 def _ram_bytes() -> int | None:

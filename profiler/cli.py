@@ -166,10 +166,16 @@ def calibrate(
         task = bar.add_task("calibrating", total=steps)
 
         def step(what: str) -> None:
+            if what.startswith(cal.NOTE_PREFIXES):  # a figure rejected or left out: said, and kept on screen
+                bar.console.print(f"perf calibrate: {what}")
+                return
             bar.update(task, description=what, advance=1)
             bar.refresh()
 
-        specs = cal.calibrate(cal.Sizes.quick() if quick else cal.Sizes(), progress=step, links=links)
+        try:
+            specs = cal.calibrate(cal.Sizes.quick() if quick else cal.Sizes(), progress=step, links=links)
+        except cal.CalibrationError as e:
+            fail(f"calibration rejected: {e}; nothing written (rerun on a quiet machine)", str(output))
         bar.update(task, completed=steps)
     for i, spec in enumerate(specs):
         path = output if i == 0 else output.with_name(f"{output.stem}-{spec.kind}{output.suffix}")

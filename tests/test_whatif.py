@@ -45,3 +45,33 @@ def test_utilization_is_achieved_over_peak(b200):
     assert u["compute_util"] == pytest.approx(u["flops"] / window_s / spec.peak(u["compute_dtype"], "matrix"))
     assert u["memory_util"] == pytest.approx(u["bytes"] / window_s / spec.bandwidth())
     assert 0 < u["memory_util"] < 1 and 0 < u["compute_util"] < 1
+
+
+def test_hardware_whatif_projects_each_op_and_the_step():
+    """Issue 10: a what-if projects time (measured x the floor ratio of the op's bound), never an
+    efficiency of the target's floor over the source's time (that read 1.6)."""
+    trace = load_trace(real_trace("resnet50_legacy_v100"))
+    v100, h100 = analyze(trace, sections=("roofline",)), analyze(trace, hardware="h100-sxm", sections=("roofline",))
+    src, dst = v100.units, h100.units
+    assert dst["efficiency"].isna().all() and not dst["above_ceiling"].any()
+    comp = (src["bound"] == "compute").to_numpy()
+    # compute bound: time * t_compute(H100) / t_compute(V100); an fp32 conv: 15.7 / 67 TFLOP/s (vector fp32 on both)
+    expect = src["time_ns"][comp] * dst["t_compute_ns"][comp] / src["t_compute_ns"][comp]
+    assert dst["projected_ns"][comp].to_numpy() == pytest.approx(expect.to_numpy())
+    runtime = (src["bound"].isin(["runtime", "unknown"])).to_numpy()
+    assert (dst["projected_ns"][runtime] == src["time_ns"][runtime]).all()  # dispatch and unknown time stay
+    w = h100.whatif.iloc[0]
+    assert (w["source"], w["target"]) == ("v100-sxm2-32gb", "h100-sxm")
+    assert w["projected_ns"] == pytest.approx(w["window_ns"] - (dst["time_ns"] - dst["projected_ns"]).sum())
+    assert w["projected_ns"] < w["window_ns"]
+
+
+def test_precision_whatif_changes_bytes_and_labels_a_fallback(b200):
+    base, fp8 = analyze(b200, sections=("roofline",)), analyze(b200, dtype="fp8", sections=("roofline",))
+    gemm = (base.units["family"] == "gemm") & (base.units["dtype"] == "bf16")
+    # bf16 -> fp8: every tensor of the GEMM 2 -> 1 byte per element
+    assert fp8.units.loc[gemm, "bytes"].to_numpy() == pytest.approx(base.units.loc[gemm, "bytes"].to_numpy() / 2)
+    assert fp8.whatif.iloc[0]["peak_used"] == "matrix fp8"
+    v100 = analyze(load_trace(real_trace("resnet50_legacy_v100")), dtype="bf16", sections=("roofline",))
+    # V100 has no bf16 unit: its fp32 figure is used, and the output says so
+    assert v100.whatif.iloc[0]["peak_used"] == "bf16 on v100-sxm2-32gb: no bf16 matrix unit, vector fp32 peak used (fallback)"

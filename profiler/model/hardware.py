@@ -177,6 +177,18 @@ class HardwareSpec:
             d = _WIDER.get(d)
         raise KeyError(f"{self.name}: no peak for {dtype} on {unit} (and no fp32 vector figure)")
 
+    def peak_source(self, dtype: str, unit: str = "matrix") -> str:
+        """Which figure `peak(dtype, unit)` uses, as 'unit dtype' ('vector fp32' for bf16 on a V100,
+        whose tensor cores have no bf16): the label of a fallback."""
+        d: str | None = normalize_dtype(dtype) or "fp32"
+        units = ("matrix", "vector") if unit == "matrix" else ("vector",)
+        while d is not None:
+            for u in units:
+                if self.peak_flops.get(u, {}).get(d):
+                    return f"{u} {d}"
+            d = _WIDER.get(d)
+        return ""
+
     def bandwidth(self, level: str | None = None) -> float:
         """Bandwidth in bytes/s of memory level `level`; None, 'main', 'hbm', 'dram' or 'global' mean the outermost."""
         for m in self.memory:

@@ -53,7 +53,9 @@ def to_dict(a: Analysis, metadata: dict[str, Any]) -> dict[str, Any]:
             "idle_ns": dict(zip(label, map(int, dt["idle_ns"]))),
             "devices": devices,
             "hardware": a.hardware,
+            "hardware_notes": list(a.hardware_notes),
             "whatif_dtype": a.whatif_dtype,
+            "whatif": _records(a.whatif) if hasattr(a, "whatif") else [],
             "equation": [_equation(row) for row in a.equation.to_dict(orient="records")],
             "utilization": [{k: (_num(v) if not isinstance(v, str) else v) for k, v in row.items()}
                             for row in a.utilization.to_dict(orient="records")],
@@ -105,12 +107,12 @@ def _idle(a: Analysis) -> dict[str, Any]:
 
 
 def _above_floor(a: Analysis) -> dict[str, int]:
-    """Units measured faster than their floor, by bound: the floor's assumptions did not hold
+    """Units measured more than 10% faster than their floor (analysis.ceiling), by bound: the floor's assumptions did not hold
     (docs/roofline.md: data served from a cache, a convolution run with Winograd)."""
     u = a.units
     if u.empty or "efficiency" not in u:
         return {}
-    fast = u[u["efficiency"] > 1]
+    fast = u[u["above_ceiling"].to_numpy(dtype=bool)] if "above_ceiling" in u else u[u["efficiency"] > 1.1]
     return {str(k): int(v) for k, v in fast["bound"].value_counts().items()}
 
 
@@ -157,8 +159,16 @@ def _roofline(row: dict[str, Any]) -> dict[str, Any]:
         "floor_ns": _num(row.get("floor_ns")),
         "unit_time_ns": _num(row.get("time_ns")),
         "bound": row["bound"] if isinstance(row["bound"], str) else "unknown",
-        "efficiency": _num(row.get("efficiency")),
+        # above the ceiling (analysis.ceiling) the ratio is no efficiency: null, with the likely cause
+        "efficiency": None if _true(row.get("above_ceiling")) else _num(row.get("efficiency")),
+        "above_ceiling": _true(row.get("above_ceiling")),
+        "ceiling_note": row.get("ceiling_note") if isinstance(row.get("ceiling_note"), str) else "",
     }
+
+
+def _true(v: Any) -> bool:
+    """A bool column's value as a bool (NaN where a merge found no row: False)."""
+    return isinstance(v, (bool, np.bool_)) and bool(v)
 
 
 def _equation(row: dict[str, Any]) -> dict[str, Any]:

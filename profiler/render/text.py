@@ -78,6 +78,8 @@ def _render_summary(a: Analysis, console: Console) -> None:
     head.add_row("events", ", ".join(f"{k} {v:,}" for k, v in ov.events_by_kind))
     if ov.steps:
         head.add_row("steps", f"{len(ov.steps)} (ProfilerStep#{ov.steps[0]}..#{ov.steps[-1]})")
+    if getattr(a, "hardware_notes", ()):  # which preset stands in for a device, and why
+        head.add_row("hardware", "\n".join(_text(n) for n in a.hardware_notes))
     console.print(head)
 
     dev = Table(box=box.SIMPLE_HEAD, title="Device time (busy = union of work intervals)", title_justify="left")
@@ -119,6 +121,8 @@ def _render_top(a: Analysis, console: Console, limit: int | None = None) -> None
                 cells.append(f"{100 * r.share:.1f}")
             if roofline:
                 eff = r.efficiency
-                cells += [str(r.bound) if isinstance(r.bound, str) else "unknown", "-" if eff != eff or eff is None else f"{eff:.2f}"]
+                above = bool(getattr(r, "above_ceiling", False))  # analysis.ceiling: never a plain efficiency > 1.1
+                cells += [str(r.bound) if isinstance(r.bound, str) else "unknown",
+                          "above ceiling" if above else "-" if eff != eff or eff is None else f"{eff:.2f}"]
             t.add_row(*cells)
         console.print(t)
