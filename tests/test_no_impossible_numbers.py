@@ -15,7 +15,7 @@ from torch.profiler import ProfilerActivity, profile
 
 from profiler import analyze, load_trace
 from profiler.model.hardware_match import match_note
-from profiler.render import render
+from profiler.render.text import render
 from tests.conftest import TRACES, real_trace
 
 FOLDERS = sorted(p.name for p in TRACES.iterdir() if p.is_dir() and p.name != "LICENSES")

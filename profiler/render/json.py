@@ -55,7 +55,7 @@ def to_dict(a: Analysis, metadata: dict[str, Any]) -> dict[str, Any]:
             "hardware": a.hardware,
             "hardware_notes": list(a.hardware_notes),
             "whatif_dtype": a.whatif_dtype,
-            "whatif": _records(a.whatif) if hasattr(a, "whatif") else [],
+            "whatif": records(a.whatif) if hasattr(a, "whatif") else [],
             "equation": [_equation(row) for row in a.equation.to_dict(orient="records")],
             "utilization": [{k: (_num(v) if not isinstance(v, str) else v) for k, v in row.items()}
                             for row in a.utilization.to_dict(orient="records")],
