@@ -49,6 +49,9 @@ _TRANSPARENT = {"other"}  # views, reshapes, allocations: cost nothing, break no
 _MATCH = 0.02  # relative size tolerance of a handed-over tensor (norm side outputs)
 _BATCHED_MATMUL = {"bmm", "baddbmm", "matmul"}
 _SOFTMAX = {"softmax", "_softmax", "_safe_softmax"}
+#: ops whose first tensor input is only written (the destination): not a consumer of it
+_OVERWRITES_FIRST = {"fill_", "zero_", "copy_", "normal_", "uniform_", "random_", "bernoulli_", "index_put_",
+                     "masked_scatter_", "set_"}
 
 
 @dataclass(frozen=True)
@@ -93,14 +96,16 @@ def unit_scopes(events: pd.DataFrame, unit_ids: np.ndarray) -> tuple[np.ndarray,
     return np.where(ok, scope, -1), optimizer
 
 
-def _input_bytes(shapes: object, dtypes: object) -> tuple[float, ...]:
-    """Bytes of each tensor input of one recorded call (empty when not recorded)."""
+def _input_bytes(shapes: object, dtypes: object, name: str = "") -> tuple[float, ...]:
+    """Bytes of each tensor input of one recorded call that the op reads (empty when not recorded)."""
     s, d = loads_json(shapes), loads_json(dtypes)
     if not isinstance(s, list) or not isinstance(d, list):
         return ()
     a = _Args(s, d, None, None)
     out = []
     for i in a.tensors():
+        if i == 0 and name.split("::")[-1] in _OVERWRITES_FIRST:
+            continue
         try:
             out.append(float(a.nbytes(i)))
         except (_Unknown, TypeError):
@@ -128,7 +133,8 @@ def fusion_drafts(u: pd.DataFrame, spec: HardwareSpec, scope: np.ndarray, optimi
     compute = np.isin(fam, list(MATRIX_FAMILIES))
     memory = np.isin(fam, list(MEMORY_FAMILIES)) & np.isin(bound, ["memory", "compute"])
     written = v["bytes_written"].to_numpy(np.float64)
-    codes, uniq = pd.factorize(pd.Series(list(zip(v["shapes"].astype(object), v["dtypes"].astype(object)))))
+    codes, uniq = pd.factorize(pd.Series(list(zip(v["shapes"].astype(object), v["dtypes"].astype(object),
+                                                   v["name"].astype(str)))))
     ins = [_input_bytes(*uniq[c]) for c in range(len(uniq))]
     step = v["step"].to_numpy()
     handed = np.zeros(n)  # handed[i]: bytes unit i-1 hands to unit i (0: no edge)
