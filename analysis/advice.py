@@ -27,7 +27,7 @@ the wall time (the longest device window).
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pandas as pd
@@ -124,7 +124,7 @@ def _deduplicate(drafts: list[Draft], u: pd.DataFrame, device_busy: float) -> li
         evidence = d.evidence
         if saving < d.saving_ns * 0.999:
             evidence += f" (alone {d.saving_ns / 1e6:.3g} ms; less what advice above already removes from the same ops)"
-        out.append(Draft(d.kind, d.title, saving, evidence, d.formula, d.assumption, d.units, d.shares, d.count))
+        out.append(replace(d, saving_ns=saving, evidence=evidence))
     return out
 
 
@@ -152,8 +152,6 @@ def _merge_devices(per_device: dict[str, list[Draft]]) -> list[Advice]:
 
 def _cap_total(advice: list[Advice], wall: float) -> list[Advice]:
     """All advice together at most the wall time: the last ones keep what remains."""
-    from dataclasses import replace
-
     out, left = [], wall
     for a in advice:
         saving = min(a.saving_ns, left)

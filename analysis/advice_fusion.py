@@ -68,6 +68,17 @@ class Draft:
     units: tuple[int, ...]
     shares: tuple[float, ...]
     count: int = 1
+    stats: tuple[float, ...] = ()  # fusion: (chain ns, fused floor ns, intermediate bytes, memory-bound ops)
+
+
+def _chain_evidence(kind: str, stats: tuple[float, ...], count: int) -> str:
+    """The numbers behind a fusion or attention Draft, summed over its `count` chains."""
+    chain, floor, inter, members = stats
+    each = "" if count == 1 else f"{count} chains (one per layer or iteration), in all: "
+    if kind == "attention":
+        return f"unfused attention: {each}chain {chain / 1e6:.3g} ms, fused floor {floor / 1e6:.3g} ms"
+    return (f"{members:.0f} memory-bound op{'s' if members != 1 else ''} in a producer-consumer chain; {each}chain "
+            f"{chain / 1e6:.3g} ms, fused floor {floor / 1e6:.3g} ms; {inter / 1e6:.3g} MB of intermediates")
 
 
 def unit_scopes(events: pd.DataFrame, unit_ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -180,14 +191,12 @@ def _chain_draft(v: pd.DataFrame, run: list[int], handed: np.ndarray, memory: np
     shares[1:] += edges / bw * 1e9
     shares = np.minimum(shares, time_ns)
     shares *= saving / shares.sum() if shares.sum() > 0 else 0.0
-    members = sum(bool(memory[j]) for j in run)
-    return [Draft("fusion", f"fuse {' -> '.join(names)}", saving,
-                  f"{members} memory-bound ops fed one by the next; chain {chain_time / 1e6:.3g} ms, fused floor "
-                  f"{floor / 1e6:.3g} ms; {inter / 1e6:.3g} MB of intermediates",
+    stats = (chain_time, floor, inter, float(sum(bool(memory[j]) for j in run)))
+    return [Draft("fusion", f"fuse {' -> '.join(names)}", saving, _chain_evidence("fusion", stats, 1),
                   "saving = min(inter / bandwidth, chain time - max(sum t_compute, (bytes - inter) / bandwidth)); "
                   "inter = sum 2 * bytes handed over",
                   "fused, each intermediate is neither written nor read back (torch.compile or a fused kernel); "
-                  "the compute stays", ids, tuple(float(s) for s in shares))]
+                  "the compute stays", ids, tuple(float(s) for s in shares), 1, stats)]
 
 
 def _is_attention(names: list[str], compute: np.ndarray) -> bool:
@@ -212,15 +221,15 @@ def _attention_draft(v: pd.DataFrame, run: list[int], names: list[str], chain_ti
     saving = max(0.0, chain_time - floor)
     time_ns = v["time_ns"].to_numpy(np.float64)[run]
     shares = time_ns * (saving / chain_time) if chain_time > 0 else time_ns * 0
+    stats = (chain_time, floor, io, 0.0)
     return Draft("attention", f"use fused attention (F.scaled_dot_product_attention / FlashAttention) for "
                  f"{' -> '.join(names)}", saving,
-                 f"unfused attention: chain {chain_time / 1e6:.3g} ms; fused floor {floor / 1e6:.3g} ms "
-                 f"(matmuls {t_compute / 1e6:.3g} ms at the matrix peak, Q+K+V+O {io / 1e6:.3g} MB at "
-                 f"{bw / 1e9:.3g} GB/s)",
+                 f"{_chain_evidence('attention', stats, 1)} (matmuls {t_compute / 1e6:.3g} ms at the matrix peak, "
+                 f"Q+K+V+O {io / 1e6:.3g} MB at {bw / 1e9:.3g} GB/s)",
                  "saving = chain time - max(t_compute(QK^T) + t_compute(PV), bytes(Q+K+V+O) / bandwidth)",
                  "a fused kernel keeps the score matrix on chip (FlashAttention I/O: Q, K, V read once, O written "
                  "once) and reaches the floor; a real kernel lands between the floor and today",
-                 ids, tuple(float(s) for s in shares))
+                 ids, tuple(float(s) for s in shares), 1, stats)
 
 
 def merge_repeats(drafts: list[Draft]) -> list[Draft]:
@@ -232,7 +241,10 @@ def merge_repeats(drafts: list[Draft]) -> list[Draft]:
     out = []
     for (kind, title), same in by_title.items():
         first, count = same[0], sum(d.count for d in same)
-        evidence = first.evidence if count == 1 else f"{count} identical chains (one per layer or iteration); each: {first.evidence}"
+        stats = tuple(float(sum(x)) for x in zip(*(d.stats for d in same))) if first.stats else ()
+        if stats:
+            stats = (*stats[:3], first.stats[3])  # memory-bound ops of one chain
+        evidence = first.evidence if count == 1 or not stats else _chain_evidence(kind, stats, count)
         out.append(Draft(kind, title, float(sum(d.saving_ns for d in same)), evidence, first.formula, first.assumption,
-                         tuple(u for d in same for u in d.units), tuple(s for d in same for s in d.shares), count))
+                         tuple(u for d in same for u in d.units), tuple(s for d in same for s in d.shares), count, stats))
     return out
