@@ -5,8 +5,9 @@ order on one device, views and tiny dispatch-only ops skipped) where the produce
 an input of the consumer. Kineto records no tensor identity (its `Ev Idx` is an event index, and
 `Input Strides` carry no storage address; only PyTorch's execution trace has tensor ids), so
 the tensor is matched by size: the producer's bytes written (its output, from the cost model's
-shapes) equal, within 2 %, the bytes of one of the consumer's tensor inputs (`Input Dims` x
-element size). Bytes rather than shapes, so that a view between the two (`[B*H, L, L]` viewed
+shapes; for a memory-bound op with side outputs, such as dropout's mask, also its largest
+input's size) equal, within 2 %, the bytes of one of the consumer's tensor inputs (`Input Dims`
+x element size). Bytes rather than shapes, so that a view between the two (`[B*H, L, L]` viewed
 as `[B, H, L, L]`) does not hide the edge; 2 % so that the small side outputs of a norm
 (saved mean and inverse std) do not. A chain never crosses a ProfilerStep boundary, a host
 thread (forward and autograd's backward), a top-level `record_function` region (a module call,
@@ -124,12 +125,18 @@ def _input_bytes(shapes: object, dtypes: object, name: str = "") -> tuple[float,
     return tuple(out)
 
 
-def _handed(written: float, inputs: tuple[float, ...]) -> float:
-    """Bytes of the consumer's input that is the producer's output; 0 when none is."""
-    if not written > 0:
-        return 0.0
-    best = [x for x in inputs if abs(x - written) <= _MATCH * written]
-    return min(best, key=lambda x: abs(x - written)) if best else 0.0
+def _handed(outputs: tuple[float, ...], inputs: tuple[float, ...]) -> float:
+    """Bytes of the consumer's input that is one of the producer's outputs; 0 when none is."""
+    best = [x for w in outputs if w > 0 for x in inputs if abs(x - w) <= _MATCH * w]
+    return max(best) if best else 0.0
+
+
+def _outputs(written: float, inputs: tuple[float, ...], memory_op: bool) -> tuple[float, ...]:
+    """Possible output sizes of a producer: all it writes, and for a memory-bound op with
+    several outputs (dropout's mask, max-pool's indices) its largest input's size, the shape
+    its main output keeps."""
+    big = max(inputs, default=0.0)
+    return (written, big) if memory_op and 0 < big < written else (written,)
 
 
 def fusion_drafts(u: pd.DataFrame, spec: HardwareSpec, scope: np.ndarray, optimizer: np.ndarray) -> list[Draft]:
@@ -152,7 +159,7 @@ def fusion_drafts(u: pd.DataFrame, spec: HardwareSpec, scope: np.ndarray, optimi
     for i in range(1, n):
         joinable = (memory[i] or compute[i]) and (memory[i - 1] or compute[i - 1]) and (memory[i] or memory[i - 1])
         if joinable and step[i] == step[i - 1] and scope[i] == scope[i - 1]:
-            handed[i] = _handed(written[i - 1], ins[codes[i]])
+            handed[i] = _handed(_outputs(written[i - 1], ins[codes[i - 1]], memory[i - 1]), ins[codes[i]])
     drafts: list[Draft] = []
     chain: list[int] = []
     for i in range(n):  # runs joined by edges; a compute unit ends one (consumer) and starts the next (producer)
@@ -211,9 +218,8 @@ def _attention_draft(v: pd.DataFrame, run: list[int], names: list[str], chain_ti
     first, last = v.iloc[run[0]], v.iloc[run[-1]]
     qk = _input_bytes(first["shapes"], first["dtypes"])
     pv = _input_bytes(last["shapes"], last["dtypes"])
-    q_k = sum(sorted(qk)[-2:])  # baddbmm's added tensor (the mask) aside: the two operands
-    scores = float(v["bytes_written"].iloc[run[0]])
-    vbytes = sum(x for x in pv if abs(x - scores) > _MATCH * scores) if len(pv) > 1 else 0.0
+    q_k = sum(qk[-2:])  # the two operands (baddbmm's first input, the added mask, aside)
+    vbytes = pv[-1] if len(pv) >= 2 else 0.0  # P @ V: V is the second operand
     o = float(last["bytes_written"])
     io = q_k + vbytes + o
     t_compute = float(np.nan_to_num(first["t_compute_ns"]) + np.nan_to_num(last["t_compute_ns"]))

@@ -45,8 +45,8 @@ def unfused_attention(tmp_path_factory):
 
 def test_unfused_attention_is_one_attention_saving_the_chain_less_the_fused_floor(unfused_attention):
     a = analyze(unfused_attention)
-    top = a.advice[0]
-    assert top.kind == "attention" and "scaled_dot_product_attention" in top.title and "FlashAttention" in top.title
+    (top,) = [x for x in a.advice if x.kind == "attention"]
+    assert "scaled_dot_product_attention" in top.title and "FlashAttention" in top.title
     assert top.count == 3 and "(× 3)" in top.title  # one line for the three iterations
     u = a.units.set_index("unit_id").loc[list(top.units)]
     assert u["name"].tolist() == ["aten::bmm", "aten::div", "aten::_softmax", "aten::bmm"] * 3
@@ -212,3 +212,28 @@ def test_identical_layers_are_one_line_with_a_count():
         assert len(x.units) % x.count == 0  # count chains of the same ops
         ops = x.title.split(" (× ")[0].removeprefix("fuse ").split(" -> ")
         assert len(x.units) == x.count * len(ops)
+
+
+def test_attention_with_scale_mask_and_dropout_is_one_attention(tmp_path):
+    # bmm -> mul (scale) -> add (mask) -> _softmax -> native_dropout -> bmm, B*H = 4, L = 256, D = 64
+    s = [4, 256, 256]
+    ev = [x("ProfilerStep#0", "user_annotation", 0, 9_000)]
+    t = 10
+    for name, dims, types, dur in (
+            ("aten::bmm", [[4, 256, 64], [4, 64, 256]], ["float"] * 2, 2_000),
+            ("aten::mul", [s, []], ["float", "Scalar"], 300),
+            ("aten::add", [s, s, []], ["float", "float", "Scalar"], 300),
+            ("aten::_softmax", [s, [], []], ["float", "Int", "Bool"], 300),
+            ("aten::native_dropout", [s, [], []], ["float", "Double", "Bool"], 300),
+            ("aten::bmm", [s, [4, 256, 64]], ["float"] * 2, 2_000)):
+        ev.append(x(name, "cpu_op", t, dur, **{"Input Dims": dims, "Input type": types}))
+        t += dur + 10
+    a = analyze(load_trace(write_trace(tmp_path / "attn.json", ev)))
+    (att,) = [x for x in a.advice if x.kind == "attention"]
+    names = a.units.set_index("unit_id").loc[list(att.units), "name"].tolist()
+    assert names[0] == names[-1] == "aten::bmm" and {"aten::mul", "aten::add", "aten::_softmax"} <= set(names)
+    assert not [x for x in a.advice if x.kind == "fusion"]  # the chain is the attention, not also a fusion
+    spec = load_spec(a.hardware["rank0/cpu"])
+    floor = 2 * (2 * 4 * 256 * 256 * 64) / spec.peak("fp32", "matrix") * 1e9  # 349.5 us, as above
+    chain = a.units.set_index("unit_id").loc[list(att.units), "time_ns"].sum()
+    assert att.saving_ns == pytest.approx(chain - floor)
