@@ -1,168 +1,226 @@
-"""What to change first: advice ranked by estimated saving, each with its evidence and formula.
+"""What to change first: advice ranked by the wall time it can remove, each with its evidence,
+formula and assumption.
 
-- fusion: a chain of memory-bound units between compute units (or at the ends of the device's
-  timeline, or of a ProfilerStep: a chain never spans two iterations) passes intermediate
-  tensors through memory; fused, each intermediate is neither written nor read back: saving =
-  sum over adjacent pairs of 2 * min(written_prev, read_next) / bandwidth, at most the chain's
-  memory-bound time. The same chain in every iteration (or layer) is one piece of advice, its
-  savings summed. Unfused attention (matmul, scale, softmax, matmul) is the classic.
+- fusion / attention: ops that feed each other, fused (analysis.advice_fusion has the edges and
+  formulas): saving = min(intermediates / bandwidth, chain time - fused floor); unfused
+  attention: chain time - fused-attention floor.
 - runtime: runtime-bound units spend their time on dispatch: saving = sum(time - max(t_compute,
   t_memory, t_comm)), what would remain if the dispatch were free (fuse small ops, CUDA graphs,
   a larger batch).
-- communication: exposed communication (running with no other work): saving = exposed_ns, if
-  it were overlapped with compute (bucket sizes, prefetch, async collectives).
+- communication: exposed collectives (running with no other work), hidden behind other work:
+  saving = min(exposed, busy - communication), where busy - communication is the device work
+  not already overlapping a collective, the only work that can hide it.
 - tiling: compute-bound units below half their floor's speed: saving = sum(time - floor)
   (tile sizes, layout, a better kernel).
 - precision: fp32 GEMM/conv/attention: saving = sum(t_compute(fp32) - t_compute(bf16)), capped
   by each unit's time (run it in bf16 where accuracy allows).
+
+**Never counted twice.** Advice is taken most saving first; each unit's measured time can be
+removed once, so later advice on the same units keeps only what the earlier left
+(fusion and tiling of one matmul, precision and tiling of one GEMM). On each device the savings
+together are at most its busy time (advice here removes device work, never idle time: that is
+analysis.idle_gaps). The same advice on several devices (ranks of one job run concurrently) is
+one line whose saving is the largest device's, not their sum. All advice together is at most
+the wall time (the longest device window).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pandas as pd
 
+from analysis.advice_fusion import Draft, fusion_drafts, unit_scopes
 from analysis.grouping import key_codes
+from analysis.intervals import union_length
 from analysis.roofline import MATRIX_FAMILIES
 from profiler.model.hardware import HardwareSpec
+from profiler.model.trace import Trace
 
-_MEMORY_FAMILIES = {"elementwise", "softmax", "norm", "reduction", "quant/cast", "copy", "embedding"}
-_TRANSPARENT = {"other"}  # views, reshapes, allocations: cost nothing, break no chain
+_SHOWN_UNITS = 20  # unit ids listed for the runtime and precision advice (they can touch thousands)
 
 
 @dataclass(frozen=True)
 class Advice:
-    """One change and what it should save (ns), with the numbers behind it."""
+    """One change and the wall time (ns) it can remove, with the numbers behind it.
 
-    kind: str  # fusion | runtime | communication | tiling | precision
+    kind: fusion | attention | runtime | communication | tiling | precision; formula: how
+    saving_ns is computed; assumption: what must hold for the saving to be real; count: identical
+    occurrences merged into this line (layers x iterations); devices: 'rank<R>/<device>' it applies to.
+    """
+
+    kind: str
     title: str
     saving_ns: float
     evidence: str
     formula: str
     units: tuple[int, ...] = ()
+    assumption: str = ""
+    count: int = 1
+    devices: tuple[str, ...] = ()
 
 
 def advise(classified: pd.DataFrame, communication: pd.DataFrame, spec_for: Callable[[int, str], HardwareSpec | None],
-           limit: int = 10) -> list[Advice]:
-    """Advice for `classified` units (analysis.roofline.classify), most saving first."""
-    out: list[Advice] = []
+           limit: int = 10, *, trace: Trace | None = None, equation: pd.DataFrame | None = None) -> list[Advice]:
+    """Advice for `classified` units (analysis.roofline.classify), most saving first.
+
+    `trace` gives each unit's host thread and enclosing regions (fusion stays inside one;
+    optimizer steps are never fused); without it chains stay inside one ProfilerStep.
+    `equation` (analysis.attribution.attribute) gives each device's busy and window time (the
+    caps); without it they come from the units' extents."""
     if "carried_by" in classified:  # wrappers (analysis.nesting): their work is advised on the op doing it
         classified = classified[classified["carried_by"].to_numpy() < 0]
-    for (rank, device), u in classified.groupby(["rank", "device"], sort=True):
-        spec = spec_for(int(rank), str(device))
+    scope = np.full(len(classified), -1, dtype=np.int64)
+    optimizer = np.zeros(len(classified), dtype=bool)
+    if trace is not None and len(classified):
+        scope, optimizer = unit_scopes(trace.events, classified["unit_id"].to_numpy())
+    busy, wall = _busy_and_wall(classified, equation)
+    comm = {f"rank{r['rank']}/{r['device']}": r for r in communication.to_dict(orient="records")}
+    per_device: dict[str, list[Draft]] = {}
+    for (rank, device), idx in classified.groupby(["rank", "device"], sort=True).indices.items():
         where = f"rank{rank}/{device}"
+        order = idx[np.argsort(classified["start_ns"].to_numpy()[idx], kind="stable")]
+        u = classified.iloc[order]
+        spec = spec_for(int(rank), str(device))
+        drafts: list[Draft] = []
         if spec is not None:
-            out += _fusion(u.sort_values("start_ns", kind="stable"), spec, where)
-            out += _precision(u, spec, where)
-        out += _runtime(u, where) + _tiling(u, where)
-    for r in communication.to_dict(orient="records"):
-        if r["exposed_ns"] > 0:
-            out.append(Advice("communication", f"overlap communication on rank{r['rank']}/{r['device']}", float(r["exposed_ns"]),
-                              f"{r['comm_ns'] / 1e6:.3g} ms of collectives, {r['exposed_ns'] / 1e6:.3g} ms with no other work",
-                              "saving = exposed communication time"))
-    out = [a for a in out if a.saving_ns > 0]
-    return sorted(out, key=lambda a: -a.saving_ns)[:limit]
+            drafts += fusion_drafts(u, spec, scope[order], optimizer[order]) + _precision(u, spec)
+        drafts += _runtime(u) + _tiling(u)
+        if where in comm:
+            drafts += _communication(comm[where], busy.get(where, 0.0))
+        per_device[where] = _deduplicate(drafts, u, busy.get(where, np.inf))
+    merged = sorted(_merge_devices(per_device), key=lambda a: -a.saving_ns)
+    return _cap_total(merged, wall)[:limit]
 
 
-def _fusion(u: pd.DataFrame, spec: HardwareSpec, where: str) -> list[Advice]:
-    """Chains of memory-bound units, with the compute units around them."""
-    # views cost nothing, and tiny memory-family ops (a scalar cast, a wrapper's dispatch) are
-    # runtime bound: neither breaks a chain
-    tiny = u["family"].isin(_MEMORY_FAMILIES) & (u["bound"] == "runtime")
-    tiny |= u["family"].isin(MATRIX_FAMILIES) & (u["flops"].fillna(1) == 0)  # a wrapper whose child computes
-    v = u[~u["family"].isin(_TRANSPARENT) & ~tiny & u["bound"].ne("unknown")]
-    fam, bound = v["family"].to_numpy(dtype=object), v["bound"].to_numpy(dtype=object)
-    compute = np.isin(fam, list(MATRIX_FAMILIES))
-    memory = np.isin(fam, list(_MEMORY_FAMILIES)) & (bound == "memory")
-    read, written = v["bytes_read"].to_numpy(), v["bytes_written"].to_numpy()
-    time_ns, names, ids = v["time_ns"].to_numpy(), v["name"].to_numpy(dtype=object), v["unit_id"].to_numpy()
-    advice: list[Advice] = []
-
-    def close(chain: list[int], consumer: int | None) -> None:
-        members = [i for i in chain if memory[i]]
-        if not members or (len(members) < 2 and consumer is None and not compute[chain[0]]):
-            return
-        seq = chain + ([consumer] if consumer is not None else [])
-        inter = float(sum(2 * min(written[a], read[b]) for a, b in zip(seq, seq[1:])))
-        cap = float(time_ns[members].sum())
-        advice.append(Advice("fusion", f"fuse {' -> '.join(names[i] for i in seq)} ({where})", min(inter / spec.bandwidth() * 1e9, cap),
-                             f"{len(members)} memory-bound ops, {cap / 1e6:.3g} ms; {inter / 1e6:.3g} MB of intermediates",
-                             "saving = sum 2*min(written_prev, read_next) / bandwidth, at most the chain's time",
-                             tuple(int(ids[i]) for i in seq)))
-
-    step = v["step"].to_numpy()
-    chain: list[int] = []
-    for i in range(len(v)):
-        if i and step[i] != step[i - 1]:  # an iteration ends: its last chain has no consumer here
-            if any(memory[j] for j in chain):
-                close(chain, None)
-            chain = []
-        if compute[i]:
-            if chain:
-                close(chain, i)
-            chain = [i]  # a compute unit produces the next chain's input
-        elif memory[i]:
-            chain.append(i)
-        else:
-            if any(memory[j] for j in chain):
-                close(chain, None)
-            chain = []
-    if any(memory[j] for j in chain):
-        close(chain, None)
-    return _merge_repeats(advice)
+def _busy_and_wall(classified: pd.DataFrame, equation: pd.DataFrame | None) -> tuple[dict[str, float], float]:
+    """Busy time per device and the wall time (the longest device window), ns."""
+    if equation is not None and len(equation) and {"busy_ns", "window_ns"} <= set(equation.columns):
+        busy = {f"rank{r}/{d}": float(b) for r, d, b in equation[["rank", "device", "busy_ns"]].itertuples(index=False)}
+        return busy, float(equation["window_ns"].max())
+    busy = {f"rank{r}/{d}": float(union_length(g["start_ns"].to_numpy(), g["end_ns"].to_numpy()))
+            for (r, d), g in classified.groupby(["rank", "device"], sort=True)}
+    wall = float(classified["end_ns"].max() - classified["start_ns"].min()) if len(classified) else 0.0
+    return busy, wall
 
 
-def _merge_repeats(advice: list[Advice]) -> list[Advice]:
-    """One Advice per distinct chain (same ops in the same order), savings and units summed."""
-    by_title: dict[str, list[Advice]] = {}
-    for a in advice:
-        by_title.setdefault(a.title, []).append(a)
+def _deduplicate(drafts: list[Draft], u: pd.DataFrame, device_busy: float) -> list[Draft]:
+    """Most saving first, each unit's time removed once and the device's total at most its busy time."""
+    left = dict(zip(u["unit_id"].tolist(), u["time_ns"].astype(float).tolist()))
+    budget = device_busy
     out = []
-    for title, same in by_title.items():
-        first = same[0]
-        evidence = first.evidence if len(same) == 1 else f"{len(same)} occurrences; each: {first.evidence}"
-        out.append(Advice(first.kind, title, float(sum(a.saving_ns for a in same)), evidence, first.formula,
-                          tuple(u for a in same for u in a.units)))
+    for d in sorted(drafts, key=lambda d: -d.saving_ns):
+        saving = d.saving_ns
+        if d.units:
+            saving = 0.0
+            for unit, share in zip(d.units, d.shares):
+                take = min(share, left.get(unit, 0.0))
+                left[unit] = left.get(unit, 0.0) - take
+                saving += take
+        saving = min(saving, budget)
+        budget -= saving
+        if saving <= 0:
+            continue
+        evidence = d.evidence
+        if saving < d.saving_ns * 0.999:
+            evidence += f" (alone {d.saving_ns / 1e6:.3g} ms; less what advice above already removes from the same ops)"
+        out.append(replace(d, saving_ns=saving, evidence=evidence))
     return out
 
 
-def _runtime(u: pd.DataFrame, where: str) -> list[Advice]:
+def _merge_devices(per_device: dict[str, list[Draft]]) -> list[Advice]:
+    """The same advice on several devices: one Advice, the largest device's saving (they run concurrently)."""
+    by_key: dict[tuple[str, str], list[tuple[str, Draft]]] = {}
+    for where, drafts in per_device.items():
+        for d in drafts:
+            by_key.setdefault((d.kind, d.title), []).append((where, d))
+    out = []
+    for (kind, title), same in by_key.items():
+        where, top = max(same, key=lambda x: x[1].saving_ns)
+        devices = tuple(w for w, _ in same)
+        count = max(d.count for _, d in same)
+        label = f"{title}{f' (× {count})' if count > 1 else ''} on {where if len(same) == 1 else f'{len(same)} devices'}"
+        evidence = top.evidence if len(same) == 1 else f"on {len(same)} devices, the most on {where}: {top.evidence}"
+        assumption = top.assumption + ("" if len(same) == 1 else "; devices run concurrently, so the wall time "
+                                       "saved is the largest device's, not their sum")
+        units = tuple(u for _, d in same for u in d.units)
+        if kind in ("runtime", "precision"):
+            units = units[:_SHOWN_UNITS]
+        out.append(Advice(kind, label, top.saving_ns, evidence, top.formula, units, assumption, count, devices))
+    return out
+
+
+def _cap_total(advice: list[Advice], wall: float) -> list[Advice]:
+    """All advice together at most the wall time: the last ones keep what remains."""
+    out, left = [], wall
+    for a in advice:
+        saving = min(a.saving_ns, left)
+        left -= saving
+        if saving > 0:
+            out.append(a if saving == a.saving_ns else replace(a, saving_ns=saving, evidence=a.evidence + " (capped: "
+                                                                 "all advice together is at most the wall time)"))
+    return out
+
+
+def _communication(r: dict, busy: float) -> list[Draft]:
+    exposed, comm = float(r["exposed_ns"]), float(r["comm_ns"])
+    other = max(busy - comm, 0.0)  # device work not already overlapping a collective
+    saving = min(exposed, other)
+    if saving <= 0:
+        return []
+    return [Draft("communication", "overlap communication with computation", saving,
+                  f"{comm / 1e6:.3g} ms of collectives, {exposed / 1e6:.3g} ms with no other work; "
+                  f"{other / 1e6:.3g} ms of other device work could hide them",
+                  "saving = min(exposed communication, busy - communication)",
+                  "the collectives can run while other work does (bucketed all-reduce during backward, "
+                  "prefetch, async collectives); only device work not already overlapping one can hide it",
+                  (), ())]
+
+
+def _runtime(u: pd.DataFrame) -> list[Draft]:
     rt = u[u["bound"] == "runtime"]
     if rt.empty:
         return []
     work = rt[["t_compute_ns", "t_memory_ns", "t_comm_ns"]].fillna(0).max(axis=1)
-    saving = float((rt["time_ns"] - work).clip(lower=0).sum())
-    return [Advice("runtime", f"cut dispatch overhead on {where}: fuse small ops, use CUDA graphs or a larger batch", saving,
-                   f"{len(rt)} runtime-bound ops, {rt['time_ns'].sum() / 1e6:.3g} ms",
-                   "saving = sum(time - max(t_compute, t_memory, t_comm))", tuple(int(i) for i in rt["unit_id"][:20]))]
+    shares = (rt["time_ns"] - work).clip(lower=0).to_numpy(np.float64)
+    return [Draft("runtime", "cut dispatch overhead: fuse small ops, use CUDA graphs or a larger batch", float(shares.sum()),
+                  f"{len(rt)} runtime-bound ops, {rt['time_ns'].sum() / 1e6:.3g} ms",
+                  "saving = sum(time - max(t_compute, t_memory, t_comm))",
+                  "the dispatch (launch, framework) part of each op's time goes away; the work itself stays",
+                  tuple(int(i) for i in rt["unit_id"]), tuple(shares.tolist()))]
 
 
-def _tiling(u: pd.DataFrame, where: str) -> list[Advice]:
+def _tiling(u: pd.DataFrame) -> list[Draft]:
     slow = u[(u["bound"] == "compute") & (u["efficiency"] < 0.5)]
     if slow.empty:
         return []
     codes, first = key_codes(slow, ("name", "shapes"))
-    saving = np.bincount(codes, weights=(slow["time_ns"] - slow["floor_ns"]).clip(lower=0).to_numpy(dtype=np.float64))
+    gain = (slow["time_ns"] - slow["floor_ns"]).clip(lower=0).to_numpy(dtype=np.float64)
     calls = np.bincount(codes)
     efficiency = np.bincount(codes, weights=slow["efficiency"].to_numpy(dtype=np.float64)) / calls
     names, shapes = slow["name"].to_numpy(dtype=object)[first], slow["shapes"].to_numpy(dtype=object)[first]
     uid = slow["unit_id"].to_numpy()
-    members = np.split(uid[np.argsort(codes, kind="stable")], np.cumsum(calls)[:-1])
-    return [Advice("tiling", f"speed up {names[g]} {shapes[g]} on {where} (tiles, layout, kernel choice)", float(saving[g]),
-                   f"{int(calls[g])} calls at {efficiency[g]:.0%} of the compute floor", "saving = sum(time - floor)",
-                   tuple(int(i) for i in members[g]))
-            for g in range(len(first))]
+    out = []
+    for g in range(len(first)):
+        mine = codes == g
+        out.append(Draft("tiling", f"speed up {names[g]} {shapes[g]} (tiles, layout, kernel choice)", float(gain[mine].sum()),
+                         f"{int(calls[g])} calls at {efficiency[g]:.0%} of the compute floor", "saving = sum(time - floor)",
+                         "an upper bound: the kernel reaching its compute floor (the matrix peak); tuned kernels "
+                         "reach 60-90% of it", tuple(int(i) for i in uid[mine]), tuple(gain[mine].tolist()),
+                         int(calls[g])))
+    return out
 
 
-def _precision(u: pd.DataFrame, spec: HardwareSpec, where: str) -> list[Advice]:
+def _precision(u: pd.DataFrame, spec: HardwareSpec) -> list[Draft]:
     fp32 = u[u["family"].isin(MATRIX_FAMILIES) & (u["dtype"] == "fp32") & u["flops_effective"].notna()]
     if fp32.empty:
         return []
     lower = fp32["flops_effective"] / spec.peak("bf16", "matrix") * 1e9
-    saving = float(np.minimum(fp32["t_compute_ns"] - lower, fp32["time_ns"]).clip(lower=0).sum())
-    return [Advice("precision", f"run fp32 GEMMs/convolutions/attention in bf16 on {where}", saving,
-                   f"{len(fp32)} fp32 units, {fp32['time_ns'].sum() / 1e6:.3g} ms",
-                   "saving = sum(t_compute(fp32) - t_compute(bf16)), at most each unit's time", tuple(int(i) for i in fp32["unit_id"][:20]))]
+    shares = np.minimum(fp32["t_compute_ns"] - lower, fp32["time_ns"]).clip(lower=0).to_numpy(np.float64)
+    return [Draft("precision", "run fp32 GEMMs/convolutions/attention in bf16", float(shares.sum()),
+                  f"{len(fp32)} fp32 units, {fp32['time_ns'].sum() / 1e6:.3g} ms",
+                  "saving = sum(t_compute(fp32) - t_compute(bf16)), at most each unit's time",
+                  "accuracy allows bf16 (autocast); the matrix time scales with the bf16/fp32 peak ratio",
+                  tuple(int(i) for i in fp32["unit_id"]), tuple(shares.tolist()))]

@@ -19,20 +19,17 @@ buffers (vLLM's hybrid allocator) and it is NaN with that reason.
 from __future__ import annotations
 
 import math
-import re
 
 import numpy as np
 import pandas as pd
 
 from analysis.cost_base import _DTYPES
-from analysis.llm_steps import annotated_steps, assign_windows, has_ancestor_in, loads_json, name_mask, shape_steps
+from analysis.llm_steps import KV_WRITE, annotated_steps, assign_windows, has_ancestor_in, loads_json, name_mask, shape_steps
 from profiler.model.schema import Kind
 from profiler.model.trace import Trace
 
 __all__ = ["KV_COLUMNS", "kv_cache_footprint"]
 
-#: cache-write ops taking (key, value, key_cache, value_cache, ...)
-_KV_WRITE = re.compile(r"^(sglang::store_cache|_C_cache_ops::reshape_and_cache(_flash)?|.*set_kv_buffer.*)$")
 KV_COLUMNS = ["rank", "device", "op", "dtype", "per_token_layer_bytes", "per_layer_bytes", "slots", "layers",
               "bytes_per_token", "kv_cache_bytes", "capacity_bytes", "share", "note"]
 
@@ -52,7 +49,7 @@ def kv_cache_footprint(trace: Trace, steps: pd.DataFrame | None = None) -> pd.Da
         if steps.empty:
             steps = shape_steps(trace)
     ev = trace.events
-    writes = np.flatnonzero(name_mask(ev, _KV_WRITE.match) & (ev["kind"] == Kind.OP.value).to_numpy())
+    writes = np.flatnonzero(name_mask(ev, KV_WRITE.match) & (ev["kind"] == Kind.OP.value).to_numpy())
     writes = writes[~has_ancestor_in(ev, writes)]  # a wrapper and the op it calls are one write
     ranks = sorted(set(steps["rank"].tolist()) | set(ev["rank"].to_numpy()[writes].tolist()))
     rows = []

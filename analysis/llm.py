@@ -7,7 +7,12 @@ described there); the KV cache by `analysis.kv_cache`.
 calls on the annotation's thread inside the annotation launched (launch flows);
 ``end = max(annotation end, end of that device work)`` (a token exists once its kernels end);
 ``duration = end - start``; ``device_busy = |union of the device work's intervals|`` (on a
-rank without device work: the union of its host ops inside the step).
+rank without device work: the union of its host ops inside the step); ``host_busy`` and
+``host_wait`` = the host ops and runtime calls on the step's thread, and its blocking calls
+(synchronize, synchronous memcpy), as unions (analysis.llm_steps). Steps exist only where
+the trace shows autoregressive generation: serving step annotations, or attention shapes
+with a KV-cache write or a one-token decode (analysis.llm_steps); a training step or a
+denoising loop has none, so no prefill, decode or TTFT.
 
 **KV bytes read per step** (a compulsory-traffic floor: each attended key and value read
 once, full attention in every layer; sliding-window layers read less):
@@ -22,7 +27,10 @@ once, full attention in every layer; sliding-window layers read less):
 
 **Summary** (``llm_summary``, per rank and phase): ``tokens_per_s = sum(tokens) /
 sum(duration) * 1e9``; ``tpot_ns`` = mean decode step duration (each decode step emits one
-token per sequence; with other steps interleaved the real TPOT is longer); ``ttft_ns`` = the
+token per sequence; with other steps interleaved the real TPOT is longer), shown beside
+``tpot_device_ns``, ``tpot_host_ns`` and ``tpot_wait_ns`` (means of device_busy, host_busy,
+host_wait): where the device is busy under half of TPOT the note says the step is serving
+overhead and how much of it the host spent blocked; ``ttft_ns`` = the
 first prefill step's duration, a lower bound of the time to first token of its requests (their
 arrival and queueing are not recorded); NaN with a reason where not derivable.
 """
@@ -45,9 +53,9 @@ __all__ = ["KV_COLUMNS", "PHASE_COLUMNS", "SUMMARY_COLUMNS", "kv_cache_footprint
 SpecFor = Callable[[int, str], "HardwareSpec | None"]
 
 PHASE_COLUMNS = ["rank", "step", "label", "source", "phase", *NUMBERS, "start_ns", "end_ns", "duration_ns", "device",
-                 "device_busy_ns", "kv_read_bytes", "kv_floor_ns", "kv_floor_efficiency", "note"]
+                 "device_busy_ns", "host_busy_ns", "host_wait_ns", "kv_read_bytes", "kv_floor_ns", "kv_floor_efficiency", "note"]
 SUMMARY_COLUMNS = ["rank", "phase", "steps", "tokens", "time_ns", "device_busy_ns", "tokens_per_s", "mean_step_ns",
-                   "ttft_ns", "tpot_ns", "tpot_device_ns", "kv_read_bytes", "kv_floor_ns", "kv_floor_efficiency",
+                   "ttft_ns", "tpot_ns", "tpot_device_ns", "tpot_host_ns", "tpot_wait_ns", "kv_read_bytes", "kv_floor_ns", "kv_floor_efficiency",
                    "note"]
 
 
@@ -67,6 +75,8 @@ def llm_phases(trace: Trace, spec_for: SpecFor | None = None, kv: pd.DataFrame |
       decode_tokens (= output tokens of a decode step), kv_tokens (key tokens attended);
       NaN where not derivable,
       start_ns, end_ns, duration_ns, device ('gpu<N>' / 'cpu' / ''), device_busy_ns,
+      host_busy_ns, host_wait_ns (the host's ops and runtime calls on the step's thread, and
+      its blocking calls),
       kv_read_bytes (B), kv_floor_ns, kv_floor_efficiency (NaN without spec_for or bytes),
       note (why a figure is NaN; '' when none is).
     """
@@ -120,7 +130,8 @@ def llm_summary(phases: pd.DataFrame) -> pd.DataFrame:
     """Per (rank, phase) of `llm_phases` output: rank, phase, steps, tokens (sum), time_ns (sum of
     step durations), device_busy_ns (sum), tokens_per_s = tokens / time_ns * 1e9, mean_step_ns,
     ttft_ns (prefill: the first prefill step's duration, a lower bound), tpot_ns (decode: mean step
-    duration), tpot_device_ns (decode: mean device busy), kv_read_bytes and kv_floor_ns (means
+    duration), tpot_device_ns, tpot_host_ns, tpot_wait_ns (decode: mean device busy, host busy,
+    host blocked), kv_read_bytes and kv_floor_ns (means
     per step), kv_floor_efficiency = sum(kv_floor_ns) / sum(device_busy_ns) over steps with
     both, note (why a figure is NaN, or 'lower bound' for ttft)."""
     if phases.empty:
@@ -132,7 +143,7 @@ def llm_summary(phases: pd.DataFrame) -> pd.DataFrame:
         notes = []
         if np.isnan(tokens):
             notes.append("tokens not recorded for every step")
-        ttft = tpot = tpot_dev = np.nan
+        ttft = tpot = tpot_dev = tpot_host = tpot_wait = np.nan
         if phase == "prefill":
             ttft = float(g.sort_values("start_ns")["duration_ns"].iloc[0])
             notes.append("ttft is a lower bound: request arrival is not recorded")
@@ -140,6 +151,9 @@ def llm_summary(phases: pd.DataFrame) -> pd.DataFrame:
             notes.append("ttft not derivable: prefill shares steps with decode (chunked), so no step is a request's first")
         elif phase == "decode":
             tpot, tpot_dev = float(g["duration_ns"].mean()), float(g["device_busy_ns"].mean())
+            tpot_host, tpot_wait = float(g["host_busy_ns"].mean()), float(g["host_wait_ns"].mean())
+            if tpot > 0 and tpot_dev < 0.5 * tpot:
+                notes.append(_overhead_note(tpot, tpot_dev, tpot_wait))
         both = g["kv_floor_ns"].notna() & (g["device_busy_ns"] > 0)
         kv_notes = sorted(set(g.loc[g["kv_read_bytes"].isna(), "note"]) - {""})
         notes += kv_notes
@@ -148,9 +162,19 @@ def llm_summary(phases: pd.DataFrame) -> pd.DataFrame:
             "device_busy_ns": float(g["device_busy_ns"].sum()),
             "tokens_per_s": tokens / time_ns * 1e9 if time_ns > 0 else np.nan,
             "mean_step_ns": time_ns / len(g), "ttft_ns": ttft, "tpot_ns": tpot, "tpot_device_ns": tpot_dev,
+            "tpot_host_ns": tpot_host, "tpot_wait_ns": tpot_wait,
             "kv_read_bytes": float(g["kv_read_bytes"].mean()), "kv_floor_ns": float(g["kv_floor_ns"].mean()),
             "kv_floor_efficiency": (float(g.loc[both, "kv_floor_ns"].sum() / g.loc[both, "device_busy_ns"].sum())
                                     if both.any() else np.nan),
             "note": "; ".join(notes),
         })
     return pd.DataFrame(rows, columns=SUMMARY_COLUMNS)
+
+
+def _overhead_note(tpot: float, device: float, wait: float) -> str:
+    """Why a decode step's TPOT is far above its device time."""
+    text = (f"decode: the device is busy {device / tpot:.0%} of TPOT ({device / 1e6:.3g} of {tpot / 1e6:.3g} ms); "
+            f"the rest is host time around the model (scheduling, input preparation, sampling: serving overhead)")
+    if wait > 0.1 * tpot:
+        text += f", {wait / 1e6:.3g} ms of it blocked in synchronize or a synchronous copy"
+    return text

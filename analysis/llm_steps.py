@@ -20,6 +20,15 @@ and tokens, and the device work it launched (used by `analysis.llm` and `analysi
    top-level annotation) that holds SDPA-family attention ops with 4-D inputs is a step; with
    Lq the query length of those ops, all Lq = 1 is decode, all Lq > 1 prefill, both mixed.
    Tokens: B * Lq of one call (one layer's queries) for prefill, B for decode.
+   Shapes alone do not make a generation: these windows count only on a rank with evidence of
+   autoregressive decoding, a KV-cache write op (``KV_WRITE``) or a decode window (every
+   attention call one query token over a longer key: Lq = 1 < Lk), and never a window that
+   holds backward or optimizer ops (a training step). A diffusion model's denoising loop (the
+   same Lq > 1 shapes every step) and a training step are not prefill.
+
+**Host time** of a step: ``host_busy_ns`` = |union of the host ops and runtime calls on the
+step's thread inside it|; ``host_wait_ns`` = |union of its blocking calls| (device/stream/event
+synchronize and synchronous memcpy: the host waiting for the device, not working).
 """
 
 from __future__ import annotations
@@ -44,6 +53,13 @@ _EXECUTE = re.compile(
     r"^execute_(?P<n>\d+)_context_(?P<c>\d+)\(sq(?P<csq>\d+)sk(?P<csk>\d+)sqsq\d+sqsk\d+\)"
     r"_generation_(?P<g>\d+)\(sq(?P<gsq>\d+)sk(?P<gsk>\d+)sqsq\d+sqsk\d+\)$")
 _EXECUTE_V0 = re.compile(r"^execute_context_(?P<c>\d+)\((?P<csq>\d+)_\d+\)_generation_(?P<g>\d+)\(\d+\)$")
+#: cache-write ops taking (key, value, key_cache, value_cache, ...): evidence of a KV cache
+KV_WRITE = re.compile(r"^(sglang::store_cache|_C_cache_ops::reshape_and_cache(_flash)?|.*set_kv_buffer.*)$")
+#: training work: autograd's backward ops and the optimizer's step
+_TRAINING = re.compile(r"^autograd::engine::evaluate_function|Backward\d*$|_backward$|^Optimizer\.")
+#: host calls that block until the device catches up (attribution.SYNC_CALL also counts
+#: streamWaitEvent, which makes the device wait, not the host); a memcpy without Async blocks
+_HOST_WAIT = re.compile(r"(?i)synchronize|memcpy(?!\w*async)")
 _MODES = {"EXTEND": "prefill", "PREFILL": "prefill", "SPLIT_PREFILL": "prefill", "DECODE": "decode", "MIXED": "mixed"}
 #: SDPA-family forward ops -> the axis of the sequence length in q/k/v ([B,H,L,D] or [B,L,H,D])
 _ATTENTION = {
@@ -154,8 +170,26 @@ def shape_steps(trace: Trace) -> pd.DataFrame:
             "decode_tokens": {"decode": tokens, "prefill": 0}.get(phase, nan),
             "kv_tokens": b0 * lk0 if len(lq) == 1 else nan,
             "kv_read_bytes": float(sum(c[3] for c in calls)),
+            "evidence": any(c[1] == 1 < c[2] for c in calls),  # one query token over a longer key: decoding
         })
-    return _steps_frame(out)
+    return _generation_only(ev, _steps_frame(out))
+
+
+def _generation_only(ev: pd.DataFrame, steps: pd.DataFrame) -> pd.DataFrame:
+    """Shape-found windows of ranks with evidence of autoregressive generation (a KV-cache
+    write, or a decode window), less the windows holding training work (module doc, 2)."""
+    if steps.empty:
+        return steps.drop(columns="evidence", errors="ignore")
+    ops = (ev["kind"] == Kind.OP.value).to_numpy()
+    train = np.flatnonzero(ops & name_mask(ev, _TRAINING.search))
+    in_train = assign_windows(steps["rank"].to_numpy(), steps["thread"].to_numpy(), steps["start_ns"].to_numpy(),
+                              steps["annot_end"].to_numpy(), ev["rank"].to_numpy()[train], ev["thread"].to_numpy()[train],
+                              ev["ts"].to_numpy()[train])
+    training = np.isin(np.arange(len(steps)), in_train[in_train >= 0])
+    writes = set(ev["rank"].to_numpy()[ops & name_mask(ev, KV_WRITE.match)].tolist())
+    decoding = set(steps.loc[steps["evidence"].astype(bool) & ~training, "rank"].tolist())
+    keep = ~training & steps["rank"].isin(writes | decoding).to_numpy()
+    return steps[keep].drop(columns="evidence").reset_index(drop=True)
 
 
 def _attention_shape(ev: pd.DataFrame, row: int) -> tuple[int, int, int, int] | None:
@@ -231,6 +265,7 @@ def device_work(trace: Trace, steps: pd.DataFrame) -> pd.DataFrame:
             u = grouped_union_length(w, s, e)
             busy[u.index.to_numpy()] = u.to_numpy()
         device[cpu_only] = "cpu"
+    steps["host_busy_ns"], steps["host_wait_ns"] = _host_time(ev, win_rank, win_thread, win_start, win_end)
     steps["end_ns"] = np.maximum(win_end, last)
     steps["duration_ns"] = steps["end_ns"] - steps["start_ns"]
     steps["device"] = device
@@ -239,6 +274,27 @@ def device_work(trace: Trace, steps: pd.DataFrame) -> pd.DataFrame:
         steps[c] = steps[c].astype(np.int64)
     steps["rank"] = steps["rank"].astype(np.int64)
     return steps
+
+
+def _host_time(ev: pd.DataFrame, w_rank: np.ndarray, w_thread: np.ndarray, w_start: np.ndarray,
+               w_end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(host_busy_ns, host_wait_ns) per window (module doc): the union of the host ops and runtime
+    calls on its thread inside it, and of its blocking calls, clipped to the window."""
+    host = np.flatnonzero(ev["kind"].isin([Kind.OP.value, Kind.RUNTIME.value]).to_numpy())
+    w = assign_windows(w_rank, w_thread, w_start, w_end, ev["rank"].to_numpy()[host], ev["thread"].to_numpy()[host],
+                       ev["ts"].to_numpy()[host])
+    host, w = host[w >= 0], w[w >= 0]
+    s = ev["ts"].to_numpy()[host]
+    e = np.minimum(s + ev["dur"].to_numpy()[host], w_end[w])
+    waits = name_mask(ev, _HOST_WAIT.search)[host] & (ev["kind"].to_numpy()[host] == Kind.RUNTIME.value)
+    out = []
+    for mask in (np.ones(len(host), dtype=bool), waits):
+        t = np.zeros(len(w_start), np.int64)
+        if mask.any():
+            u = grouped_union_length(w[mask], s[mask], e[mask])
+            t[u.index.to_numpy()] = u.to_numpy()
+        out.append(t)
+    return out[0], out[1]
 
 
 def assign_windows(w_rank: np.ndarray, w_thread: np.ndarray, w_start: np.ndarray, w_end: np.ndarray,

@@ -257,7 +257,7 @@ def _roofline(trace: Trace, base: Analysis, hardware: str | None, dtype: str | N
             iterations=iterations(classified, attribute(trace, unit_bound, by_step=True), spec_for) if has_steps else pd.DataFrame(),
         )
     if "advice" in sections:
-        out = replace(out, advice=tuple(advise(classified, communication, spec_for)))
+        out = replace(out, advice=tuple(advise(classified, communication, spec_for, trace=trace, equation=equation)))
     if "verdict" in sections:
         from analysis.idle_gaps import idle_gaps
         from analysis.verdict import verdict

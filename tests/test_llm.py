@@ -80,6 +80,23 @@ def test_sglang_prefill_trace_is_one_prefill_step():
     assert math.isnan(s["tpot_ns"])
 
 
+def test_decode_tpot_beside_device_and_host_time():
+    """The SGLang decode step lasts 474 ms while the GPU is busy 9.8 ms: the host spends 463 ms
+    in one hipMemcpyWithStream (a synchronous copy, parsed here from the file), so the TPOT is
+    serving overhead, and the summary says so beside the number."""
+    doc = json.loads(gzip.decompress(real_trace("sglang_qwen3_decode_mi300x").read_bytes()))
+    copies = [e["dur"] for e in doc["traceEvents"] if e.get("name") == "hipMemcpyWithStream"]
+    ph = llm_phases(load_trace(real_trace("sglang_qwen3_decode_mi300x")))
+    row = ph.iloc[0]
+    assert row["host_wait_ns"] == pytest.approx(sum(copies) * 1e3, abs=1e3)  # us -> ns, 463 ms
+    assert row["host_wait_ns"] <= row["host_busy_ns"] <= row["duration_ns"]
+    s = llm_summary(ph).iloc[0]
+    assert (s["tpot_ns"], s["tpot_device_ns"], s["tpot_host_ns"], s["tpot_wait_ns"]) == (
+        row["duration_ns"], row["device_busy_ns"], row["host_busy_ns"], row["host_wait_ns"])
+    assert s["tpot_device_ns"] < 0.05 * s["tpot_ns"]  # 9.8 of 474 ms
+    assert "device is busy 2% of TPOT" in s["note"] and "serving overhead" in s["note"]
+
+
 def test_vllm_step_is_mixed():
     names = _annotations("vllm_graphs_mi300x")
     n, ctx, ctx_sq, ctx_sk, gen, gen_sq, gen_sk = map(int, EXECUTE.match(names[0]).groups())
@@ -101,7 +118,8 @@ def test_b200_vllm_prefill_in_the_older_annotation_form():
     assert (ph.iloc[0]["phase"], ph.iloc[0]["tokens"], ph.iloc[0]["batch_size"]) == ("prefill", tokens, ctx + gen)
 
 
-@pytest.mark.parametrize("path", [EXAMPLE_MLP, real_trace("ddp_allreduce_v100")], ids=["mlp_cpu", "ddp_allreduce_v100"])
+@pytest.mark.parametrize("path", [EXAMPLE_MLP, real_trace("ddp_allreduce_v100"), real_trace("resnet50_legacy_v100")],
+                         ids=["mlp_cpu", "ddp_allreduce_v100", "resnet50_legacy_v100"])
 def test_not_llm_serving_yields_empty_frames(path):
     trace = load_trace(path)
     ph = llm_phases(trace)
@@ -226,3 +244,48 @@ def test_attention_shapes_classify_steps(sdpa_trace):
     assert ph["kv_read_bytes"].iloc[1] == 2 * 2 * (2 * 4 * 9 * 16) * 4
     assert ph["kv_floor_ns"].iloc[1] == pytest.approx(18_432 / 20e9 * 1e9)  # nominal 20 GB/s DRAM
     assert (ph["device"] == "cpu").all() and (ph["device_busy_ns"] > 0).all()
+
+
+# ---------------------------------------------------------------------------- not generation
+
+
+def _profiled(path, body, steps: int = 3):
+    sched = schedule(wait=0, warmup=1, active=steps)
+    with profile(activities=[ProfilerActivity.CPU], record_shapes=True, schedule=sched,
+                 on_trace_ready=lambda p: p.export_chrome_trace(str(path))) as prof:
+        for _ in range(steps + 1):
+            body()
+            prof.step()
+    return load_trace(path)
+
+
+def test_a_denoising_loop_is_not_prefill(tmp_path):
+    """Same attention shapes every step (a diffusion model's denoising loop: Lq = Lk = 64, no
+    KV cache, no one-token query): no prefill, no decode, no TTFT."""
+    torch.manual_seed(0)
+    latents = torch.randn(2, 4, 64, 16)
+
+    def denoise():
+        nonlocal latents
+        latents = latents - 0.1 * F.scaled_dot_product_attention(latents, latents, latents)
+
+    trace = _profiled(tmp_path / "denoise.json", denoise)
+    assert llm_phases(trace).empty and llm_summary(llm_phases(trace)).empty
+    assert kv_cache_footprint(trace).empty
+
+
+def test_a_training_step_is_not_prefill(tmp_path):
+    """A training step of an attention layer (forward, backward, SGD): no LLM phases."""
+    torch.manual_seed(0)
+    w = torch.randn(16, 16, requires_grad=True)
+    opt = torch.optim.SGD([w], lr=0.1)
+    x_in = torch.randn(2, 4, 32, 16)
+
+    def train():
+        opt.zero_grad()
+        q = x_in @ w
+        F.scaled_dot_product_attention(q, q, q).sum().backward()
+        opt.step()
+
+    trace = _profiled(tmp_path / "train.json", train)
+    assert llm_phases(trace).empty

@@ -89,11 +89,12 @@ def render_llm(a: Analysis, console: Console) -> None:
     if not len(s):
         return
     t = Table(box=box.SIMPLE_HEAD, title="LLM serving (per phase; TTFT a lower bound)", title_justify="left")
-    for col in ("rank", "phase", "steps", "tokens", "tok/s", "TTFT", "TPOT", "KV read", "KV eff"):
+    for col in ("rank", "phase", "steps", "tokens", "tok/s", "TTFT", "TPOT", "device", "host", "KV read", "KV eff"):
         t.add_column(col, justify="left" if col == "phase" else "right", no_wrap=True, min_width=7 if col == "phase" else None)
     for r in s.to_dict(orient="records"):
         t.add_row(str(r["rank"]), str(r["phase"]), f"{r['steps']:,}", _int(r["tokens"]), _num(r["tokens_per_s"]),
-                  _ns(r["ttft_ns"]), _ns(r["tpot_ns"]), _bytes(r["kv_read_bytes"]), _pct(r["kv_floor_efficiency"]))
+                  _ns(r["ttft_ns"]), _ns(r["tpot_ns"]), _ns(r.get("tpot_device_ns")), _ns(r.get("tpot_host_ns")),
+                  _bytes(r["kv_read_bytes"]), _pct(r["kv_floor_efficiency"]))
     console.print(t)
     notes = sorted({str(n) for n in s["note"] if isinstance(n, str) and n})
     for n in notes:
