@@ -95,7 +95,7 @@ _CLASSIFIED = {"roofline", "timeline", "critical_path", "modules", "advice"}
 
 def analyze(
     trace: Trace, *, top: int | None = 20, rank: int | None = None, hardware: str | None = None, dtype: str | None = None,
-    sections: tuple[str, ...] = SECTIONS,
+    sections: tuple[str, ...] = SECTIONS, collectives: str | Path | None = None,
 ) -> Analysis:
     """Run the analysis passes over `trace` (or one rank of it).
 
@@ -104,6 +104,8 @@ def analyze(
     `sections` (of SECTIONS) limits the work: 'summary' and 'ops' are the trace, device time and
     top tables; 'roofline' classifies units; 'timeline', 'critical_path', 'modules' and 'advice'
     build on it; 'memory' and 'llm' read the allocator samples and the serving annotations.
+    `collectives`: a YAML file of collective names added to the bundled table
+    (`collective_patterns` says where it is looked for when not given).
     """
     from analysis.busy import device_time
     from analysis.overview import overview, select_rank
@@ -125,7 +127,7 @@ def analyze(
     base = _memory_and_llm(trace, base, hardware, sections)
     if not _CLASSIFIED & set(sections):
         return base
-    return _roofline(trace, base, hardware, dtype, sections)
+    return _roofline(trace, base, hardware, dtype, sections, collectives)
 
 
 def _memory_and_llm(trace: Trace, base: Analysis, hardware: str | None, sections: tuple[str, ...]) -> Analysis:
@@ -145,14 +147,31 @@ def _memory_and_llm(trace: Trace, base: Analysis, hardware: str | None, sections
     return base
 
 
-def _roofline(trace: Trace, base: Analysis, hardware: str | None, dtype: str | None, sections: tuple[str, ...]) -> Analysis:
+def collective_patterns(path: str | Path | None = None):  # -> analysis.comm_patterns.Patterns
+    """The table of collective names: analysis/collectives.yaml with the user's rules first, from
+    `path`, else the file $PERF_COLLECTIVES names, else $XDG_CONFIG_HOME/perf/collectives.yaml
+    (~/.config/perf/collectives.yaml) when it exists. A bad file raises InputError naming it."""
+    import os
+
+    from analysis.comm_patterns import with_user_file
+
+    if path is None and os.environ.get("PERF_COLLECTIVES"):
+        path = os.environ["PERF_COLLECTIVES"]
+    if path is None:
+        config = Path(os.environ.get("XDG_CONFIG_HOME") or Path.home() / ".config") / "perf" / "collectives.yaml"
+        path = config if config.is_file() else None
+    return with_user_file(Path(path) if path is not None else None)
+
+
+def _roofline(trace: Trace, base: Analysis, hardware: str | None, dtype: str | None, sections: tuple[str, ...],
+              collectives: str | Path | None = None) -> Analysis:
     """The classification passes, and the timeline and advice that build on them."""
     from dataclasses import replace
 
     from analysis.advice import advise
     from analysis.attribution import attribute
     from analysis.cost import cost_table
-    from analysis.cost_comm import apply_comm, comm_table
+    from analysis.cost_comm import apply_comm, comm_table, unit_work_names
     from analysis.cost_kernels import with_kernel_costs
     from analysis.roofline import MATRIX_FAMILIES, by, classify, drop_carried_costs, groups, iterations, utilization
     from analysis.timeline import communication_overlap, launch_delays, streams
@@ -171,7 +190,8 @@ def _roofline(trace: Trace, base: Analysis, hardware: str | None, dtype: str | N
 
     fusion = pd.DataFrame([{**row, "rank": int(r)} for r, m in trace.metadata.get("ranks", {}).items() for row in carried(m)])
     costs = with_kernel_costs(cost_table(u, tree=trace.events, flows=trace.flows), u, fusion)
-    costs = apply_comm(drop_carried_costs(trace.events, u, costs), comm_table(u, _world_sizes(trace)), u["name"])
+    comm = comm_table(u, _world_sizes(trace), collective_patterns(collectives), unit_work_names(trace.events, u))
+    costs = apply_comm(drop_carried_costs(trace.events, u, costs), comm, u["name"])
     if dtype:
         costs = costs.copy()
         costs.loc[costs["family"].isin(MATRIX_FAMILIES), "dtype"] = dtype

@@ -73,6 +73,7 @@ def analyze(
     hardware: Annotated[str | None, typer.Option(help="Floor every device on this spec (preset name or YAML): what-if.")] = None,
     dtype: Annotated[str | None, typer.Option(help="Re-floor GEMMs, convolutions and attention at this precision: bf16, fp8, int8 (what-if).")] = None,
     section: Annotated[list[str] | None, typer.Option(help="Only these sections (repeatable): summary, ops, roofline, timeline, critical_path, memory, llm, modules, advice.")] = None,
+    collectives: Annotated[Path | None, typer.Option(help="YAML table of extra collective op/kernel names (format: analysis/collectives.yaml; default $PERF_COLLECTIVES or ~/.config/perf/collectives.yaml).")] = None,
 ) -> None:
     """Summarise a trace: what it is, device busy and idle time, the top ops and kernels."""
     from profiler.api import analyze as run_analysis
@@ -87,7 +88,8 @@ def analyze(
         unknown = sorted(set(section or ()) - set(SECTIONS))
         if unknown:
             raise InputError(None, f"--section {unknown[0]}: expected one of {', '.join(SECTIONS)}")
-        result = run_analysis(t, top=top, rank=rank, hardware=hardware, dtype=dtype, sections=tuple(section or SECTIONS))
+        result = run_analysis(t, top=top, rank=rank, hardware=hardware, dtype=dtype, sections=tuple(section or SECTIONS),
+                              collectives=collectives)
         if json:
             from profiler.report import to_json
 
@@ -325,7 +327,7 @@ def profile(
                                  with_stack=with_stack, with_modules=with_modules, stdout_to_stderr=json)
     short = "" if session.complete else f" (the run ended after {session.marks} step marks, before all {session.steps} recorded steps)"
     print(f"perf: wrote {session.path}{short}", file=sys.stderr)
-    analyze(session.path, top=top, rank=None, json=json, hardware=hardware, dtype=None, section=section)
+    analyze(session.path, top=top, rank=None, json=json, hardware=hardware, dtype=None, section=section, collectives=None)
     if session.compile is not None and not json:
         from collectors.torch_compile.render import render_summary
 

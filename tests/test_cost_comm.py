@@ -7,7 +7,7 @@ import pytest
 
 from analysis.cost_comm import algorithm_bytes, algorithm_steps, collective_kind, comm_table
 from profiler import analyze, load_trace
-from tests.conftest import real_trace
+from tests.conftest import real_trace, write_trace, x
 
 
 @pytest.mark.parametrize("kind, in_b, out_b, n, want", [
@@ -89,3 +89,100 @@ def test_comm_floor_counts_latency_steps():
     floors, _ = _floors(u, load_spec("a100-sxm-80gb"))
     assert floors[0, 2] == pytest.approx((3.6e-6 + 6 * 0.47e-6 + 2 * 7 / 8 * 64 * 2**20 / 300e9) * 1e9)
     assert floors[0, 2] == pytest.approx(397_880, rel=1e-4)
+
+
+# ---------------------------------------------------------------------------- custom-kernel collectives
+
+def _k(name, ts, dur, stream, corr):
+    return x(name, "kernel", ts, dur, pid=0, tid=stream, device=0, stream=stream, correlation=corr)
+
+
+def _launch(ts, corr, **extra):
+    return x("cudaLaunchKernelExC", "cuda_runtime", ts, 2, correlation=corr, **extra)
+
+
+#: An H800 expert-parallel step: a GEMM on stream 7 [0, 100) us; DeepEP's dispatch kernel
+#: (launched from Python, no op) on stream 20 [80, 130); its combine under a `dpsk::ep` op
+#: [150, 170); vLLM's custom all-reduce under _C_custom_ar::all_reduce [180, 200).
+EP_EVENTS = [
+    x("ProfilerStep#1", "user_annotation", 0, 210),
+    x("aten::mm", "cpu_op", 1, 5, **{"External id": 1, "Input Dims": [[1024, 4096], [4096, 4096]],
+                                    "Input type": ["c10::BFloat16", "c10::BFloat16"], "Concrete Inputs": ["", ""]}),
+    _launch(2, 10, **{"External id": 1}),
+    _launch(60, 11),
+    x("dpsk::ep::combine", "cpu_op", 140, 5, **{"External id": 2, "Input Dims": [[4096, 7168]],
+                                               "Input type": ["c10::BFloat16"], "Concrete Inputs": [""]}),
+    _launch(141, 12, **{"External id": 2}),
+    x("_C_custom_ar::all_reduce", "cpu_op", 175, 4, **{
+        "External id": 3, "Input Dims": [[], [1024, 4096], [1024, 4096], [], []],
+        "Input type": ["Scalar", "c10::BFloat16", "c10::BFloat16", "Scalar", "Scalar"], "Concrete Inputs": ["", "", "", "", ""]}),
+    _launch(176, 13, **{"External id": 3}),
+    _k("sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64_warpgroupsize1x1x1", 0, 100, 7, 10),
+    _k("void deep_ep::intranode::dispatch<8, 768, 8192>(int4*, float*, int*, long*, float*, int*, int*, int const*, "
+       "int4 const*, float const*, long const*, float const*, bool const*, int const*, int, int, int, int, int, int, "
+       "int, void**, int, int, int)", 80, 50, 20, 11),
+    _k("void deep_ep::internode::combine<false, 8, 768, 8, 4>(int4*, float*, int4 const*, float const*, ...)", 150, 20, 20, 12),
+    _k("void vllm::cross_device_reduce_1stage<__nv_bfloat16, 8>(vllm::RankData*, vllm::RankSignals, vllm::Signal*, "
+       "__nv_bfloat16*, int, int)", 180, 20, 21, 13),
+]
+H800 = {"deviceProperties": [{"id": 0, "name": "NVIDIA H800", "totalGlobalMem": 85031714816, "computeMajor": 9,
+                              "computeMinor": 0, "numSms": 132, "warpSize": 32}],
+        "distributedInfo": {"backend": "nccl", "rank": 0, "world_size": 8}}
+
+
+def test_deepep_and_custom_allreduce_kernels_are_communication(tiny):
+    a = analyze(load_trace(tiny(EP_EVENTS, **H800)), hardware="h100-sxm")
+    u = a.units.set_index("name")
+    assert u.loc["void deep_ep::intranode::dispatch<8, 768, 8192>(int4*, float*, int*, long*, float*, int*, int*, int const*, "
+                 "int4 const*, float const*, long const*, float const*, bool const*, int const*, int, int, int, int, int, int, "
+                 "int, void**, int, int, int)", "family"] == "collective"
+    for name, kind in (("dpsk::ep::combine", "all_to_all"), ("_C_custom_ar::all_reduce", "all_reduce")):
+        assert (u.loc[name, "family"], u.loc[name, "bound"]) == ("collective", "communication")
+    coll = a.units[a.units["family"] == "collective"]
+    assert len(coll) == 3 and set(coll["bound"]) == {"communication"}
+    # EP dispatch/combine bytes depend on the routing: not derived (no floor, no efficiency)
+    assert coll.loc[coll["name"] == "dpsk::ep::combine", "algo_bytes"].isna().all()
+    # custom all-reduce of a [1024, 4096] bf16 tensor over the world of 8: 2 * 7/8 * 8 MiB
+    assert u.loc["_C_custom_ar::all_reduce", "algo_bytes"] == 2 * 7 / 8 * 1024 * 4096 * 2
+    # communication = [80,130) + [150,170) + [180,200) = 90 us; the GEMM [0,100) hides 20 of it
+    c = a.communication.iloc[0]
+    assert (c["comm_ns"], c["overlapped_ns"], c["exposed_ns"]) == (90_000, 20_000, 70_000)
+    # the wall equation splits [80, 100) between the GEMM and the dispatch: 10 + 30 + 20 + 20 us
+    eq = a.equation.iloc[0]
+    assert eq["communication_ns"] == 80_000 and eq["unknown_ns"] == 0
+
+
+def test_user_table_adds_a_collective(tiny, tmp_path, monkeypatch):
+    events = [dict(e) for e in EP_EVENTS]
+    events[-3] = {**events[-3], "name": "void my_ep::shuffle_tokens<8>(int4*)"}  # the dispatch kernel, renamed
+    trace = load_trace(tiny(events, **H800))
+    plain = analyze(trace, hardware="h100-sxm")
+    assert plain.units.loc[plain.units["name"].str.contains("my_ep"), "bound"].tolist() == ["unknown"]
+    table = tmp_path / "collectives.yaml"
+    table.write_text("collectives:\n  - match: 'my_ep::shuffle'\n    kind: all_to_all\n")
+    for how in ("argument", "env"):
+        if how == "env":
+            monkeypatch.setenv("PERF_COLLECTIVES", str(table))
+            a = analyze(trace, hardware="h100-sxm")
+        else:
+            a = analyze(trace, hardware="h100-sxm", collectives=table)
+        mine = a.units[a.units["name"].str.contains("my_ep")]
+        assert mine[["family", "bound"]].values.tolist() == [["collective", "communication"]]
+        assert a.communication.iloc[0]["comm_ns"] == 90_000
+
+
+@pytest.mark.parametrize("text, problem", [
+    ("collectives: 3\n", "'collectives' list"),
+    ("collectives:\n  - match: '(unclosed'\n    kind: all_reduce\n", "bad regular expression"),
+    ("collectives:\n  - match: 'x'\n    kind: allreduce_typo\n", "kind 'allreduce_typo'"),
+])
+def test_bad_user_table_is_one_clear_line(tmp_path, text, problem):
+    from typer.testing import CliRunner
+
+    from profiler.cli import app
+
+    table = tmp_path / "bad.yaml"
+    table.write_text(text)
+    trace = write_trace(tmp_path / "t.json", EP_EVENTS, **H800)
+    r = CliRunner().invoke(app, ["analyze", str(trace), "--collectives", str(table)])
+    assert r.exit_code == 2 and problem in r.stderr and str(table) in r.stderr and "Traceback" not in r.stderr
