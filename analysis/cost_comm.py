@@ -200,3 +200,22 @@ def apply_comm(costs: pd.DataFrame, comm: pd.DataFrame, names: pd.Series) -> pd.
     out.loc[known, "algo_bytes"] = comm["algo_bytes"].to_numpy()[known]
     out.loc[known, "algo_steps"] = comm["algo_steps"].to_numpy()[known]
     return out
+
+
+def comm_groups(classified: pd.DataFrame) -> pd.DataFrame:
+    """Collectives of the op table: per (name, shapes) of classified units (analysis.roofline.classify)
+    whose family is 'collective': algo_bytes (byte, summed; NaN when any unit's is unknown),
+    algo_bw (byte/s: algo_bytes over the units' summed time, NCCL's "bus bandwidth"; NaN when
+    unknown), enqueue (True for a c10d:: op that only hands the collective to a backend's
+    worker: the run waits on that work, not on this op)."""
+    c = classified[classified["family"] == "collective"]
+    if c.empty:
+        return pd.DataFrame(columns=["name", "shapes", "algo_bytes", "algo_bw", "enqueue"])
+    g = c.groupby(["name", "shapes"], sort=False).agg(
+        algo_bytes=("algo_bytes", lambda s: s.sum() if s.notna().all() else np.nan),
+        time_ns=("time_ns", "sum")).reset_index()
+    with np.errstate(divide="ignore", invalid="ignore"):
+        g["algo_bw"] = np.where(g["time_ns"] > 0, g["algo_bytes"] / g["time_ns"] * 1e9, np.nan)
+    kinds = [collective_kind(str(n), "") for n in g["name"]]
+    g["enqueue"] = [str(n).startswith("c10d::") and k is None for n, k in zip(g["name"], kinds)]
+    return g.drop(columns="time_ns")

@@ -171,7 +171,7 @@ def _roofline(trace: Trace, base: Analysis, hardware: str | None, dtype: str | N
     from analysis.advice import advise
     from analysis.attribution import attribute
     from analysis.cost import cost_table
-    from analysis.cost_comm import apply_comm, comm_table, unit_work_names
+    from analysis.cost_comm import apply_comm, comm_groups, comm_table, unit_work_names
     from analysis.cost_kernels import with_kernel_costs
     from analysis.roofline import MATRIX_FAMILIES, by, classify, drop_carried_costs, groups, iterations, utilization
     from analysis.timeline import communication_overlap, launch_delays, streams
@@ -203,6 +203,8 @@ def _roofline(trace: Trace, base: Analysis, hardware: str | None, dtype: str | N
     top = base.top_ops
     if len(top):
         top = top.merge(groups(classified), on=["name", "shapes"], how="left", suffixes=("", "_unit"))
+        top = top.merge(comm_groups(classified), on=["name", "shapes"], how="left")  # collectives' bytes and bus bandwidth
+        top["enqueue"] = top["enqueue"].astype("boolean").fillna(False).astype(bool)
     out = replace(
         base, top_ops=top, units=classified, equation=equation, by_bound=by(classified, "bound"),
         by_family=by(classified, "family"), by_dtype=by(classified, "dtype"), hardware=names, whatif_dtype=dtype,

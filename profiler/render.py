@@ -87,11 +87,12 @@ def _render_top(a: Analysis, console: Console) -> None:
         t = Table(box=box.SIMPLE_HEAD, title=title, title_justify="left")
         device_cols = ("share %",) if not is_ops else ("device", "share %") if "device_ns" in frame else ()
         roofline = ("bound", "eff") if is_ops and "bound" in frame else ()
-        room = max(24, console.width - 12 * (3 + len(device_cols) + len(roofline)) - 4)  # what the number columns leave
+        comm = ("comm",) if is_ops and "algo_bytes" in frame and (frame["algo_bytes"].notna().any() or frame["enqueue"].any()) else ()
+        room = max(24, console.width - 12 * (3 + len(device_cols) + len(roofline) + 2 * len(comm)) - 4)  # what the number columns leave
         t.add_column("name", no_wrap=True, overflow="ellipsis", max_width=min(64, room * 3 // 5 if is_ops else room))
         if is_ops:
             t.add_column("shapes", no_wrap=True, overflow="ellipsis", max_width=min(40, room * 2 // 5))
-        for col in ("count", "total", "mean") + device_cols + roofline:
+        for col in ("count", "total", "mean") + device_cols + roofline + comm:
             t.add_column(col, justify="right", no_wrap=True)
         for r in frame.itertuples(index=False):
             cells = [_text(r.name)] + ([_text(r.shapes)] if is_ops else [])
@@ -103,8 +104,28 @@ def _render_top(a: Analysis, console: Console) -> None:
             if roofline:
                 eff = r.efficiency
                 cells += [str(r.bound) if isinstance(r.bound, str) else "unknown", "-" if eff != eff or eff is None else f"{eff:.2f}"]
+            if comm:
+                cells.append(comm_cell(r.algo_bytes, r.algo_bw, r.enqueue))
             t.add_row(*cells)
         console.print(t)
+
+
+def comm_cell(algo_bytes: float, algo_bw: float, enqueue: bool) -> str:
+    """A collective's bytes sent per rank and achieved bus bandwidth ('8.39 MB @ 3.2 GB/s'); an
+    enqueue op says so (the run waits on the backend's work, its own row)."""
+    if enqueue:
+        return "enqueue only"
+    if algo_bytes != algo_bytes or algo_bytes is None:
+        return ""
+    return f"{_si(algo_bytes)}B @ {_si(algo_bw)}B/s"
+
+
+def _si(v: float) -> str:
+    """3 significant digits with an SI prefix: 12.6 M, 31.6 k."""
+    for prefix, scale in (("T", 1e12), ("G", 1e9), ("M", 1e6), ("k", 1e3)):
+        if abs(v) >= scale:
+            return f"{v / scale:.3g} {prefix}"
+    return f"{v:.3g} "
 
 
 def render_diff(a: str, b: str, busy: list[int], changes, total: int, console: Console) -> None:

@@ -132,6 +132,9 @@ def _roofline(row: dict[str, Any]) -> dict[str, Any]:
         "unit_time_ns": _num(row.get("time_ns")),
         "bound": row["bound"] if isinstance(row["bound"], str) else "unknown",
         "efficiency": _num(row.get("efficiency")),
+        "algo_bytes": _num(row.get("algo_bytes")),  # a collective's bytes sent per rank (docs/roofline.md)
+        "algo_bw": _num(row.get("algo_bw")),  # its achieved bus bandwidth, byte/s
+        "enqueue": bool(row.get("enqueue") is True),  # a c10d:: op that only enqueues the backend's work
     }
 
 

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import json
+
 import pandas as pd
 import pytest
 
 from analysis.cost_comm import algorithm_bytes, algorithm_steps, collective_kind, comm_table
 from profiler import analyze, load_trace
+from profiler.report import to_json
 from tests.conftest import real_trace, write_trace, x
 
 
@@ -186,3 +189,57 @@ def test_bad_user_table_is_one_clear_line(tmp_path, text, problem):
     trace = write_trace(tmp_path / "t.json", EP_EVENTS, **H800)
     r = CliRunner().invoke(app, ["analyze", str(trace), "--collectives", str(table)])
     assert r.exit_code == 2 and problem in r.stderr and str(table) in r.stderr and "Traceback" not in r.stderr
+
+
+# ---------------------------------------------------------------------------- gloo, recorded here
+
+GLOO_ELEMS = 2**20  # fp32: 4 MiB per all_reduce
+GLOO_CALLS = 3
+
+
+def _gloo_rank(rank: int, port: int, out: str) -> None:
+    import torch
+    import torch.distributed as dist
+    from torch.profiler import ProfilerActivity, profile
+
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2)
+    t = torch.ones(GLOO_ELEMS)
+    dist.all_reduce(t)  # connections made, both ranks in step
+    with profile(activities=[ProfilerActivity.CPU], record_shapes=True) as prof:
+        for _ in range(GLOO_CALLS):
+            dist.all_reduce(t)
+    if rank == 0:
+        prof.export_chrome_trace(out)
+    dist.destroy_process_group()
+
+
+@pytest.fixture(scope="module")
+def gloo_trace(tmp_path_factory):
+    """Rank 0 of a 2-process gloo job: three all_reduce of 2^20 fp32 under torch.profiler."""
+    import torch.multiprocessing as mp
+
+    from profiler.calibrate import _free_port
+
+    out = tmp_path_factory.mktemp("gloo") / "rank0.json"
+    mp.spawn(_gloo_rank, args=(_free_port(), str(out)), nprocs=2, join=True)
+    return out
+
+
+def test_gloo_all_reduce_is_a_communication_op_with_bytes_and_bandwidth(gloo_trace):
+    a = analyze(load_trace(gloo_trace))
+    ops = a.top_ops.set_index("name")
+    g = ops.loc["gloo:all_reduce"]
+    # ring all-reduce over n = 2: each call sends 2 (n-1)/n * S = 2 * 1/2 * 4 MiB = 4,194,304 bytes;
+    # three calls: 12,582,912
+    assert g["count"] == GLOO_CALLS and g["bound"] == "communication" and g["family"] == "collective"
+    assert g["algo_bytes"] == GLOO_CALLS * 2 * (2 - 1) / 2 * 4 * GLOO_ELEMS
+    # achieved bus bandwidth = those bytes over the regions' summed time
+    assert g["algo_bw"] == pytest.approx(g["algo_bytes"] / g["time_ns"] * 1e9)
+    assert g["time_ns"] == g["total_ns"] > 0  # the worker thread's region: no child ops
+    # the enqueue op on the main thread is listed as such, not as the collective
+    c = ops.loc["c10d::allreduce_"]
+    assert bool(c["enqueue"]) and c["bound"] == "runtime" and c["algo_bytes"] != c["algo_bytes"]
+    assert ops.index[0] == "gloo:all_reduce"  # what the run waited for leads the table
+    doc = json.loads(to_json(a, {}))
+    row = next(o for o in doc["ops"] if o["name"] == "gloo:all_reduce")
+    assert row["algo_bytes"] == GLOO_CALLS * 4 * GLOO_ELEMS and row["enqueue"] is False
