@@ -52,6 +52,8 @@ class Analysis:
     llm_phases: pd.DataFrame = field(default_factory=pd.DataFrame)  # analysis.llm.llm_phases
     llm_summary: pd.DataFrame = field(default_factory=pd.DataFrame)  # analysis.llm.llm_summary
     modules: pd.DataFrame = field(default_factory=pd.DataFrame)  # analysis.modules.module_tree
+    unknown_share: float = 0.0  # unknown-bound share of unit time (analysis.unknown.unknown_summary)
+    unknown: pd.DataFrame = field(default_factory=pd.DataFrame)  # top unknown names and why (analysis.unknown)
 
 
 def load_trace(path: str | Path) -> Trace:
@@ -175,6 +177,7 @@ def _roofline(trace: Trace, base: Analysis, hardware: str | None, dtype: str | N
     from analysis.cost_kernels import with_kernel_costs
     from analysis.roofline import MATRIX_FAMILIES, by, classify, drop_carried_costs, groups, iterations, utilization
     from analysis.timeline import communication_overlap, launch_delays, streams
+    from analysis.unknown import unknown_summary
     from analysis.units import units as find_units
 
     spec_for = spec_resolver(trace, hardware)
@@ -205,8 +208,9 @@ def _roofline(trace: Trace, base: Analysis, hardware: str | None, dtype: str | N
         top = top.merge(groups(classified), on=["name", "shapes"], how="left", suffixes=("", "_unit"))
         top = top.merge(comm_groups(classified), on=["name", "shapes"], how="left")  # collectives' bytes and bus bandwidth
         top["enqueue"] = top["enqueue"].astype("boolean").fillna(False).astype(bool)
+    share, unknown = unknown_summary(trace, classified)
     out = replace(
-        base, top_ops=top, units=classified, equation=equation, by_bound=by(classified, "bound"),
+        base, top_ops=top, units=classified, unknown_share=share, unknown=unknown, equation=equation, by_bound=by(classified, "bound"),
         by_family=by(classified, "family"), by_dtype=by(classified, "dtype"), hardware=names, whatif_dtype=dtype,
         utilization=utilization(classified, equation, spec_for),
     )

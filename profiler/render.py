@@ -34,6 +34,7 @@ def render(a: Analysis, console: Console, sections: tuple[str, ...] | None = Non
     shown = set(sections or SECTIONS)
     if "summary" in shown:
         _render_summary(a, console)
+    render_unknown(a, console)
     if "ops" in shown:
         _render_top(a, console)
 
@@ -73,6 +74,19 @@ def _render_summary(a: Analysis, console: Console) -> None:
         pct = 100 * r.busy_ns / r.window_ns if r.window_ns else 0.0
         dev.add_row(str(r.rank), r.device, fmt_ns(r.window_ns), fmt_ns(r.busy_ns), fmt_ns(r.idle_ns), f"{pct:.1f}", f"{r.work_events:,}")
     console.print(dev)
+
+
+def render_unknown(a: Analysis, console: Console) -> None:
+    """When more than 20% of unit time has no floor (analysis.unknown.WARN_SHARE): say so, with the
+    top unknown names and why each is unknown."""
+    from analysis.unknown import WARN_SHARE
+
+    if a.unknown_share <= WARN_SHARE or a.unknown.empty:
+        return
+    console.print(f"[bold yellow]{100 * a.unknown_share:.0f}% of the unit time has no floor[/] (unknown-bound): "
+                  "the verdict and utilization below leave it out. Largest:")
+    for r in a.unknown.head(5).itertuples(index=False):
+        console.print(f"  {100 * r.share:5.1f}%  {_text(r.name[:70])}: {_text(r.reason)}")
 
 
 def _render_top(a: Analysis, console: Console) -> None:

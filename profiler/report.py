@@ -71,6 +71,7 @@ def to_dict(a: Analysis, metadata: dict[str, Any]) -> dict[str, Any]:
         "memory": {"devices": _records(a.memory), "kv_cache": _records(a.kv_cache)},
         "llm": {"phases": _records(a.llm_phases), "summary": _records(a.llm_summary)},
         "modules": _records(a.modules),
+        "unknown": {"share": _num(a.unknown_share), "top": _records(a.unknown)},  # analysis.unknown
         "ops": ops,
         "problems": _problems(a),
         "metadata": metadata,
