@@ -167,8 +167,10 @@ def _signed(ns: float) -> str:
 
 def render_gate(verdicts, max_regression: float, console: Console) -> None:
     """Each compared quantity with its change and noise interval; regressions first."""
-    t = Table(box=box.SIMPLE_HEAD, title=f"Gate: slowdown > {max_regression:g}% and beyond the noise (95% bootstrap)",
-              title_justify="left")
+    tolerance = bool(verdicts) and verdicts[0].mode == "tolerance"
+    title = (f"Gate: slowdown > {max_regression:g}% (tolerance; too few runs to estimate the noise)" if tolerance
+             else f"Gate: slowdown > {max_regression:g}% and beyond the noise (95% bootstrap)")
+    t = Table(box=box.SIMPLE_HEAD, title=title, title_justify="left")
     t.add_column("verdict", no_wrap=True)
     t.add_column("name", no_wrap=True, overflow="ellipsis", max_width=max(16, console.width - 62))
     for col in ("base", "new", "change", "95% interval", "samples"):
