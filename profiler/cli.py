@@ -178,31 +178,40 @@ def diff(
     new: Annotated[Path, typer.Argument(help="Trace B: file or directory.")],
     top: Annotated[int, typer.Option(min=1, help="How many changes to list.")] = 20,
     threshold: Annotated[float, typer.Option(help="Ignore time changes below this percent of A's time.")] = 0.0,
-    json: Annotated[bool, typer.Option("--json", help="Write the changes as JSON (schema perf.diff, version 1).")] = False,
+    json: Annotated[bool, typer.Option("--json", help="Write the setup and the changes as JSON (schema perf.diff, version 2).")] = False,
 ) -> None:
-    """Compare two traces: ops and kernels matched by name and input shapes; count, time, bound changes."""
+    """Compare two traces: first what differs in the setup (hardware, ranks, dtypes, versions, shapes; a
+    comparison across hardware or rank counts is labelled not like-for-like), then ops and kernels
+    matched by name and input shapes; count, time, bound changes."""
     from analysis.diff import diff as diff_tables
     from analysis.diff import op_times
     from profiler.api import analyze as run_analysis
     from profiler.api import load_trace
 
-    sides = []
+    from analysis.diff import compare_setup, setup
+
+    sides, setups = [], []
     for path in (base, new):
         with one_line_errors(path):
-            a = run_analysis(load_trace(path), top=None, sections=("summary", "ops", "roofline"))
+            t = load_trace(path)
+            a = run_analysis(t, top=None, sections=("summary", "ops", "roofline"))
             sides.append(a)
+            setups.append(setup(a.overview, t.metadata, a.by_dtype, a.top_ops))
     with one_line_errors(new):
+        same_setup = compare_setup(*setups)
         changes = diff_tables(op_times(sides[0].top_ops, sides[0].top_kernels),
                               op_times(sides[1].top_ops, sides[1].top_kernels), threshold / 100)
         busy = [_busy_ns(s.device_time) for s in sides]
         if json:
             from profiler.report import diff_json
 
-            sys.stdout.buffer.write(diff_json(str(base), str(new), busy, changes))
+            sys.stdout.buffer.write(diff_json(str(base), str(new), busy, changes, same_setup))
             return
-        from profiler.render import render_diff
+        from profiler.render import render_diff, render_setup
 
-        render_diff(str(base), str(new), busy, changes.head(top), len(changes), Console(soft_wrap=False, emoji=False))
+        console = Console(soft_wrap=False, emoji=False)
+        render_setup(same_setup, console)
+        render_diff(str(base), str(new), busy, changes.head(top), len(changes), console)
 
 
 @app.command()

@@ -142,6 +142,22 @@ def _si(v: float) -> str:
     return f"{v:.3g} "
 
 
+def render_setup(setup, console: Console) -> None:
+    """What differs between the two setups (analysis.diff.SetupDiff), before any number: a
+    comparison across hardware or rank counts is labelled not like-for-like."""
+    if setup.like_for_like:
+        console.print("setup: like-for-like (same hardware and ranks)")
+    else:
+        console.print("[bold yellow]NOT like-for-like[/]: " + "; ".join(_text(r) for r in setup.reasons)
+                      + ". Time changes below mix the setup change with any code change.")
+    t = Table(box=box.SIMPLE_HEAD, title="Setup", title_justify="left")
+    for col in ("", "A", "B", ""):
+        t.add_column(col, overflow="fold")
+    for r in setup.rows.itertuples(index=False):
+        t.add_row(r.field.replace("_", " "), _text(r.a) or "-", _text(r.b) or "-", "" if r.same else "differs")
+    console.print(t)
+
+
 def render_diff(a: str, b: str, busy: list[int], changes, total: int, console: Console) -> None:
     """The changes between two traces, largest first."""
     console.print(f"A: {_text(a)}\nB: {_text(b)}")

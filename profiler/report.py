@@ -191,11 +191,15 @@ def to_json(a: Analysis, metadata: dict[str, Any]) -> bytes:
     return orjson.dumps(to_dict(a, metadata), option=orjson.OPT_INDENT_2) + b"\n"
 
 
-def diff_json(a: str, b: str, busy: list[int], changes: Any) -> bytes:
-    """`perf diff --json`: schema perf.diff v1 (docs/json-schema.md)."""
+def diff_json(a: str, b: str, busy: list[int], changes: Any, setup: Any = None) -> bytes:
+    """`perf diff --json`: schema perf.diff v2 (docs/json-schema.md); v2 adds `setup`
+    (analysis.diff.SetupDiff: like_for_like, reasons, fields)."""
     doc = {
-        "schema": "perf.diff", "schema_version": 1, "tool_version": __version__,
-        "a": a, "b": b, "busy_ns": {"a": busy[0], "b": busy[1]},
+        "schema": "perf.diff", "schema_version": 2, "tool_version": __version__,
+        "a": a, "b": b,
+        "setup": None if setup is None else {"like_for_like": setup.like_for_like, "reasons": list(setup.reasons),
+                                             "fields": _records(setup.rows)},
+        "busy_ns": {"a": busy[0], "b": busy[1]},
         "changes": _records(changes),
     }
     return orjson.dumps(redact(doc), option=orjson.OPT_INDENT_2) + b"\n"
