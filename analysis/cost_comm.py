@@ -30,11 +30,12 @@ carry only the tensor's shape and dtype, so their group size is the rank's world
 from __future__ import annotations
 
 import math
-import re
 
 import numpy as np
 import orjson
 import pandas as pd
+
+from analysis.comm_patterns import Patterns, bundled
 
 #: collective names as recorded -> our names
 _ALIASES = {
@@ -55,30 +56,18 @@ _ELEM = {
     "byte": 1, "char": 1, "int8": 1, "uint8": 1, "bool": 1, "float8_e4m3fn": 1, "float8_e5m2": 1,
 }
 _DTYPE = {4: "fp32", 8: "fp64", 2: "bf16", 1: "int8"}
-#: collective custom ops recorded by name, whose first argument is the message (the input):
-#: torch's SymmetricMemory all-reduces (symm_mem::multimem_all_reduce_(Tensor input, str
-#: reduce_op, str group_name) and kin); their group size is the rank's world size.
-_OP_NAMES = {f"symm_mem::{n}": "all_reduce" for n in (
-    "multimem_all_reduce_", "multimem_one_shot_all_reduce", "multimem_one_shot_all_reduce_out",
-    "one_shot_all_reduce", "one_shot_all_reduce_out", "two_shot_all_reduce_", "two_shot_all_reduce_out")}
 GLOO_PREFIX = "gloo:"
-_NCCL_KERNEL = re.compile(r"(?:nccl|rccl)(?:Dev)?Kernel_([A-Za-z]+)", re.IGNORECASE)  # ncclKernel_AllReduce_RING_LL
 
 
-def collective_kind(name: str, collective: str) -> str | None:
-    """Our name of a unit's collective, from 'Collective name', a gloo region's name, an NCCL/RCCL
-    kernel's name, or 'collective' for record_param_comms with no metadata (older traces)."""
+def collective_kind(name: str, collective: str, patterns: Patterns | None = None) -> str | None:
+    """Our name of a unit's collective, from 'Collective name' when recorded, else from the unit's
+    name through the table of collective names (analysis/collectives.yaml and the user's
+    additions: analysis.comm_patterns): NCCL/RCCL kernels, gloo regions, SymmetricMemory and
+    custom all-reduce ops and kernels, DeepEP / NVSHMEM kernels. None: not a collective."""
     if collective:
         key = collective.lower()
         return _ALIASES.get(key) or _ALIASES.get(key.lstrip("_")) or "collective"
-    if name in _OP_NAMES:
-        return _OP_NAMES[name]
-    if name.startswith(GLOO_PREFIX):
-        return _ALIASES.get(name[len(GLOO_PREFIX):].lower())
-    m = _NCCL_KERNEL.match(name)
-    if m:
-        return _ALIASES.get(m.group(1).lower(), "collective")
-    return "collective" if name == "record_param_comms" else None
+    return (patterns or bundled()).kind(name, _ALIASES)
 
 
 def algorithm_bytes(kind: str, in_bytes: float, out_bytes: float, n: int) -> float:
@@ -102,27 +91,39 @@ def algorithm_steps(kind: str, n: int) -> int:
     return {"all_reduce": 2 * rounds, "barrier": 2 * rounds, "send_recv": 1}.get(kind, rounds)
 
 
-def comm_table(units: pd.DataFrame, world_size: dict[int, int]) -> pd.DataFrame:
+def comm_table(units: pd.DataFrame, world_size: dict[int, int], patterns: Patterns | None = None,
+               work_names: pd.Series | None = None) -> pd.DataFrame:
     """Collective cost per unit (rows aligned with `units`, from analysis.units.units).
 
     Columns: collective (our name, '' for other units), comm_bytes (message bytes: the input, or
     the output for all_gather; NaN when unknown), algo_bytes (bytes one rank sends; NaN when
-    unknown), algo_steps (latency steps; NaN when unknown), dtype ('' when unknown). `world_size` maps rank -> the trace's world size, the group
-    size of gloo regions (which record none).
+    unknown), algo_steps (latency steps; NaN when unknown), dtype ('' when unknown).
+    `world_size` maps rank -> the trace's world size, the group size of collectives that record
+    none (gloo regions, custom all-reduce ops). `patterns`: the table of collective names
+    (default: the bundled one). `work_names` (aligned with `units`, optional): the names of each
+    unit's device work joined by '\n' (`unit_work_names`): an op whose kernel is a collective
+    (a DeepEP or custom all-reduce kernel launched under an op the table does not name) is one.
     """
+    pats = patterns or bundled()
     n = len(units)
     kinds, comm, algo, dtypes = np.full(n, "", dtype=object), np.full(n, np.nan), np.full(n, np.nan), np.full(n, "", dtype=object)
     steps = np.full(n, np.nan)
     codes, distinct = pd.factorize(units["name"].to_numpy(dtype=object))
-    named = np.array([collective_kind(str(n), "") is not None for n in distinct], dtype=bool)  # per distinct name
-    maybe = np.flatnonzero((units["collective"].to_numpy(dtype=object) != "") | (named[codes] if len(codes) else False))
+    named = [collective_kind(str(n), "", pats) for n in distinct]  # per distinct name
+    kind_of = [named[c] for c in codes]
+    if work_names is not None and n:
+        wcodes, wdistinct = pd.factorize(work_names.to_numpy(dtype=object))
+        by_work = [_work_kind(str(w), pats) for w in wdistinct]
+        kind_of = [k if k is not None else by_work[w] for k, w in zip(kind_of, wcodes)]
+    maybe = np.flatnonzero((units["collective"].to_numpy(dtype=object) != "") | np.array([k is not None for k in kind_of], dtype=bool))
     cols = ["name", "collective", "msg_in_nelems", "msg_out_nelems", "group_size", "msg_dtype", "shapes", "dtypes", "rank"]
     for i, r in zip(maybe, units.iloc[maybe][cols].itertuples(index=False)):  # collectives only: few
-        kind = collective_kind(str(r.name), str(r.collective or ""))
+        kind = collective_kind(str(r.name), str(r.collective or ""), pats) if r.collective else kind_of[i]
         if kind is None:
             continue
         kinds[i] = kind
-        elem, in_n, out_n, group = _message(r, world_size)
+        rule = pats.find(str(r.name))
+        elem, in_n, out_n, group = _message(r, world_size, rule.message if rule is not None else None)
         if elem is None or in_n is None or group is None:
             continue
         in_b, out_b = in_n * elem, (out_n if out_n is not None else in_n) * elem
@@ -134,20 +135,47 @@ def comm_table(units: pd.DataFrame, world_size: dict[int, int]) -> pd.DataFrame:
                         index=units.index)
 
 
-def _message(r, world_size: dict[int, int]) -> tuple[int | None, int | None, int | None, int | None]:
-    """(element size, input elements, output elements, group size) of one unit, None when unknown."""
+def _work_kind(names: str, patterns: Patterns) -> str | None:
+    """The kind of the first collective among a unit's device-work names ('\n'-joined)."""
+    for name in names.split("\n") if names else ():
+        kind = patterns.kind(name, _ALIASES)
+        if kind is not None:
+            return kind
+    return None
+
+
+def unit_work_names(events: pd.DataFrame, units: pd.DataFrame) -> pd.Series:
+    """For each unit (analysis.units.units), the distinct names of its device work joined by
+    '\n' ('' for host units); rows aligned with `units`."""
+    from profiler.model.schema import DEVICE_WORK_KINDS
+
+    work = events["kind"].isin([k.value for k in DEVICE_WORK_KINDS]).to_numpy()
+    op = events["op_id"].to_numpy()[work]
+    unit = np.where(op >= 0, op, events["id"].to_numpy()[work])
+    frame = pd.DataFrame({"unit": unit, "name": events["name"].to_numpy()[work].astype(object)}).drop_duplicates()
+    joined = frame.groupby("unit", sort=False)["name"].agg("\n".join)
+    return pd.Series(joined.reindex(units["unit_id"].to_numpy()).fillna("").to_numpy(dtype=object), index=units.index)
+
+
+def _message(r, world_size: dict[int, int], arg: int | None) -> tuple[int | None, int | None, int | None, int | None]:
+    """(element size, input elements, output elements, group size) of one unit, None when unknown.
+    `arg`: the argument that is the message, for collectives known by name (None: not derivable)."""
     if r.msg_in_nelems >= 0:  # recorded by record_param_comms / NCCL kernels
         elem = _ELEM.get(str(r.msg_dtype).lower())
         group = int(r.group_size) if r.group_size > 0 else world_size.get(int(r.rank))
         return elem, int(r.msg_in_nelems), int(r.msg_out_nelems) if r.msg_out_nelems >= 0 else None, group
-    try:  # a gloo region: its first input's shape and dtype
+    if arg is None:
+        return None, None, None, None
+    try:  # a gloo region or a custom all-reduce op: the message argument's shape and dtype
         shapes, dtypes = orjson.loads(r.shapes or "[]"), orjson.loads(r.dtypes or "[]")
     except orjson.JSONDecodeError:
         return None, None, None, None
-    if not shapes or not isinstance(shapes[0], list) or not dtypes:
+    if len(shapes) <= arg or len(dtypes) <= arg or not isinstance(shapes[arg], list):
         return None, None, None, None
-    first = shapes[0][0] if shapes[0] and isinstance(shapes[0][0], list) else shapes[0]
-    return _ELEM.get(str(dtypes[0]).lower()), math.prod(first), None, world_size.get(int(r.rank))
+    first = shapes[arg][0] if shapes[arg] and isinstance(shapes[arg][0], list) else shapes[arg]
+    if not first or not all(isinstance(d, int) for d in first):
+        return None, None, None, None
+    return _ELEM.get(str(dtypes[arg]).lower()), math.prod(first), None, world_size.get(int(r.rank))
 
 
 def apply_comm(costs: pd.DataFrame, comm: pd.DataFrame, names: pd.Series) -> pd.DataFrame:
@@ -172,3 +200,22 @@ def apply_comm(costs: pd.DataFrame, comm: pd.DataFrame, names: pd.Series) -> pd.
     out.loc[known, "algo_bytes"] = comm["algo_bytes"].to_numpy()[known]
     out.loc[known, "algo_steps"] = comm["algo_steps"].to_numpy()[known]
     return out
+
+
+def comm_groups(classified: pd.DataFrame) -> pd.DataFrame:
+    """Collectives of the op table: per (name, shapes) of classified units (analysis.roofline.classify)
+    whose family is 'collective': algo_bytes (byte, summed; NaN when any unit's is unknown),
+    algo_bw (byte/s: algo_bytes over the units' summed time, NCCL's "bus bandwidth"; NaN when
+    unknown), enqueue (True for a c10d:: op that only hands the collective to a backend's
+    worker: the run waits on that work, not on this op)."""
+    c = classified[classified["family"] == "collective"]
+    if c.empty:
+        return pd.DataFrame(columns=["name", "shapes", "algo_bytes", "algo_bw", "enqueue"])
+    g = c.groupby(["name", "shapes"], sort=False).agg(
+        algo_bytes=("algo_bytes", lambda s: s.sum() if s.notna().all() else np.nan),
+        time_ns=("time_ns", "sum")).reset_index()
+    with np.errstate(divide="ignore", invalid="ignore"):
+        g["algo_bw"] = np.where(g["time_ns"] > 0, g["algo_bytes"] / g["time_ns"] * 1e9, np.nan)
+    kinds = [collective_kind(str(n), "") for n in g["name"]]
+    g["enqueue"] = [str(n).startswith("c10d::") and k is None for n, k in zip(g["name"], kinds)]
+    return g.drop(columns="time_ns")

@@ -172,6 +172,15 @@ def _store_cache(a: _Args, name: str) -> Cost:
     return _cost(0, 2 * rows * row + a.nbytes(4), 2 * rows * row, "copy", a.dtype(0))
 
 
+#: Custom ops whose record does not determine their work (the module docstring): name -> why.
+UNDERIVABLE: dict[str, str] = {
+    "vllm::moe_forward": "MoE: expert weights are layer attributes, not op arguments, and routing is data",
+    "vllm::moe_forward_shared": "MoE: expert weights are layer attributes, not op arguments, and routing is data",
+    "vllm::unified_attention_with_output": "attention: the KV cache and per-request lengths come from the forward context, not the arguments",
+    "vllm::unified_attention": "attention: the KV cache and per-request lengths come from the forward context, not the arguments",
+    "aiter::mha_batch_prefill": "varlen attention: per-request lengths are tensor values Kineto does not record",
+}
+
 #: recorded name -> formula
 CUSTOM_OPS: dict[str, Callable[[_Args, str], Cost]] = {
     "_C::rms_norm": _rms_norm_out,

@@ -1,6 +1,9 @@
-"""`perf diff A B`: ops and kernels matched by name and input shapes; count, time and bound changes."""
+"""`perf diff A B`: what changed in the setup (hardware, ranks, dtypes, versions, shapes), then ops and
+kernels matched by name and input shapes; count, time and bound changes."""
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -53,3 +56,71 @@ def diff(a: pd.DataFrame, b: pd.DataFrame, threshold: float = 0.0) -> pd.DataFra
     m = m[m["change"] != ""]
     m = m.reindex(m["delta_ns"].abs().sort_values(ascending=False, kind="stable").index)
     return m[DIFF_COLUMNS].reset_index(drop=True)
+
+
+# ---------------------------------------------------------------------------- setup
+
+SETUP_FIELDS = ("hardware", "ranks", "world_size", "dtypes", "software", "shapes")
+#: Fields whose difference makes the comparison not like-for-like: the same code on other
+#: hardware or another number of ranks runs other kernels, other collectives.
+NOT_LIKE_FOR_LIKE = ("hardware", "ranks", "world_size")
+
+
+@dataclass(frozen=True)
+class SetupDiff:
+    """What differs between the setups of two traces. rows: field, a, b, same (one per
+    SETUP_FIELDS); like_for_like: False when hardware or rank count differ; reasons: one
+    sentence per such difference."""
+
+    rows: pd.DataFrame
+    like_for_like: bool
+    reasons: tuple[str, ...]
+
+
+def setup(overview, metadata: dict, by_dtype: pd.DataFrame, top_ops: pd.DataFrame) -> dict[str, str]:
+    """The setup of one trace as text per SETUP_FIELDS. `overview`: analysis.overview.Overview;
+    `metadata`: Trace.metadata (its per-rank top-level fields); `by_dtype`: analysis.roofline.by
+    on 'dtype' (may be empty); `top_ops`: analysis.top.top_ops.
+
+    hardware: distinct accelerator names ('cpu' when none); ranks: ranks in the trace;
+    world_size: as recorded ('' when not); dtypes: compute dtypes holding >= 5% of unit time;
+    software: runtime, driver and NCCL versions as recorded; shapes: the input shapes of the op
+    with the most time (batch and sequence show there)."""
+    names = sorted({n or "unnamed" for _, d, n in overview.devices if d != "cpu"}) or ["cpu"]
+    dtypes = ""
+    if len(by_dtype):
+        d = by_dtype[(by_dtype["share"] >= 0.05) & (by_dtype["dtype"] != "unknown")]
+        dtypes = ", ".join(sorted(str(x) for x in d["dtype"]))
+    first = next(iter(metadata.get("ranks", {}).values()), {})
+    shapes = ""
+    if len(top_ops):
+        key = "device_ns" if top_ops["device_ns"].sum() > 0 else "total_ns"
+        top = top_ops.loc[top_ops[key].idxmax()]
+        shapes = f"{top['name']} {top['shapes']}" if top["shapes"] else str(top["name"])
+    return {"hardware": ", ".join(names), "ranks": str(len(overview.ranks)),
+            "world_size": str(overview.world_size or ""), "dtypes": dtypes, "software": _software(first), "shapes": shapes}
+
+
+def _software(meta: dict) -> str:
+    """Versions Kineto records: CUDA/HIP runtime and driver, CUPTI, NCCL ('' when none)."""
+    out = []
+    for key, label in (("cuda_runtime_version", "CUDA runtime"), ("cuda_driver_version", "CUDA driver"),
+                       ("hip_runtime_version", "HIP runtime"), ("roctracer_version", "roctracer"), ("cupti_version", "CUPTI")):
+        v = meta.get(key)
+        if isinstance(v, int) and key.startswith("cuda"):
+            out.append(f"{label} {v // 1000}.{v % 1000 // 10}")  # 12090 -> 12.9 (CUDA's encoding)
+        elif v is not None:
+            out.append(f"{label} {v}")
+    info = meta.get("distributedInfo")
+    if isinstance(info, dict) and info.get("nccl_version"):
+        out.append(f"NCCL {info['nccl_version']}")
+    return ", ".join(out)
+
+
+def compare_setup(a: dict[str, str], b: dict[str, str]) -> SetupDiff:
+    """The two setups (`setup`) side by side, and whether the comparison is like-for-like."""
+    rows = pd.DataFrame([{"field": f, "a": a.get(f, ""), "b": b.get(f, ""), "same": a.get(f, "") == b.get(f, "")}
+                         for f in SETUP_FIELDS])
+    reasons = tuple(f"{f.replace('_', ' ')} differs: {a.get(f) or '-'} vs {b.get(f) or '-'}"
+                    for f in NOT_LIKE_FOR_LIKE if a.get(f) and b.get(f) and a[f] != b[f])  # unrecorded: not a difference
+    return SetupDiff(rows, not reasons, reasons)

@@ -80,7 +80,11 @@ def classify(units: pd.DataFrame, costs: pd.DataFrame, spec_for: Callable[[int, 
     known = ~np.isnan(out["flops_effective"].to_numpy()) & ~np.isnan(floors).any(axis=1)
     filled = np.where(np.isnan(floors), -1.0, floors)
     out["floor_ns"] = np.where(known, filled.max(axis=1), np.nan)
-    out["bound"] = pd.Series(np.where(known, np.array(_FLOOR_BOUND, dtype=object)[filled.argmax(axis=1)], Bound.UNKNOWN.value),
+    # a collective whose message the record lacks (a DeepEP or custom all-reduce kernel) still
+    # waits on its link: communication-bound, with no floor and no efficiency
+    unsized_comm = ~known & (out["family"] == "collective").to_numpy()
+    out["bound"] = pd.Series(np.where(known, np.array(_FLOOR_BOUND, dtype=object)[filled.argmax(axis=1)],
+                                      np.where(unsized_comm, Bound.COMMUNICATION.value, Bound.UNKNOWN.value)),
                              dtype=object, index=out.index)
     time_ns = out["time_ns"].to_numpy(dtype=np.float64)
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -164,6 +168,8 @@ def groups(classified: pd.DataFrame, keys: tuple[str, ...] = ("name", "shapes"))
     g["unknown"] = np.bincount(codes, weights=(c["bound"].to_numpy(dtype=object) == Bound.UNKNOWN.value).astype(np.float64), minlength=n) > 0
     floors = g[FLOOR_COLUMNS].to_numpy()
     bound = np.array(_FLOOR_BOUND, dtype=object)[np.nan_to_num(floors, nan=-1).argmax(axis=1)]
+    no_floor = np.isnan(floors).all(axis=1)
+    bound = np.where(no_floor & (g["family"] == "collective").to_numpy(), Bound.COMMUNICATION.value, bound)  # unsized collectives
     g["bound"] = np.where(g.pop("unknown").to_numpy(dtype=bool), Bound.UNKNOWN.value, bound)
     unknown = g["bound"] == Bound.UNKNOWN.value
     with np.errstate(divide="ignore", invalid="ignore"):

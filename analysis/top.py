@@ -15,14 +15,16 @@ def top_ops(trace: Trace, busy_ns: int, n: int | None = 20) -> pd.DataFrame:
     """Host ops grouped by (name, shapes), most device time first (host time if none ran).
 
     Columns:
-      kind ('op'), name, shapes (recorded 'Input Dims' text, '' if not recorded),
+      kind ('op'; a backend's collective region, e.g. gloo:all_reduce, is an op row too), name, shapes (recorded 'Input Dims' text, '' if not recorded),
       count: calls, total_ns: summed host duration (inclusive of children), mean_ns,
       device_ns: summed duration of the device work each call launched (its kernels, copies),
       share: device_ns / busy_ns, the fraction of the devices' busy time (0 if no device work).
     """
     ev = trace.events
     kind = ev["kind"]
-    is_op = (kind == Kind.OP.value).to_numpy()
+    # ops, and the collectives a backend runs on its own threads (gloo:all_reduce regions): the
+    # work the run waits for, beside the c10d:: op that enqueued it
+    is_op = kind.isin([Kind.OP.value, Kind.COLLECTIVE.value]).to_numpy()
     dev = kind.isin([k.value for k in DEVICE_WORK_KINDS]).to_numpy() & (ev["op_id"].to_numpy() >= 0)
     dur = ev["dur"].to_numpy()
     # device time launched per op row (ids are row positions' labels: map through an index)

@@ -58,6 +58,8 @@ class Analysis:
     verdict: Verdict | None = None  # analysis.verdict.verdict: what bounds the run, shown first
     whatif: pd.DataFrame = field(default_factory=pd.DataFrame)  # analysis.whatif.step_projection
     hardware_notes: tuple[str, ...] = ()  # which preset stands in for a device and why (hardware_notes)
+    unknown_share: float = 0.0  # unknown-bound share of unit time (analysis.unknown.unknown_summary)
+    unknown: pd.DataFrame = field(default_factory=pd.DataFrame)  # top unknown names and why (analysis.unknown)
 
 
 def load_trace(path: str | Path) -> Trace:
@@ -126,7 +128,7 @@ _VERDICT_NEEDS = ("roofline", "critical_path", "advice")
 
 def analyze(
     trace: Trace, *, top: int | None = 20, rank: int | None = None, hardware: str | None = None, dtype: str | None = None,
-    sections: tuple[str, ...] = SECTIONS,
+    sections: tuple[str, ...] = SECTIONS, collectives: str | Path | None = None,
 ) -> Analysis:
     """Run the analysis passes over `trace` (or one rank of it).
 
@@ -135,6 +137,8 @@ def analyze(
     `sections` (of SECTIONS) limits the work: 'verdict' (analysis.verdict) needs the roofline,
     critical path, advice and idle gaps; 'summary' and 'ops' are the trace, device time and top tables; 'roofline' classifies units; 'timeline', 'critical_path', 'modules' and 'advice'
     build on it; 'memory' and 'llm' read the allocator samples and the serving annotations.
+    `collectives`: a YAML file of collective names added to the bundled table
+    (`collective_patterns` says where it is looked for when not given).
     """
     from analysis.busy import device_time
     from analysis.overview import overview, select_rank
@@ -159,7 +163,7 @@ def analyze(
     base = _memory_and_llm(trace, base, hardware, sections)
     if not _CLASSIFIED & set(sections):
         return base
-    return _roofline(trace, base, hardware, dtype, sections)
+    return _roofline(trace, base, hardware, dtype, sections, collectives)
 
 
 def _memory_and_llm(trace: Trace, base: Analysis, hardware: str | None, sections: tuple[str, ...]) -> Analysis:
@@ -179,18 +183,36 @@ def _memory_and_llm(trace: Trace, base: Analysis, hardware: str | None, sections
     return base
 
 
-def _roofline(trace: Trace, base: Analysis, hardware: str | None, dtype: str | None, sections: tuple[str, ...]) -> Analysis:
+def collective_patterns(path: str | Path | None = None):  # -> analysis.comm_patterns.Patterns
+    """The table of collective names: analysis/collectives.yaml with the user's rules first, from
+    `path`, else the file $PERF_COLLECTIVES names, else $XDG_CONFIG_HOME/perf/collectives.yaml
+    (~/.config/perf/collectives.yaml) when it exists. A bad file raises InputError naming it."""
+    import os
+
+    from analysis.comm_patterns import with_user_file
+
+    if path is None and os.environ.get("PERF_COLLECTIVES"):
+        path = os.environ["PERF_COLLECTIVES"]
+    if path is None:
+        config = Path(os.environ.get("XDG_CONFIG_HOME") or Path.home() / ".config") / "perf" / "collectives.yaml"
+        path = config if config.is_file() else None
+    return with_user_file(Path(path) if path is not None else None)
+
+
+def _roofline(trace: Trace, base: Analysis, hardware: str | None, dtype: str | None, sections: tuple[str, ...],
+              collectives: str | Path | None = None) -> Analysis:
     """The classification passes, and the timeline and advice that build on them."""
     from dataclasses import replace
 
     from analysis.advice import advise
     from analysis.attribution import attribute
     from analysis.cost import cost_table
-    from analysis.cost_comm import apply_comm, comm_table
+    from analysis.cost_comm import apply_comm, comm_groups, comm_table, unit_work_names
     from analysis.cost_kernels import with_kernel_costs
     from analysis.precision import with_tf32
     from analysis.roofline import MATRIX_FAMILIES, by, classify, drop_carried_costs, groups, iterations, utilization
     from analysis.timeline import communication_overlap, launch_delays, streams
+    from analysis.unknown import unknown_summary
     from analysis.units import units as find_units
 
     spec_for = spec_resolver(trace, hardware)
@@ -206,7 +228,8 @@ def _roofline(trace: Trace, base: Analysis, hardware: str | None, dtype: str | N
 
     fusion = pd.DataFrame([{**row, "rank": int(r)} for r, m in trace.metadata.get("ranks", {}).items() for row in carried(m)])
     costs = with_kernel_costs(cost_table(u, tree=trace.events, flows=trace.flows), u, fusion)
-    costs = apply_comm(drop_carried_costs(trace.events, u, costs), comm_table(u, _world_sizes(trace)), u["name"])
+    comm = comm_table(u, _world_sizes(trace), collective_patterns(collectives), unit_work_names(trace.events, u))
+    costs = apply_comm(drop_carried_costs(trace.events, u, costs), comm, u["name"])
     costs = with_tf32(trace.events, u, costs, trace.metadata)  # fp32 GEMMs/convs that ran TF32 tensor-core kernels
     source = classify(u, costs, spec_resolver(trace)) if is_whatif(trace, hardware) or dtype else None
     if dtype:  # precision what-if: the matrix units' dtype, so their peak and their bytes
@@ -233,8 +256,11 @@ def _roofline(trace: Trace, base: Analysis, hardware: str | None, dtype: str | N
     top = base.top_ops
     if len(top):
         top = top.merge(groups(classified), on=["name", "shapes"], how="left", suffixes=("", "_unit"))
+        top = top.merge(comm_groups(classified), on=["name", "shapes"], how="left")  # collectives' bytes and bus bandwidth
+        top["enqueue"] = top["enqueue"].astype("boolean").fillna(False).astype(bool)
+    share, unknown = unknown_summary(trace, classified)
     out = replace(
-        base, top_ops=top, units=classified, equation=equation, by_bound=by(classified, "bound"),
+        base, top_ops=top, units=classified, unknown_share=share, unknown=unknown, equation=equation, by_bound=by(classified, "bound"),
         by_family=by(classified, "family"), by_dtype=by(classified, "dtype"), hardware=names, whatif_dtype=dtype,
         utilization=utilization(classified, equation, spec_for), whatif=whatif,
     )

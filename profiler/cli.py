@@ -72,6 +72,7 @@ def analyze(
     dtype: Annotated[str | None, typer.Option(help="Re-floor GEMMs, convolutions and attention at this precision: bf16, fp8, int8 (what-if).")] = None,
     section: Annotated[list[str] | None, typer.Option(help="Only these sections (repeatable): verdict, summary, ops, roofline, timeline, critical_path, memory, llm, modules, advice.")] = None,
     full: Annotated[bool, typer.Option("--full", help="Every section (the default is the verdict and a short summary).")] = False,
+    collectives: Annotated[Path | None, typer.Option(help="YAML table of extra collective op/kernel names (format: analysis/collectives.yaml; default $PERF_COLLECTIVES or ~/.config/perf/collectives.yaml).")] = None,
 ) -> None:
     """What bounds the run (the verdict, first), then device busy and idle time, the wall equation and the top ops;
     --full for every section."""
@@ -87,7 +88,8 @@ def analyze(
         unknown = sorted(set(section or ()) - set(SECTIONS))
         if unknown:
             raise InputError(None, f"--section {unknown[0]}: expected one of {', '.join(SECTIONS)}")
-        result = run_analysis(t, top=top, rank=rank, hardware=hardware, dtype=dtype, sections=tuple(section or SECTIONS))
+        result = run_analysis(t, top=top, rank=rank, hardware=hardware, dtype=dtype, sections=tuple(section or SECTIONS),
+                              collectives=collectives)
         if json:
             from profiler.render.json import to_json
 
@@ -189,32 +191,43 @@ def diff(
     new: Annotated[Path, typer.Argument(help="Trace B: file or directory.")],
     top: Annotated[int, typer.Option(min=1, help="How many changes to list.")] = 20,
     threshold: Annotated[float, typer.Option(help="Ignore time changes below this percent of A's time.")] = 0.0,
-    json: Annotated[bool, typer.Option("--json", help="Write the changes as JSON (schema perf.diff, version 1).")] = False,
+    json: Annotated[bool, typer.Option("--json", help="Write the setup and the changes as JSON (schema perf.diff, version 2).")] = False,
 ) -> None:
-    """Compare two traces: ops and kernels matched by name and input shapes; count, time, bound changes."""
+    """Compare two traces: first what differs in the setup (hardware, ranks, dtypes, versions, shapes; a
+    comparison across hardware or rank counts is labelled not like-for-like), then ops and kernels
+    matched by name and input shapes; count, time, bound changes."""
     from analysis.diff import diff as diff_tables
     from analysis.diff import op_times
     from profiler.api import analyze as run_analysis
     from profiler.api import load_trace
 
-    sides = []
+    from analysis.diff import compare_setup, setup
+
+    sides, setups = [], []
     for path in (base, new):
         with one_line_errors(path):
-            a = run_analysis(load_trace(path), top=None, sections=("summary", "ops", "roofline"))
+            t = load_trace(path)
+            a = run_analysis(t, top=None, sections=("summary", "ops", "roofline"))
             sides.append(a)
+            setups.append(setup(a.overview, t.metadata, a.by_dtype, a.top_ops))
     with one_line_errors(new):
+        same_setup = compare_setup(*setups)
         changes = diff_tables(op_times(sides[0].top_ops, sides[0].top_kernels),
                               op_times(sides[1].top_ops, sides[1].top_kernels), threshold / 100)
         busy = [_busy_ns(s.device_time) for s in sides]
         if json:
             from profiler.render.json import diff_json
 
-            sys.stdout.buffer.write(diff_json(str(base), str(new), busy, changes))
+            sys.stdout.buffer.write(diff_json(str(base), str(new), busy, changes, same_setup))
             return
         from profiler.render import console
         from profiler.render.compare import render_diff
 
-        render_diff(str(base), str(new), busy, changes.head(top), len(changes), console())
+        from profiler.render.compare import render_setup
+
+        out = console()
+        render_setup(same_setup, out)
+        render_diff(str(base), str(new), busy, changes.head(top), len(changes), out)
 
 
 @app.command()
@@ -250,37 +263,78 @@ def _busy_ns(device_time) -> int:
     return int((gpu if len(gpu) else device_time)["busy_ns"].sum())
 
 
+_TRACE_SUFFIXES = (".json", ".json.gz", ".pftrace", ".perfetto-trace", ".pb")
+
+
+def _runs(path: Path) -> list[Path]:
+    """The runs a gate argument names: a trace file is one run; a directory of trace files, one
+    run per file; a directory of directories, one (multi-rank) run per subdirectory."""
+    if not path.is_dir():
+        return [path]
+    subdirs = sorted(p for p in path.iterdir() if p.is_dir())
+    if subdirs:
+        return subdirs
+    files = sorted(p for p in path.iterdir() if p.is_file() and p.name.endswith(_TRACE_SUFFIXES))
+    if not files:
+        fail("no trace files (.json, .json.gz, .pftrace) in this directory", str(path))
+    return files
+
+
 @app.command()
 def gate(
-    base: Annotated[list[Path], typer.Option("--base", help="Baseline trace (repeatable: several runs).")],
-    new: Annotated[list[Path], typer.Option("--new", help="New trace (repeatable: several runs).")],
-    max_regression: Annotated[float, typer.Option(help="Allowed slowdown, percent.")] = 10.0,
-    json: Annotated[bool, typer.Option("--json", help="Write the verdicts as JSON (schema perf.gate, version 1).")] = False,
+    base_new: Annotated[list[Path] | None, typer.Argument(metavar="[BASE NEW]", help="Baseline and new: each a trace file, a directory of repeated runs (one trace file each), or a directory of multi-rank run directories.")] = None,
+    base: Annotated[list[Path] | None, typer.Option("--base", help="Baseline trace (repeatable: several runs), instead of BASE.")] = None,
+    new: Annotated[list[Path] | None, typer.Option("--new", help="New trace (repeatable: several runs), instead of NEW.")] = None,
+    max_regression: Annotated[float, typer.Option(help="Allowed slowdown, percent (with 3+ runs a side: and beyond the noise).")] = 10.0,
+    tolerance: Annotated[float | None, typer.Option(help="With fewer than 3 runs a side: allowed slowdown, percent, judged without a noise estimate (default: --max-regression).")] = None,
+    json: Annotated[bool, typer.Option("--json", help="Write the verdicts as JSON (schema perf.gate, version 2).")] = False,
 ) -> None:
-    """CI gate: exit 1 when NEW is slower than BASE by more than --max-regression AND beyond the noise
-    (a 95% bootstrap interval over iterations), for the total or any op holding 5% of the time (smaller ones are mostly noise)."""
-    from analysis.gate import compare, samples
+    """CI gate: exit 1 when NEW is slower than BASE: in wall-clock time per step, in device (or
+    CPU op) time, or for any op holding 5% of it. With 3+ runs a side, slower by more than
+    --max-regression AND beyond the noise (a 95% bootstrap interval); with fewer, the change cannot
+    be separated from noise and is compared with --tolerance."""
+    from analysis.gate import MIN_RUNS, compare, samples, step_walls
     from analysis.units import units
     from profiler.api import load_trace
 
-    sides = []
-    for paths in (base, new):
-        per_trace = []
-        for path in paths:
+    positional = list(base_new or [])
+    if positional and (base or new):
+        fail("give BASE NEW or --base/--new, not both")
+    if positional and len(positional) != 2:
+        fail(f"expected two arguments, BASE and NEW; got {len(positional)}")
+    if not positional and not (base and new):
+        fail("give the two traces to compare: perf gate BASE NEW (or --base A --new B)")
+    given = ([positional[0]], [positional[1]]) if positional else (base, new)
+    sides, runs = [], []
+    for paths in given:
+        per_trace, walls = [], []
+        for path in [r for p in paths for r in _runs(p)]:
             with one_line_errors(path):
-                per_trace.append(units(load_trace(path)))
-        sides.append(samples(per_trace))
-    verdicts = compare(sides[0], sides[1], max_regression / 100)
+                t = load_trace(path)
+                per_trace.append(units(t))
+                walls.append(step_walls(t.events))
+        sides.append(samples(per_trace, walls))
+        runs.append(len(per_trace))
+    tol = max_regression if tolerance is None else tolerance
+    verdicts = compare(sides[0], sides[1], max_regression / 100, runs=(runs[0], runs[1]), tolerance=tol / 100)
+    statistical = min(runs) >= MIN_RUNS
+    method = (f"{runs[0]} and {runs[1]} runs: ratio = mean(new)/mean(base) - 1 over iterations; regression when "
+              f"ratio > {max_regression:g}% and the 95% bootstrap interval's lower end > 0" if statistical else
+              f"{runs[0]} run(s) against {runs[1]}: fewer than {MIN_RUNS} runs a side, so the change cannot be separated "
+              f"from run-to-run noise; regression when ratio > the tolerance of {tol:g}% (the interval over iterations "
+              "of one run is shown, not used)")
     failed = [v for v in verdicts if v.regression]
     if json:
         from profiler.render.json import gate_json
 
-        sys.stdout.buffer.write(gate_json(verdicts, max_regression))
+        sys.stdout.buffer.write(gate_json(verdicts, max_regression, tol, runs, statistical, method))
     else:
         from profiler.render import console
         from profiler.render.compare import render_gate
 
-        render_gate(verdicts, max_regression, console())
+        out = console()
+        out.print(method, markup=False)
+        render_gate(verdicts, max_regression if statistical else tol, out)
     if failed:
         raise typer.Exit(1)
 
@@ -334,7 +388,8 @@ def profile(
                                  with_stack=with_stack, with_modules=with_modules, stdout_to_stderr=json)
     short = "" if session.complete else f" (the run ended after {session.marks} step marks, before all {session.steps} recorded steps)"
     print(f"perf: wrote {session.path}{short}", file=sys.stderr)
-    analyze(session.path, top=top, rank=None, json=json, hardware=hardware, dtype=None, section=section, full=False)
+    analyze(session.path, top=top, rank=None, json=json, hardware=hardware, dtype=None, section=section, full=False,
+            collectives=None)
     if session.compile is not None and not json:
         from profiler.render import console
         from profiler.render.compile import render_summary

@@ -20,6 +20,7 @@ from analysis import cost, cost_comm
 from analysis.cost import Cost, cost_table, op_cost
 from analysis.cost_custom import CUSTOM_OPS, LEGACY_ATEN
 from analysis.cost_joins import joined_costs
+from analysis.comm_patterns import Patterns, bundled
 
 BF16 = '"c10::BFloat16"'
 
@@ -374,7 +375,8 @@ def _unknown_share(trace, monkeypatch, without: bool) -> tuple[float, pd.DataFra
         monkeypatch.setattr(cost, "CUSTOM_OPS", {})
         old = set(LEGACY_ATEN) | {"cudnn_batch_norm_backward", "miopen_batch_norm_backward"}
         monkeypatch.setattr(cost, "_HANDLERS", {k: v for k, v in cost._HANDLERS.items() if k not in old})
-        monkeypatch.setattr(cost_comm, "_OP_NAMES", {})
+        old_rules = tuple(r for r in bundled().rules if not ("symm_mem" in r.match.pattern or "multimem" in r.match.pattern))
+        monkeypatch.setattr(cost_comm, "bundled", lambda: Patterns(old_rules))
     u = analyze(trace, sections=("roofline",)).units
     monkeypatch.undo()
     return float(u.loc[u["bound"] == "unknown", "time_ns"].sum() / u["time_ns"].sum()), u

@@ -11,6 +11,22 @@ from profiler.model.numfmt import fmt_ns
 from profiler.render.text import _text
 
 
+def render_setup(setup, console: Console) -> None:
+    """What differs between the two setups (analysis.diff.SetupDiff), before any number: a
+    comparison across hardware or rank counts is labelled not like-for-like."""
+    if setup.like_for_like:
+        console.print("setup: like-for-like (same hardware and ranks)")
+    else:
+        console.print("[bold yellow]NOT like-for-like[/]: " + "; ".join(_text(r) for r in setup.reasons)
+                      + ". Time changes below mix the setup change with any code change.")
+    t = Table(box=box.SIMPLE_HEAD, title="Setup", title_justify="left")
+    for col in ("", "A", "B", ""):
+        t.add_column(col, overflow="fold")
+    for r in setup.rows.itertuples(index=False):
+        t.add_row(r.field.replace("_", " "), _text(r.a) or "-", _text(r.b) or "-", "" if r.same else "differs")
+    console.print(t)
+
+
 def render_diff(a: str, b: str, busy: list[int], changes, total: int, console: Console) -> None:
     """The changes between two traces, largest first."""
     console.print(f"A: {_text(a)}\nB: {_text(b)}")
@@ -36,8 +52,10 @@ def _signed(ns: float) -> str:
 
 def render_gate(verdicts, max_regression: float, console: Console) -> None:
     """Each compared quantity with its change and noise interval; regressions first."""
-    t = Table(box=box.SIMPLE_HEAD, title=f"Gate: slowdown > {max_regression:g}% and beyond the noise (95% bootstrap)",
-              title_justify="left")
+    tolerance = bool(verdicts) and verdicts[0].mode == "tolerance"
+    title = (f"Gate: slowdown > {max_regression:g}% (tolerance; too few runs to estimate the noise)" if tolerance
+             else f"Gate: slowdown > {max_regression:g}% and beyond the noise (95% bootstrap)")
+    t = Table(box=box.SIMPLE_HEAD, title=title, title_justify="left")
     t.add_column("verdict", no_wrap=True)
     t.add_column("name", no_wrap=True, overflow="ellipsis", max_width=max(16, console.width - 62))
     for col in ("base", "new", "change", "95% interval", "samples"):

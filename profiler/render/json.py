@@ -78,6 +78,7 @@ def to_dict(a: Analysis, metadata: dict[str, Any]) -> dict[str, Any]:
         "llm": {"phases": records(a.llm_phases), "summary": records(a.llm_summary)},
         "modules": records(a.modules),
         "idle_gaps": _idle(a),
+        "unknown": {"share": _num(a.unknown_share), "top": records(a.unknown)},  # analysis.unknown
         "ops": ops,
         "problems": _problems(a),
         "metadata": metadata,
@@ -164,6 +165,9 @@ def _roofline(row: dict[str, Any]) -> dict[str, Any]:
         "efficiency": None if _true(row.get("above_ceiling")) else _num(row.get("efficiency")),
         "above_ceiling": _true(row.get("above_ceiling")),
         "ceiling_note": row.get("ceiling_note") if isinstance(row.get("ceiling_note"), str) else "",
+        "algo_bytes": _num(row.get("algo_bytes")),  # a collective's bytes sent per rank (docs/roofline.md)
+        "algo_bw": _num(row.get("algo_bw")),  # its achieved bus bandwidth, byte/s
+        "enqueue": bool(row.get("enqueue") is True),  # a c10d:: op that only enqueues the backend's work
     }
 
 
@@ -224,12 +228,13 @@ def to_json(a: Analysis, metadata: dict[str, Any]) -> bytes:
     return orjson.dumps(to_dict(a, metadata), option=orjson.OPT_INDENT_2) + b"\n"
 
 
-def gate_json(verdicts: list[Any], max_regression: float) -> bytes:
-    """`perf gate --json`: schema perf.gate v1 (docs/json-schema.md)."""
+def gate_json(verdicts: list[Any], max_regression: float, tolerance: float, runs: list[int], statistical: bool,
+              method: str) -> bytes:
+    """`perf gate --json`: schema perf.gate v2 (docs/json-schema.md): `mode` bootstrap (3 runs a side or
+    more) or tolerance (fewer), `test` says which rule judged."""
     failed = any(v.regression for v in verdicts)
-    doc = {"schema": "perf.gate", "schema_version": 1, "max_regression_pct": max_regression,
-           "test": "ratio = mean(new)/mean(base) - 1 over iterations; regression when ratio > threshold "
-                   "and the 95% bootstrap interval's lower end > 0",
+    doc = {"schema": "perf.gate", "schema_version": 2, "max_regression_pct": max_regression, "tolerance_pct": tolerance,
+           "runs": runs, "mode": "bootstrap" if statistical else "tolerance", "test": method,
            "regression": failed, "verdicts": [v.__dict__ | {"samples": list(v.samples)} for v in verdicts]}
     return orjson.dumps(redact(doc), option=orjson.OPT_INDENT_2) + b"\n"
 
@@ -243,11 +248,15 @@ def compare_compile_json(result: Any) -> bytes:
     return orjson.dumps(redact(doc), option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY) + b"\n"
 
 
-def diff_json(a: str, b: str, busy: list[int], changes: Any) -> bytes:
-    """`perf diff --json`: schema perf.diff v1 (docs/json-schema.md)."""
+def diff_json(a: str, b: str, busy: list[int], changes: Any, setup: Any = None) -> bytes:
+    """`perf diff --json`: schema perf.diff v2 (docs/json-schema.md); v2 adds `setup`
+    (analysis.diff.SetupDiff: like_for_like, reasons, fields)."""
     doc = {
-        "schema": "perf.diff", "schema_version": 1, "tool_version": __version__,
-        "a": a, "b": b, "busy_ns": {"a": busy[0], "b": busy[1]},
+        "schema": "perf.diff", "schema_version": 2, "tool_version": __version__,
+        "a": a, "b": b,
+        "setup": None if setup is None else {"like_for_like": setup.like_for_like, "reasons": list(setup.reasons),
+                                             "fields": records(setup.rows)},
+        "busy_ns": {"a": busy[0], "b": busy[1]},
         "changes": records(changes),
     }
     return orjson.dumps(redact(doc), option=orjson.OPT_INDENT_2) + b"\n"

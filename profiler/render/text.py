@@ -9,7 +9,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from profiler.api import Analysis
-from profiler.model.numfmt import fmt_ns
+from profiler.model.numfmt import fmt_bytes, fmt_ns, fmt_si
 from profiler.model.redact import redact_text
 
 #: Top ops and kernels in the short default report (--full lists --top of them).
@@ -34,6 +34,7 @@ def render(a: Analysis, console: Console, sections: tuple[str, ...] | None = Non
         render_verdict(a, console)
     if "summary" in shown:
         _render_summary(a, console)
+    render_unknown(a, console)
     if "ops" in shown:
         _render_top(a, console)
     render_roofline(a, console, shown)
@@ -49,6 +50,7 @@ def render_short(a: Analysis, console: Console) -> None:
     from profiler.render.verdict import render_verdict
 
     render_verdict(a, console)
+    render_unknown(a, console)
     _render_summary(a, console)
     render_equation(a, console)
     _render_top(a, console, limit=SHORT_TOP)
@@ -91,6 +93,19 @@ def _render_summary(a: Analysis, console: Console) -> None:
     console.print(dev)
 
 
+def render_unknown(a: Analysis, console: Console) -> None:
+    """When more than 20% of unit time has no floor (analysis.unknown.WARN_SHARE): say so, with the
+    top unknown names and why each is unknown."""
+    from analysis.unknown import WARN_SHARE
+
+    if a.unknown_share <= WARN_SHARE or a.unknown.empty:
+        return
+    console.print(f"[bold yellow]{100 * a.unknown_share:.0f}% of the unit time has no floor[/] (unknown-bound): "
+                  "the verdict and utilization below leave it out. Largest:")
+    for r in a.unknown.head(5).itertuples(index=False):
+        console.print(f"  {100 * r.share:5.1f}%  {_text(r.name[:70])}: {_text(r.reason)}")
+
+
 def _render_top(a: Analysis, console: Console, limit: int | None = None) -> None:
     tables = (("Top ops (device = time of the device work each call launched)", a.top_ops, True),
               ("Top kernels and copies", a.top_kernels, False))
@@ -106,11 +121,12 @@ def _render_top(a: Analysis, console: Console, limit: int | None = None) -> None
         t = Table(box=box.SIMPLE_HEAD, title=title, title_justify="left")
         device_cols = ("share %",) if not is_ops else ("device", "share %") if "device_ns" in frame else ()
         roofline = ("bound", "eff") if is_ops and "bound" in frame else ()
-        room = max(24, console.width - 12 * (3 + len(device_cols) + len(roofline)) - 4)  # what the number columns leave
+        comm = ("comm",) if is_ops and "algo_bytes" in frame and (frame["algo_bytes"].notna().any() or frame["enqueue"].any()) else ()
+        room = max(24, console.width - 12 * (3 + len(device_cols) + len(roofline) + 2 * len(comm)) - 4)  # what the number columns leave
         t.add_column("name", no_wrap=True, overflow="ellipsis", max_width=min(64, room * 3 // 5 if is_ops else room))
         if is_ops:
             t.add_column("shapes", no_wrap=True, overflow="ellipsis", max_width=min(40, room * 2 // 5))
-        for col in ("count", "total", "mean") + device_cols + roofline:
+        for col in ("count", "total", "mean") + device_cols + roofline + comm:
             t.add_column(col, justify="right", no_wrap=True)
         for r in frame.itertuples(index=False):
             cells = [_text(r.name)] + ([_text(r.shapes)] if is_ops else [])
@@ -124,5 +140,17 @@ def _render_top(a: Analysis, console: Console, limit: int | None = None) -> None
                 above = bool(getattr(r, "above_ceiling", False))  # analysis.ceiling: never a plain efficiency > 1.1
                 cells += [str(r.bound) if isinstance(r.bound, str) else "unknown",
                           "above ceiling" if above else "-" if eff != eff or eff is None else f"{eff:.2f}"]
+            if comm:
+                cells.append(comm_cell(r.algo_bytes, r.algo_bw, r.enqueue))
             t.add_row(*cells)
         console.print(t)
+
+
+def comm_cell(algo_bytes: float, algo_bw: float, enqueue: bool) -> str:
+    """A collective's bytes sent per rank and achieved bus bandwidth ('8.39 MB @ 3.2 GB/s'); an
+    enqueue op says so (the run waits on the backend's work, its own row)."""
+    if enqueue:
+        return "enqueue only"
+    if algo_bytes != algo_bytes or algo_bytes is None:
+        return ""
+    return f"{fmt_bytes(algo_bytes)} @ {fmt_si(algo_bw, 'B/s')}"

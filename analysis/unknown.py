@@ -1,0 +1,88 @@
+"""What the cost model could not floor, and why: the `unknown` summary of an analysis.
+
+A unit is unknown-bound when its FLOPs and bytes cannot be derived from the record. The reasons,
+in the order they are tested:
+
+- 'replayed from a CUDA/HIP graph': device work a graph launch ran; the ops that recorded its
+  shapes ran at capture time, which the trace does not hold;
+- a custom op whose record does not determine its work (analysis.cost_custom.UNDERIVABLE: vLLM's
+  moe_forward reads its expert weights from the layer by name, so their shapes, dtype (MXFP4,
+  FP8 ...) and the routing are not recorded; paged / varlen attention's lengths are data), and
+  other MoE ops by name;
+- 'no shapes recorded': an op recorded without 'Input Dims' (record_shapes off), or a kernel
+  launched outside any op;
+- 'op the cost model lacks': shapes recorded, but no formula for this op name;
+- 'shapes recorded, cost not derivable': a known op whose record lacks what its formula needs
+  (a TensorList dtype, a stride, a size only the data holds).
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pandas as pd
+
+from profiler.model.schema import Bound
+from profiler.model.trace import Trace
+
+#: Above this share of unit time unknown, the report says so first (issue 10, section 3).
+WARN_SHARE = 0.2
+GRAPH_LAUNCH = re.compile(r"(?i)graphlaunch")
+MOE = re.compile(r"(?i)moe_forward|fused_moe|fused_experts|moe_align|grouped_mm|\bfmoe\b|ck_moe")
+UNKNOWN_COLUMNS = ["name", "units", "time_ns", "share", "reason"]
+
+
+def unknown_summary(trace: Trace, classified: pd.DataFrame, top: int = 10) -> tuple[float, pd.DataFrame]:
+    """(share, table): the unknown-bound share of unit time (accelerator units when the trace has
+    any, else all), and the `top` unknown names by time. Columns: name, units (count), time_ns
+    (summed unit time, ns), share (of all units' time), reason (the module docstring's)."""
+    if classified.empty:
+        return 0.0, pd.DataFrame(columns=UNKNOWN_COLUMNS)
+    gpu = classified["device"].astype(str) != "cpu"
+    u = classified[gpu] if gpu.any() else classified
+    total = float(u["time_ns"].sum())
+    unk = u[u["bound"] == Bound.UNKNOWN.value]
+    if unk.empty or total <= 0:
+        return 0.0, pd.DataFrame(columns=UNKNOWN_COLUMNS)
+    graph = _graph_replayed(trace, unk)
+    g = unk.assign(graph=graph).groupby("name", sort=False).agg(
+        units=("time_ns", "size"), time_ns=("time_ns", "sum"), graph=("graph", "all"),
+        shapes=("shapes", "first"), kind=("kind", "first")).reset_index()
+    g["share"] = g["time_ns"] / total
+    g["reason"] = [_reason(r) for r in g.itertuples(index=False)]
+    g = g.sort_values("time_ns", ascending=False, kind="stable").head(top)
+    return float(unk["time_ns"].sum()) / total, g[UNKNOWN_COLUMNS].reset_index(drop=True)
+
+
+def _reason(r) -> str:
+    from analysis.cost import _handler
+    from analysis.cost_custom import UNDERIVABLE
+
+    name = str(r.name)
+    if r.graph:
+        return "replayed from a CUDA/HIP graph: its shapes were recorded at capture, not in this trace"
+    if name in UNDERIVABLE:
+        return UNDERIVABLE[name]
+    if MOE.search(name):
+        return "MoE: expert weights are layer attributes, not op arguments, and routing is data: FLOPs and bytes not recorded"
+    if r.kind != "op":
+        return "kernel launched outside any op: no shapes recorded"
+    if not isinstance(r.shapes, str) or r.shapes in ("", "[]"):
+        return "no shapes recorded (record_shapes off)"
+    if _handler(name)[0] is None:
+        return "an op the cost model lacks"
+    return "shapes recorded, but not what its formula needs"
+
+
+def _graph_replayed(trace: Trace, units: pd.DataFrame) -> np.ndarray:
+    """Per unit: True when it is device work launched by a graph launch call (no op of its own)."""
+    ev = trace.events
+    fl = trace.flows[trace.flows["kind"] == "launch"]
+    if fl.empty:
+        return np.zeros(len(units), dtype=bool)
+    names = ev["name"].astype(str).to_numpy()
+    pos = pd.Index(ev["id"].to_numpy())
+    src = pos.get_indexer(fl["src"].to_numpy())
+    graph_dst = set(fl["dst"].to_numpy()[(src >= 0) & np.array([bool(GRAPH_LAUNCH.search(names[i])) if i >= 0 else False for i in src])].tolist())
+    return np.array([k != "op" and uid in graph_dst for k, uid in zip(units["kind"], units["unit_id"])], dtype=bool)
