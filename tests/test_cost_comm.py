@@ -9,7 +9,7 @@ import pytest
 
 from analysis.cost_comm import algorithm_bytes, algorithm_steps, collective_kind, comm_table
 from profiler import analyze, load_trace
-from profiler.report import to_json
+from profiler.render.json import to_json
 from tests.conftest import real_trace, write_trace, x
 
 
