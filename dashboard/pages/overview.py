@@ -10,7 +10,7 @@ from dash import Dash, Input, Output, dcc, html
 from dashboard import figures, tables
 from dashboard.components import error_box, fmt_ns, fmt_pct, grid, guarded, kv_table
 from dashboard.store import TraceStore
-from profiler.model.redact import redact, redact_text
+from profiler.model.redact import redact_text
 
 PATH = "/"
 TITLE = "Overview"
@@ -52,7 +52,7 @@ def body(a: Any, label: str, metadata: dict, hardware: str = "", files: list[str
                                html.Span(redact_text(x.evidence)), html.Br(), html.Code(x.formula)]) for x in a.advice[:5]],
                      id="overview-advice") if a.advice else html.P("No advice: nothing with a saving was found.")
     problems = a.problems.lines() if a.problems else []
-    meta = json.dumps(redact(metadata.get("ranks", {})), indent=1, default=str)[:20_000]  # already redacted on load; again here
+    meta = json.dumps(metadata.get("ranks", {}), indent=1, default=str)[:20_000]  # redacted when the trace was loaded
     out = [
         html.H3("What was profiled"), what,
         html.H3("Devices: wall = busy + idle"), devices,
@@ -65,6 +65,6 @@ def body(a: Any, label: str, metadata: dict, hardware: str = "", files: list[str
     out += [html.H3("What to change first"), advice]
     if problems:
         out += [html.H3("Problems met while reading"), html.Ul([html.Li(p) for p in problems])]
-    out.append(html.Details([html.Summary("Trace metadata (secrets redacted)"), html.Pre(redact_text(meta), id="overview-meta")]))
+    out.append(html.Details([html.Summary("Trace metadata (secrets redacted)"), html.Pre(meta, id="overview-meta")]))
     return out
 
