@@ -56,6 +56,9 @@ def register(app: Dash, store: TraceStore) -> None:
         a, b = as_text(a, "trace A"), as_text(b, "trace B")
         if not a or not b:
             return html.P("Load two traces (command line or upload) to compare them.")
+        return store.answer(a, None, "compare", b, lambda: _compare(a, b))
+
+    def _compare(a: str, b: str) -> Any:
         sides = [store.analysis(t) for t in (a, b)]
         changes = store.view(a, None, f"diff:{b}", lambda: diff(op_times(sides[0].top_ops, sides[0].top_kernels),
                                                          op_times(sides[1].top_ops, sides[1].top_kernels)))

@@ -24,8 +24,11 @@ def register(app: Dash, store: TraceStore) -> None:
     @app.callback(Output("llm-body", "children"), Input("trace-select", "value"), Input("hardware", "data"))
     @guarded(lambda msg: error_box(msg, id="llm-error"))
     def render(tid: str | None, hardware: str | None) -> list:
-        trace = store.trace(tid)
         hw = check_hardware(hardware)  # a preset name, never a path from the browser
+        return store.answer(tid, hw, "llm", None, lambda: _render(tid, hw))
+
+    def _render(tid: str | None, hw: str | None) -> list:
+        trace = store.trace(tid)
         phases = store.view(tid, hw, "llm", lambda: llm_phases(trace, spec_resolver(trace, hw)))
         if phases.empty:
             return [html.P("No serving steps found: no step annotations (SGLang step[...], vLLM execute_...) and no "

@@ -107,6 +107,10 @@ def register(app: Dash, store: TraceStore) -> None:
         query = as_text(query, "filter")
         sort_by = sort_by if isinstance(sort_by, list) and all(isinstance(s, dict) for s in sort_by) else []
         selected = as_selection(selected)
+        args = [current, size, query, sort_by, selected]
+        return store.answer(tid, hardware, "ops-page", args, lambda: _page(tid, hardware, current, size, query, sort_by, selected))
+
+    def _page(tid: str | None, hardware: str | None, current: int, size: int, query: str, sort_by: list, selected: dict | None) -> tuple:
         ops = ops_for(store, tid, hardware)
         df = apply_query(store.view(tid, hardware, "ops-display", lambda: display(ops)), query, sort_by)
         rows = df.iloc[current * size:(current + 1) * size]

@@ -24,10 +24,13 @@ def register(app: Dash, store: TraceStore) -> None:
     @app.callback(Output("overview-body", "children"), Input("trace-select", "value"), Input("hardware", "data"))
     @guarded(lambda msg: error_box(msg, id="overview-error"))
     def render(tid: str | None, hardware: str | None) -> list:
-        entry = store.entry(tid)
-        a = store.analysis(tid, hardware)
-        files = [entry.label] if entry and entry.uploaded else None  # an upload's file name is ours, not the user's
-        return body(a, entry.label if entry else "", store.trace(tid).metadata, hardware or "", files)
+        def build() -> list:
+            entry = store.entry(tid)
+            a = store.analysis(tid, hardware)
+            files = [entry.label] if entry and entry.uploaded else None  # an upload's file name is ours, not the user's
+            return body(a, entry.label if entry else "", store.trace(tid).metadata, hardware or "", files)
+
+        return store.answer(tid, hardware, "overview", None, build)
 
 
 def body(a: Any, label: str, metadata: dict, hardware: str = "", files: list[str] | None = None) -> list:

@@ -61,6 +61,9 @@ def register(app: Dash, store: TraceStore) -> None:
     @guarded(lambda msg: (figures._empty("Roofline", ""), [], error_box(msg, id="roofline-error")))
     def draw(tid: str | None, hardware: str | None, selected: dict | None) -> tuple:
         selected = as_selection(selected)
+        return store.answer(tid, hardware, "roofline", selected, lambda: _draw(tid, hardware, selected))
+
+    def _draw(tid: str | None, hardware: str | None, selected: dict | None) -> tuple:
         ops, spec, roofs = page_data(store, tid, hardware)
         if spec is None:
             return figures._empty("Roofline", "no hardware spec matched: pick one above"), [], "No hardware spec matched this trace's devices."
@@ -98,9 +101,11 @@ def register(app: Dash, store: TraceStore) -> None:
                   Input("selected-op", "data"))
     @guarded(lambda msg: error_box(msg))
     def details(tid: str | None, hardware: str | None, selected: dict | None) -> Any:
-        ops, _, _ = page_data(store, tid, hardware)
-        row = tables.select_op(ops, as_selection(selected))
-        if row is None:
-            return "Click a point."
-        return op_details(row)
+        selected = as_selection(selected)
+
+        def build() -> Any:
+            row = tables.select_op(page_data(store, tid, hardware)[0], selected)
+            return "Click a point." if row is None else op_details(row)
+
+        return store.answer(tid, hardware, "roofline-details", selected, build)
 

@@ -73,9 +73,13 @@ def register(app: Dash, store: TraceStore) -> None:
     @guarded(lambda msg: (no_update, error_box(msg, id="timeline-error")))
     def draw(tid: str | None, selected: dict | None, win: dict | None, hardware: str | None) -> tuple:
         selected = as_selection(selected)
-        index = timeline_for(store, tid)
         # a new trace starts at its whole span; a zoom or a selection keeps the window
-        view = window(index, *((None, None) if ctx.triggered_id == "trace-select" else zoom_range(win)))
+        span = (None, None) if ctx.triggered_id == "trace-select" else zoom_range(win)
+        return store.answer(tid, None, "timeline", [span, selected], lambda: _draw(tid, selected, span))
+
+    def _draw(tid: str | None, selected: dict | None, span: tuple[float | None, float | None]) -> tuple:
+        index = timeline_for(store, tid)
+        view = window(index, *span)
         marks, label = None, ""
         if selected:
             units = tables.focus_units(store.analysis(tid).units)  # start and time: the same on any hardware
