@@ -135,8 +135,9 @@ def as_dict(value: Any, what: str) -> dict:
 def op_details(r: Any) -> html.Table:
     """The numbers behind one op_table row."""
     return kv_table([
-        ("op", r["name"]), ("shapes", r["shapes"] or "–"), ("family / dtype", f"{r['family']} / {r['dtype']}"),
-        ("calls", int(r["count"])), ("time", fmt_ns(r["time_ns"])), ("FLOPs (effective)", fmt_si(r["flops_effective"], "FLOP")),
+        ("op", r["label"] if "label" in r else r["name"]), ("shapes", r["shapes"] or "–"), ("family / dtype", f"{r['family']} / {r['dtype']}"),
+        ("calls", int(r["count"])), ("time", fmt_ns(r["time_ns"]) + (f" (total {fmt_ns(r['total_ns'])})"
+                                                                     if "total_ns" in r and r["total_ns"] != r["time_ns"] else "")), ("FLOPs (effective)", fmt_si(r["flops_effective"], "FLOP")),
         ("bytes", fmt_si(r["bytes"], "B")), ("intensity", f"{r['intensity']:.3g} FLOP/B"),
         ("achieved", fmt_si(r["achieved_flops"], "FLOP/s")),
         ("floors", (f"compute {fmt_ns(r['t_compute_ns'])}, memory {fmt_ns(r['t_memory_ns'])}, "

@@ -24,9 +24,9 @@ PAGE_SIZE = 25
 
 #: (table column id, header, source column, scale): displayed value = source / scale, rounded.
 COLUMNS = [
-    ("op", "#", "op", None), ("name", "op", "name", None), ("shapes", "shapes", "shapes", None),
+    ("op", "#", "op", None), ("name", "op", "label", None), ("shapes", "shapes", "shapes", None),
     ("family", "family", "family", None), ("dtype", "dtype", "dtype", None), ("count", "calls", "count", None),
-    ("time_us", "time (µs)", "time_ns", 1e3), ("share_pct", "share %", "share", 1e-2),
+    ("time_us", "time / self (µs)", "time_ns", 1e3), ("total_us", "total (µs)", "total_ns", 1e3), ("share_pct", "share %", "share", 1e-2),
     ("gflop", "GFLOP", "flops_effective", 1e9), ("mb", "MB", "bytes", 1e6), ("intensity", "FLOP/B", "intensity", 1.0),
     ("tflops", "TFLOP/s", "achieved_flops", 1e12), ("floor_us", "floor (µs)", "floor_ns", 1e3),
     ("bound", "bound", "bound", None), ("efficiency", "efficiency", "efficiency", 1.0),
@@ -38,7 +38,8 @@ _FILTER = re.compile(r"^\{(?P<col>[^}]+)\}\s*(?P<op>s?i?contains|>=|<=|!=|=|<|>|
 def layout(state: dict[str, Any]) -> html.Div:
     return html.Div([
         html.H2("Ops"),
-        html.P("Units grouped by op name and input shapes. Sort by any column; filter with text "
+        html.P("Units grouped by op name and input shapes. Time: a device op's device time, a CPU op's self time "
+               "(its duration less its child ops'); total: a CPU op's whole duration. Sort by any column; filter with text "
                "('addmm') or comparisons ('> 100'). Click a row to select the op on every page.", className="caption"),
         dash_table.DataTable(
             id="ops-table", columns=[{"name": h, "id": c, "type": "text"} if c in _TEXT else

@@ -45,8 +45,8 @@ def body(a: Any, label: str, metadata: dict, hardware: str = "", files: list[str
         ("floored on", f"{hardware} (what-if, chosen on the Roofline page)" if hardware else "the specs matched from the trace"),
     ], id="overview-what")
     dev = tables.device_summary(a)
-    devices = grid(["device", "hardware", "wall", "busy", "idle", "MFU", "MBU"],
-                   [(r.device, r.hardware, fmt_ns(r.wall_ns), fmt_ns(r.busy_ns), fmt_ns(r.idle_ns), fmt_pct(r.mfu), fmt_pct(r.mbu))
+    devices = grid(["device", "hardware", "wall", "busy", "idle", "MFU", "MBU", "MFU / MBU over"],
+                   [(r.device, r.hardware, fmt_ns(r.wall_ns), fmt_ns(r.busy_ns), fmt_ns(r.idle_ns), fmt_pct(r.mfu), fmt_pct(r.mbu), r.mfu_over)
                     for r in dev.itertuples(index=False)], id="overview-devices")
     bounds = grid(["bound", "units", "time", "share"],
                   [(r.bound, r.units, fmt_ns(r.time_ns), fmt_pct(r.share)) for r in a.by_bound.itertuples(index=False)],
@@ -63,8 +63,12 @@ def body(a: Any, label: str, metadata: dict, hardware: str = "", files: list[str
                   config={"displaylogo": False}),
         html.H3("Time by bound"), bounds,
     ]
-    if len(a.iterations):
+    if len(a.iterations) and a.iterations.groupby(["rank", "device"]).size().max() > 1:
         out.append(dcc.Graph(id="overview-iterations", figure=figures.iterations_figure(a.iterations)))
+    elif len(a.iterations):  # one step per device: a chart of one point says less than a sentence
+        out.append(html.P("One profiled step: " + "; ".join(
+            f"rank{r.rank}/{r.device} step {r.step}: MFU {fmt_pct(r.mfu)}, MBU {fmt_pct(r.mbu)} over {fmt_ns(r.window_ns)}"
+            for r in a.iterations.itertuples(index=False)) + ".", id="overview-iterations"))
     out += [html.H3("What to change first"), advice]
     if problems:
         out += [html.H3("Problems met while reading"), html.Ul([html.Li(p) for p in problems])]
