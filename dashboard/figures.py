@@ -88,8 +88,9 @@ def roofline_figure(points: pd.DataFrame, roofs: pd.DataFrame, selected: int | N
             fig.add_trace(go.Scatter(
                 x=above["intensity"], y=above["achieved_flops"], mode="markers", name=f"above its ceiling ({len(above)})",
                 marker={"size": 18, "symbol": "circle-open", "color": "#d62728", "line": {"width": 2.5}},
-                customdata=np.stack([above["label"] if "label" in above else above["name"], above["efficiency"]], axis=1), meta={"points": "above-ceiling"},
-                hovertemplate=("%{customdata[0]}<br>%{customdata[1]:.2f}x its floor: faster than its ceiling allows "
+                customdata=np.stack([above["op"], above["label"] if "label" in above else above["name"], above["efficiency"]], axis=1),
+                meta={"points": "above-ceiling"},  # op id first, as on the ops' traces: a click selects the op
+                hovertemplate=("%{customdata[1]}<br>%{customdata[2]:.2f}x its floor: faster than its ceiling allows "
                                "(wrong shape, dtype or preset, or a cache level the spec lacks)<extra>above ceiling</extra>")))
         if selected is not None and (points["op"] == selected).any():
             s = points[points["op"] == selected].iloc[0]

@@ -244,7 +244,7 @@ def test_roofs_are_labelled_lines_and_points_above_their_ceiling_are_marked():
     for t in roofs:
         assert t.mode == "lines+text" and t.text[-1] and t.text[-1] in t.name  # each line carries its own label
     above = [t for t in fig.data if (t.meta or {}).get("points") == "above-ceiling"]
-    assert len(above) == 1 and list(above[0].customdata[:, 0]) == ["fast"]
+    assert len(above) == 1 and list(above[0].customdata[:, 1]) == ["fast"] and list(above[0].customdata[:, 0]) == [0]
 
 
 def test_one_mfu_in_the_table_and_the_chart():
