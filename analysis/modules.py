@@ -37,7 +37,8 @@ TREE_COLUMNS = ["rank", "path", "name", "depth", "parent", "calls", "self_ns", "
 
 
 def module_tree(trace: Trace, units: pd.DataFrame) -> pd.DataFrame:
-    """One row per module path and rank, parents before children (sorted by rank, path).
+    """One row per module path and rank, as a tree read top-down: by rank, each parent before its
+    children, and siblings by total time, most first (`Layer_10` after `Layer_2` only if faster).
 
     Columns: rank, path ('A_0/B_1/C_0'), name (last part, 'C_0'), depth (0 for a root),
     parent (the parent's path; '' for a root), calls (module frames with that path),
@@ -148,4 +149,18 @@ def _aggregate(calls: pd.DataFrame, own: pd.DataFrame) -> pd.DataFrame:
     out["name"] = split.str[-1]
     out["depth"] = (split.str.len() - 1).astype(np.int64)
     out["parent"] = split.str[:-1].str.join("/")
-    return out[TREE_COLUMNS].reset_index(drop=True)
+    return _tree_order(out)[TREE_COLUMNS].reset_index(drop=True)
+
+
+def _tree_order(out: pd.DataFrame) -> pd.DataFrame:
+    """Depth-first, siblings by total_ns descending: each row's key is the (-total_ns, name)
+    of every module on its path, so a parent's key is a prefix of its children's."""
+    total = dict(zip(zip(out["rank"], out["path"]), out["total_ns"]))
+
+    def key(rank: int, path: str) -> tuple:
+        parts = path.split("/")
+        prefixes = ["/".join(parts[: k + 1]) for k in range(len(parts))]
+        return (rank, [(-total.get((rank, p), 0), p) for p in prefixes])
+
+    order = sorted(range(len(out)), key=lambda i: key(out["rank"].iat[i], out["path"].iat[i]))
+    return out.iloc[order]

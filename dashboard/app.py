@@ -100,11 +100,12 @@ def _register(app: Dash, store: TraceStore) -> None:
     @app.callback(Output("page", "children"), Input("url", "pathname"),
                   State("hardware", "data"), State("selected-op", "data"))
     def route(path: str | None, hardware: str | None, selected: dict | None) -> Any:
-        state = {"hardware": hardware or "", "selected": selected}
+        state = {"hardware": hardware if isinstance(hardware, str) else "", "selected": selected}
+        path = path if isinstance(path, str) else ""
         for page in PAGES:
             if (path or "/") == page.PATH:
                 return page.layout(state)
-        return html.Div([html.H2("Not found"), html.P(f"No page at {path}.")])
+        return html.Div([html.H2("Not found"), html.P(f"No page at {path[:200]!r}.")])
 
     app.clientside_callback(_CHECK_UPLOAD, Output("upload-payload", "data"), Output("upload-msg", "children"),
                             Input("upload", "contents"), State("upload", "filename"), State("upload-cap", "data"))
@@ -115,6 +116,8 @@ def _register(app: Dash, store: TraceStore) -> None:
     def upload(payload: dict | None) -> tuple:
         if not payload:
             return no_update, no_update, no_update, no_update
+        if not isinstance(payload, dict) or not isinstance(payload.get("contents"), str):
+            return no_update, no_update, error_box("upload: expected a file's name and its contents", id="upload-error"), None
         name = str(payload.get("filename") or "upload")
         try:
             tid = store.add_upload(name, str(payload.get("contents") or ""))

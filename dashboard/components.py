@@ -68,11 +68,55 @@ def guarded(on_error: Callable[[str], Any]) -> Callable[[Callable[..., Any]], Ca
     return wrap
 
 
+# --- what the browser sends: checked before use, so junk gets a message, never an HTTP 500 ------
+
+
+def as_text(value: Any, what: str) -> str:
+    """A string input ('' for None); anything else is refused with a message naming `what`."""
+    if value is None:
+        return ""
+    if not isinstance(value, str) or len(value) > 10_000:
+        raise InputError(None, f"{what}: expected a short text, got {type(value).__name__}")
+    return value
+
+
+def as_int(value: Any, what: str, default: int, lo: int = 0, hi: int = 10**9) -> int:
+    """A whole number in [lo, hi] (`default` for None); bools, fractions and text are refused."""
+    if value is None:
+        return default
+    number = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    if not number or value != int(value):
+        raise InputError(None, f"{what}: expected a whole number, got {value!r:.40}")
+    n = int(value)
+    if not lo <= n <= hi:
+        raise InputError(None, f"{what}: {n} is outside {lo}..{hi}")
+    return n
+
+
+def as_selection(value: Any) -> dict[str, str] | None:
+    """The selected-op store: None, or {'name': str, 'shapes': str}; anything else is refused."""
+    if value is None:
+        return None
+    if not isinstance(value, dict) or not isinstance(value.get("name"), str) or not isinstance(value.get("shapes", ""), str):
+        raise InputError(None, "selected op: expected {'name': text, 'shapes': text}")
+    return {"name": value["name"], "shapes": value.get("shapes", "")}
+
+
+def as_dict(value: Any, what: str) -> dict:
+    """A dict input ({} for None); anything else is refused."""
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise InputError(None, f"{what}: expected an object, got {type(value).__name__}")
+    return value
+
+
 def op_details(r: Any) -> html.Table:
     """The numbers behind one op_table row."""
     return kv_table([
-        ("op", r["name"]), ("shapes", r["shapes"] or "–"), ("family / dtype", f"{r['family']} / {r['dtype']}"),
-        ("calls", int(r["count"])), ("time", fmt_ns(r["time_ns"])), ("FLOPs (effective)", fmt_si(r["flops_effective"], "FLOP")),
+        ("op", r["label"] if "label" in r else r["name"]), ("shapes", r["shapes"] or "–"), ("family / dtype", f"{r['family']} / {r['dtype']}"),
+        ("calls", int(r["count"])), ("time", fmt_ns(r["time_ns"]) + (f" (total {fmt_ns(r['total_ns'])})"
+                                                                     if "total_ns" in r and r["total_ns"] != r["time_ns"] else "")), ("FLOPs (effective)", fmt_si(r["flops_effective"], "FLOP")),
         ("bytes", fmt_si(r["bytes"], "B")), ("intensity", f"{r['intensity']:.3g} FLOP/B"),
         ("achieved", fmt_si(r["achieved_flops"], "FLOP/s")),
         ("floors", (f"compute {fmt_ns(r['t_compute_ns'])}, memory {fmt_ns(r['t_memory_ns'])}, "

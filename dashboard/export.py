@@ -14,7 +14,6 @@ import numpy as np
 import orjson
 import pandas as pd
 
-from profiler.model.redact import redact
 from profiler.model.trace import Trace
 
 
@@ -50,5 +49,5 @@ def chrome_json(trace: Trace) -> bytes:
             seen.add((t, r))
             out.append({"ph": "M", "name": "thread_name", "pid": int(r), "tid": int(t), "args": {"name": str(tracks[t])}})
     doc = {"traceEvents": out, "displayTimeUnit": "ns", "baseTimeNanoseconds": origin,
-           "metadata": redact(trace.metadata)}
+           "metadata": trace.metadata}
     return orjson.dumps(doc)

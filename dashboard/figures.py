@@ -13,11 +13,14 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from dashboard.timeline_data import TimelineView
+from profiler.model.demangle import demangle_many
 
 BOUND_COLORS = {"compute": "#d62728", "memory": "#1f77b4", "communication": "#9467bd", "runtime": "#ff7f0e",
                 "unknown": "#7f7f7f"}
 PART_COLORS = {**BOUND_COLORS, "idle_host": "#bcbd22", "idle_sync": "#17becf", "idle_other": "#dddddd"}
 MEMORY_DASH = ["solid", "dash", "dot", "dashdot", "longdash"]
+#: efficiency (floor / time) above which an op ran faster than its ceiling allows (issue 10: > 10% over)
+ABOVE_CEILING = 1.1
 
 
 def _empty(title: str, message: str) -> go.Figure:
@@ -34,8 +37,11 @@ def roofline_figure(points: pd.DataFrame, roofs: pd.DataFrame, selected: int | N
     time_ns, bound, efficiency, ...); `roofs`: dashboard.tables.ceilings (kind, name, value).
     Memory roofs: y = bandwidth * x up to the highest compute peak (ridge x = peak / bandwidth);
     compute roofs: y = peak from the fastest memory roof's ridge onwards. One trace per roof,
-    named 'compute: ...' or 'memory: ...'. Points: one trace per bound (colour), marker area
-    proportional to time; `selected` (an op id) is drawn again as a ring.
+    named 'compute: ...' or 'memory: ...' and labelled on the chart at its right end. Points: one
+    trace per bound (colour), marker area proportional to time; ops faster than their own floor
+    by more than ABOVE_CEILING (efficiency = floor / time > 1.1: a wrong shape, dtype or preset,
+    or data served from a cache level the spec lacks) are circled in a trace of their own;
+    `selected` (an op id) is drawn again as a ring.
     """
     if points.empty and roofs.empty:
         return _empty(title, "no op with a known FLOP and byte count")
@@ -49,15 +55,19 @@ def roofline_figure(points: pd.DataFrame, roofs: pd.DataFrame, selected: int | N
     fig = go.Figure()
     for i, r in enumerate(memory.itertuples(index=False)):
         ridge = top_peak / r.value
+        label = f"{r.name} {r.value / 1e12:.3g} TB/s"
         fig.add_trace(go.Scatter(
-            x=[x_lo, ridge], y=[r.value * x_lo, top_peak], mode="lines", name=f"memory: {r.name} {r.value / 1e12:.3g} TB/s",
+            x=[x_lo, ridge], y=[r.value * x_lo, top_peak], mode="lines+text", name=f"memory: {label}",
+            text=["", label], textposition="top left", textfont={"size": 10, "color": "#444"},
             line={"color": "#444", "dash": MEMORY_DASH[i % len(MEMORY_DASH)], "width": 1.5}, hoverinfo="name",
             meta={"roof": "memory", "level": r.name, "value": r.value}))
     fastest_bw = float(memory["value"].max()) if len(memory) else None
     for r in compute.itertuples(index=False):
         start = r.value / fastest_bw if fastest_bw else x_lo  # where the innermost level's roof meets it
+        label = f"{r.name} {r.value / 1e12:.3g} TFLOP/s"
         fig.add_trace(go.Scatter(
-            x=[start, x_hi], y=[r.value, r.value], mode="lines", name=f"compute: {r.name} {r.value / 1e12:.3g} TFLOP/s",
+            x=[start, x_hi], y=[r.value, r.value], mode="lines+text", name=f"compute: {label}",
+            text=["", label], textposition="bottom left", textfont={"size": 10, "color": "#222"},
             line={"color": "#222", "width": 1.5}, hoverinfo="name", meta={"roof": "compute", "level": r.name, "value": r.value}))
     if len(points):
         t = points["time_ns"].to_numpy(dtype=float)
@@ -67,12 +77,21 @@ def roofline_figure(points: pd.DataFrame, roofs: pd.DataFrame, selected: int | N
                 x=g["intensity"], y=g["achieved_flops"], mode="markers", name=f"{bound} ({len(g)})",
                 marker={"size": g["_size"], "color": BOUND_COLORS.get(bound, "#7f7f7f"), "opacity": 0.75,
                         "line": {"width": 0.5, "color": "#333"}},
-                customdata=np.stack([g["op"], g["name"], g["shapes"], g["time_ns"] / 1e3, g["efficiency"].fillna(-1),
+                customdata=np.stack([g["op"], g["label"] if "label" in g else g["name"], g["shapes"], g["time_ns"] / 1e3, g["efficiency"].fillna(-1),
                                      g["count"]], axis=1),
                 hovertemplate=("%{customdata[1]}<br>%{customdata[2]}<br>intensity %{x:.3g} FLOP/B<br>"
                                "achieved %{y:.3g} FLOP/s<br>time %{customdata[3]:.4g} µs in %{customdata[5]} calls<br>"
                                "efficiency %{customdata[4]:.2f}<extra>" + str(bound) + "</extra>"),
                 meta={"points": "ops"}))
+        above = points[points["efficiency"].to_numpy(dtype=float) > ABOVE_CEILING]
+        if len(above):
+            fig.add_trace(go.Scatter(
+                x=above["intensity"], y=above["achieved_flops"], mode="markers", name=f"above its ceiling ({len(above)})",
+                marker={"size": 18, "symbol": "circle-open", "color": "#d62728", "line": {"width": 2.5}},
+                customdata=np.stack([above["op"], above["label"] if "label" in above else above["name"], above["efficiency"]], axis=1),
+                meta={"points": "above-ceiling"},  # op id first, as on the ops' traces: a click selects the op
+                hovertemplate=("%{customdata[1]}<br>%{customdata[2]:.2f}x its floor: faster than its ceiling allows "
+                               "(wrong shape, dtype or preset, or a cache level the spec lacks)<extra>above ceiling</extra>")))
         if selected is not None and (points["op"] == selected).any():
             s = points[points["op"] == selected].iloc[0]
             fig.add_trace(go.Scatter(x=[s["intensity"]], y=[s["achieved_flops"]], mode="markers", name="selected",
@@ -102,14 +121,22 @@ def equation_figure(parts: pd.DataFrame) -> go.Figure:
 
 def iterations_figure(iterations: pd.DataFrame) -> go.Figure:
     """MFU and MBU per ProfilerStep iteration and device (analysis.roofline.iterations: rank,
-    device, step, mfu, mbu), in percent."""
+    device, step, window_ns, mfu, mbu), in percent, with each device's MFU over all steps
+    (dashboard.tables.over_steps, the figure the devices table shows) as a dashed line."""
+    from dashboard.tables import over_steps
+
     if iterations.empty:
         return _empty("MFU / MBU per iteration", "no ProfilerStep iterations in this trace")
     fig = go.Figure()
+    overall = {(r.rank, r.device): r.mfu for r in over_steps(iterations, "mfu").itertuples(index=False)}
     for (rank, device), g in iterations.groupby(["rank", "device"], sort=True):
         for col, dash in (("mfu", "solid"), ("mbu", "dot")):
             fig.add_trace(go.Scatter(x=g["step"], y=g[col] * 100, mode="lines+markers", line={"dash": dash},
                                      name=f"{col.upper()} rank{rank}/{device}"))
+        m = overall.get((rank, str(device)), float("nan"))
+        fig.add_trace(go.Scatter(x=[g["step"].min(), g["step"].max()], y=[m * 100, m * 100], mode="lines",
+                                 line={"dash": "dash", "color": "#555"}, name=f"MFU over all steps rank{rank}/{device}: {100 * m:.3g}%",
+                                 meta={"mfu": "over steps"}))
     fig.update_layout(title="MFU / MBU per iteration (%)", xaxis={"title": "step"}, yaxis={"title": "% of peak"},
                       margin={"l": 50, "r": 10, "t": 40, "b": 40})
     return fig
@@ -118,24 +145,31 @@ def iterations_figure(iterations: pd.DataFrame) -> go.Figure:
 def timeline_figure(view: TimelineView, marks: pd.DataFrame | None = None, mark_label: str = "") -> go.Figure:
     """Tracks (rows) against time in ms from the trace start, at the zoom of `view`.
 
-    Events mode: one bar per visible interval. Buckets mode: a heatmap of occupancy per pixel
-    bucket, hover naming the interval with most time in the bucket. `marks` (unit_marks:
-    start_ns, time_ns, count) are drawn on an extra row at the top for the selected op.
+    Events mode: one bar per visible interval, device work and host work in two colours, named
+    in the legend. Buckets mode: a heatmap of occupancy per pixel bucket with its colour scale
+    (share of the bucket busy), hover naming the interval with most time in the bucket. `marks`
+    (unit_marks: start_ns, time_ns, count) are drawn on an extra row at the top for the selected op.
     """
     rows = list(view.tracks)
     fig = go.Figure()
     if view.mode == "events" and len(view.bars):
-        b = view.bars
-        fig.add_trace(go.Bar(
-            y=b["track"], base=b["start_ns"] / 1e6, x=b["dur_ns"] / 1e6, orientation="h", name="events",
-            marker={"color": ["#1f77b4" if "/cpu/" not in t else "#ff7f0e" for t in b["track"]]},
-            customdata=np.stack([b["name"].astype(str).str.slice(0, 80), b["dur_ns"] / 1e3], axis=1),
-            hovertemplate="%{customdata[0]}<br>%{customdata[1]:.4g} µs<extra>%{y}</extra>", meta={"mode": "events"}))
+        host = view.bars["track"].astype(str).str.contains("/cpu/").to_numpy()
+        for part, label, colour in ((~host, "device work (kernels, copies)", "#1f77b4"), (host, "host work (CPU ops, runtime calls)", "#ff7f0e")):
+            b = view.bars[part]
+            if not len(b):
+                continue
+            fig.add_trace(go.Bar(
+                y=b["track"], base=b["start_ns"] / 1e6, x=b["dur_ns"] / 1e6, orientation="h", name=label,
+                marker={"color": colour},
+                customdata=np.stack([demangle_many(b["name"].astype(str)), b["dur_ns"] / 1e3], axis=1),
+                hovertemplate="%{customdata[0]}<br>%{customdata[1]:.4g} µs<extra>%{y}</extra>", meta={"mode": "events"}))
     elif view.mode == "buckets":
         centers = (view.t0 + (np.arange(view.occupancy.shape[1]) + 0.5) * view.bucket_ns) / 1e6
         fig.add_trace(go.Heatmap(
             z=np.round(view.occupancy, 3), x=centers, y=rows, text=view.top_name, zmin=0, zmax=1,
-            colorscale="Blues", showscale=False, meta={"mode": "buckets"},
+            colorscale="Blues", showscale=True, name="share of each bucket busy",
+            colorbar={"title": {"text": "busy", "side": "right"}, "tickformat": ".0%", "len": 0.8, "thickness": 12},
+            meta={"mode": "buckets"},
             hovertemplate="%{y}<br>%{x:.4g} ms: %{z:.0%} busy<br>%{text}<extra></extra>"))
     if marks is not None and len(marks):
         label = f"selected: {mark_label[:40]}"
@@ -146,7 +180,8 @@ def timeline_figure(view: TimelineView, marks: pd.DataFrame | None = None, mark_
                                  hovertemplate="%{customdata[0]} calls, %{customdata[1]:.4g} µs<extra></extra>",
                                  meta={"mode": "marks"}))
     fig.update_layout(
-        barmode="overlay", showlegend=False, height=max(260, 60 + 28 * len(rows)),
+        barmode="overlay", showlegend=True, legend={"orientation": "h", "y": 1.02, "yanchor": "bottom", "x": 1, "xanchor": "right"},
+        height=max(260, 60 + 28 * len(rows)),
         xaxis={"title": "ms from trace start", "range": [view.t0 / 1e6, view.t1 / 1e6]},
         yaxis={"categoryorder": "array", "categoryarray": rows[::-1], "type": "category", "automargin": True},
         margin={"l": 10, "r": 10, "t": 30, "b": 40}, dragmode="zoom",

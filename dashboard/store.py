@@ -11,12 +11,16 @@ built from their hash, and removed when they fail to parse or when the store clo
 from __future__ import annotations
 
 import base64
+import functools
 import binascii
 import hashlib
+import json
+import os
 import re
 import shutil
 import tempfile
 import threading
+import zlib
 from collections import OrderedDict
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass
@@ -34,32 +38,69 @@ MiB = 2**20
 #: The analysis passes the core pages read (profiler.api.SECTIONS); the others are not run.
 CORE_SECTIONS = ("verdict", "summary", "ops", "roofline", "timeline", "advice")  # verdict: the Overview opens with it
 DEFAULT_UPLOAD_CAP = 512 * MiB
+GiB = 2**30
+_BLOCK = 4 * MiB  # decompressed bytes inspected per step of the bound check
 _GZIP_MAGIC = b"\x1f\x8b"
 _TRACE_SUFFIXES = (".json", ".json.gz")
+
+
+class _Build:
+    """One entry being built: later requests for the same key wait for it, not for the lock."""
+
+    def __init__(self) -> None:
+        self.done = threading.Event()
+        self.value: Any = None
+        self.error: BaseException | None = None
+
+    def result(self) -> Any:
+        self.done.wait()
+        if self.error is not None:
+            raise self.error
+        return self.value
 
 
 class LRU:
     """A size-bounded least-recently-used cache; `get(key, build)` builds a missing entry.
 
-    Builds run under one lock, so two requests for the same trace parse it once and the
-    memory held is at most `maxsize` entries plus the one being built.
+    The lock guards only the dictionaries, never a build: a build runs in the thread that asked
+    first, and requests for the same key wait for that one build (so a trace is parsed once),
+    while requests for other keys -- another user's page -- are served meanwhile. Memory held:
+    `maxsize` entries plus the builds in progress.
     """
 
     def __init__(self, maxsize: int) -> None:
         self.maxsize = maxsize
         self._items: OrderedDict[Hashable, Any] = OrderedDict()
-        self._lock = threading.RLock()
+        self._building: dict[Hashable, _Build] = {}
+        self._lock = threading.Lock()
 
     def get(self, key: Hashable, build: Callable[[], Any]) -> Any:
         with self._lock:
             if key in self._items:
                 self._items.move_to_end(key)
                 return self._items[key]
-            value = build()
-            self._items[key] = value
-            while len(self._items) > self.maxsize:
-                self._items.popitem(last=False)
-            return value
+            pending = self._building.get(key)
+            mine = pending is None
+            if mine:
+                pending = self._building[key] = _Build()
+        assert pending is not None
+        if not mine:
+            return pending.result()
+        try:
+            pending.value = build()
+        except BaseException as e:
+            pending.error = e
+            raise
+        else:
+            with self._lock:
+                self._items[key] = pending.value
+                while len(self._items) > self.maxsize:
+                    self._items.popitem(last=False)
+            return pending.value
+        finally:
+            with self._lock:
+                self._building.pop(key, None)
+            pending.done.set()
 
     def drop(self, match: Callable[[Hashable], bool]) -> None:
         with self._lock:
@@ -99,9 +140,10 @@ def file_hash(path: Path) -> str:
 class TraceStore:
     """Registry of traces plus the LRU caches of what the pages need."""
 
-    def __init__(self, *, upload_cap: int = DEFAULT_UPLOAD_CAP, max_traces: int = 4, max_analyses: int = 8,
-                 max_views: int = 64) -> None:
+    def __init__(self, *, upload_cap: int = DEFAULT_UPLOAD_CAP, expanded_cap: int | None = None, max_traces: int = 4,
+                 max_analyses: int = 8, max_views: int = 256) -> None:
         self.upload_cap = upload_cap
+        self.expanded_cap = expanded_cap if expanded_cap is not None else default_expanded_cap()
         self._entries: dict[str, Entry] = {}
         self._order: list[str] = []
         self._lock = threading.Lock()
@@ -117,7 +159,7 @@ class TraceStore:
         p = Path(path)
         if not p.exists():
             raise InputError(str(p), "no such file or directory")
-        return self._register(file_hash(p), p.name or str(p), p, uploaded=False)
+        return self._register(file_hash(p), redact_text(p.name or str(p)), p, uploaded=False)
 
     def add_upload(self, filename: str, contents: str) -> str:
         """Register a trace uploaded through the page (`contents`: a data URL, base64).
@@ -137,6 +179,8 @@ class TraceStore:
             raise InputError(label, "the upload is not valid base64 data") from None
         if not raw:
             raise InputError(label, "the file is empty")
+        if raw[:2] == _GZIP_MAGIC:
+            check_expanded(raw, self.expanded_cap, label)
         digest = hashlib.sha256(raw).hexdigest()
         if digest[:16] in self._entries:
             return digest[:16]
@@ -181,7 +225,7 @@ class TraceStore:
             return [self._entries[t] for t in self._order]
 
     def entry(self, tid: str | None) -> Entry | None:
-        return self._entries.get(tid or "")
+        return self._entries.get(tid) if isinstance(tid, str) else None  # the browser may send anything
 
     def close(self) -> None:
         """Delete the temporary directory and every upload in it."""
@@ -226,22 +270,80 @@ class TraceStore:
     def view(self, tid: str, hardware: str | None, what: str, build: Callable[[], Any]) -> Any:
         """A derived product (op table, timeline index) cached per (trace, hardware, what)."""
         self._need(tid)
-        return self._views.get((tid, hardware or "", what), build)
+        return self._views.get((tid, check_hardware(hardware) or "", what), build)
+
+    def answer(self, tid: str, hardware: str | None, what: str, args: Any, build: Callable[[], Any]) -> Any:
+        """A callback's whole answer for these inputs, cached as plain JSON data (`plain`).
+
+        Pages are the same for every user who asks with the same inputs, and building one costs
+        far more than sending it: plotly validates each figure as it is built and Dash encodes
+        components and numpy arrays on every response (an overview took 0.2 s with its analysis
+        cached; 50 sessions queued behind such work to a p99 of 3-5 s). Built once, outside any
+        shared lock, then sent from the cache.
+        """
+        return self.view(tid, hardware, f"answer:{what}:{json.dumps(args, sort_keys=True, default=str)}", lambda: plain(build()))
 
     def _need(self, tid: str) -> Entry:
-        entry = self._entries.get(tid or "")
+        entry = self.entry(tid)
         if entry is None:
             raise InputError(None, "no trace selected (pass one to perf dashboard, or upload one)")
         return entry
 
 
+def plain(value: Any) -> Any:
+    """Dash components, plotly figures and numpy arrays -> the JSON data Dash would send for
+    them (dicts, lists, numbers, strings), which Dash sends again as they are."""
+    from plotly.io.json import to_json_plotly
+
+    return json.loads(to_json_plotly(value))
+
+
+def default_expanded_cap() -> int:
+    """How many bytes an upload may decompress to: an eighth of the memory available now (the
+    parse and analysis take several times the JSON's size), at least 256 MiB, at most 4 GiB."""
+    try:
+        avail = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        avail = 16 * GiB
+    return int(min(4 * GiB, max(256 * MiB, avail // 8)))
+
+
+def check_expanded(raw: bytes, limit: int, label: str) -> None:
+    """Refuse gzip data that decompresses to more than `limit` bytes, counted while
+    decompressing a block at a time with nothing kept: a bomb costs CPU up to the limit, never
+    memory. (Local to the upload path; a shared bounded reader can replace it.)"""
+    data, d, total = raw, zlib.decompressobj(wbits=31), 0
+    try:
+        while True:
+            out = d.decompress(data, _BLOCK)
+            total += len(out)
+            if total > limit:
+                raise InputError(label, f"decompresses to more than {limit / MiB:,.0f} MiB, the limit for an upload")
+            data = d.unconsumed_tail
+            if d.eof:  # a gzip file may hold several members
+                data = d.unused_data
+                if data[:2] != _GZIP_MAGIC:
+                    return
+                d = zlib.decompressobj(wbits=31)
+            elif not out and not data:
+                raise InputError(label, "the gzip data is cut short")
+    except zlib.error as e:
+        raise InputError(label, f"not valid gzip data ({e})") from None
+
+
+@functools.cache
+def _preset_names() -> frozenset[str]:
+    """The shipped presets, listed once (every request checks its hardware against them)."""
+    from profiler.model.hardware import presets
+
+    return frozenset(presets())
+
+
 def check_hardware(hardware: str | None) -> str | None:
     """A preset name from the browser, or None for the matched specs; anything else (a YAML path)
     is refused, so the browser can never make the server read a file."""
-    from profiler.model.hardware import presets
-
-    if hardware and hardware not in presets():
-        raise InputError(None, f"unknown hardware preset {hardware!r}")
+    if hardware and (not isinstance(hardware, str) or hardware not in _preset_names()):
+        raise InputError(None, f"unknown hardware preset {hardware!r:.60}")
     return hardware or None
 
 

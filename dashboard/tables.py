@@ -12,6 +12,7 @@ import numpy as np
 import pandas as pd
 
 from analysis.roofline import groups
+from profiler.model.demangle import demangle_many
 from profiler.model.hardware import HardwareSpec, normalize_dtype
 
 if TYPE_CHECKING:
@@ -34,19 +35,26 @@ def focus_units(units: pd.DataFrame) -> pd.DataFrame:
 def op_table(units: pd.DataFrame) -> pd.DataFrame:
     """Classified units (analysis.roofline.classify) grouped by (name, shapes): one row per op.
 
-    Columns: op (row id, 0 = most time), name, shapes, family, dtype, count (units),
-    time_ns (summed unit time, ns), share (of all the rows' time), flops_effective (FLOP),
+    Columns: op (row id, 0 = most time), name, label (the name as shown: C++ symbols, as ROCm/HIP
+    traces record kernels, demangled like CUDA's), shapes, family, dtype, count (units),
+    time_ns (summed unit time, ns: a device op's device time, a CPU op's self time), total_ns
+    (ns: a CPU op's whole duration, its child ops included; a device op's time again),
+    share (of all the rows' time), flops_effective (FLOP),
     bytes (byte), intensity (FLOP/byte), achieved_flops (flops_effective / time, FLOP/s),
     t_compute_ns, t_memory_ns, t_comm_ns, t_runtime_ns, floor_ns (ns), bound,
     efficiency (floor_ns / time_ns), above_ceiling, ceiling_note (analysis.ceiling). Sorted by time_ns, most first.
     """
-    cols = ["op", "name", "shapes", "family", "dtype", "count", "time_ns", "share", "flops_effective", "bytes",
+    cols = ["op", "name", "label", "shapes", "family", "dtype", "count", "time_ns", "total_ns", "share", "flops_effective", "bytes",
             "intensity", "achieved_flops", "t_compute_ns", "t_memory_ns", "t_comm_ns", "t_runtime_ns", "floor_ns",
             "bound", "efficiency", "above_ceiling", "ceiling_note"]
     if units.empty:
         return pd.DataFrame({c: pd.Series(dtype=object) for c in cols})
     g = groups(units)
-    counts = units.groupby(["name", "shapes"], sort=False).size().rename("count").reset_index()
+    whole = np.where(units["device"].to_numpy(dtype=object) == "cpu",
+                     units["end_ns"].to_numpy(dtype=np.int64) - units["start_ns"].to_numpy(dtype=np.int64),
+                     units["time_ns"].to_numpy(dtype=np.int64))  # a CPU unit's time is its self time
+    counts = units.assign(total_ns=whole).groupby(["name", "shapes"], sort=False).agg(
+        count=("time_ns", "size"), total_ns=("total_ns", "sum")).reset_index()
     g = g.merge(counts, on=["name", "shapes"], how="left")
     total = float(g["time_ns"].sum())
     g["share"] = g["time_ns"] / total if total else 0.0
@@ -56,6 +64,7 @@ def op_table(units: pd.DataFrame) -> pd.DataFrame:
     g["op"] = np.arange(len(g))
     for c in ("name", "shapes", "family", "dtype", "bound"):
         g[c] = g[c].astype(object).fillna("").astype(str)
+    g["label"] = demangle_many(g["name"])
     return g[cols]
 
 
@@ -108,11 +117,28 @@ def equation_long(equation: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["device", "part", "ns", "share"])
 
 
+def over_steps(iterations: pd.DataFrame, column: str) -> pd.DataFrame:
+    """MFU or MBU over all the profiled steps of each device: the steps' values weighted by their
+    windows, which is (sum of the steps' effective FLOPs) / (sum of their windows) / peak, since a
+    device's peak is one figure. Columns: rank, device, steps, `column`. The one MFU the tables
+    and the per-step chart share (analysis.roofline.iterations computes each step's)."""
+    if iterations.empty:
+        return pd.DataFrame(columns=["rank", "device", "steps", column])
+    rows = []
+    for (rank, device), g in iterations.groupby(["rank", "device"], sort=True):
+        v, w = g[column].to_numpy(dtype=float), g["window_ns"].to_numpy(dtype=float)
+        ok = np.isfinite(v) & (w > 0)
+        rows.append((rank, str(device), len(g), float(np.average(v[ok], weights=w[ok])) if ok.any() else float("nan")))
+    return pd.DataFrame(rows, columns=["rank", "device", "steps", column])
+
+
 def device_summary(a: Analysis) -> pd.DataFrame:
     """Per device: device, hardware (spec used), wall_ns (window), busy_ns, idle_ns (wall - busy),
-    mfu (compute_util: achieved effective FLOP/s over the matrix peak), mbu (memory_util:
-    achieved bytes/s over the outermost bandwidth). From Analysis.equation and .utilization."""
-    cols = ["device", "hardware", "wall_ns", "busy_ns", "idle_ns", "mfu", "mbu"]
+    mfu (achieved effective FLOP/s over the matrix peak), mbu (achieved bytes/s over the
+    outermost bandwidth), mfu_over ('N steps' or 'whole trace'). Where the trace has ProfilerStep
+    iterations, MFU and MBU are over the steps (`over_steps`: what the per-step chart shows, so
+    table and chart agree); else over the whole window (Analysis.utilization)."""
+    cols = ["device", "hardware", "wall_ns", "busy_ns", "idle_ns", "mfu", "mbu", "mfu_over"]
     if a.equation.empty:
         return pd.DataFrame(columns=cols)
     eq = a.equation.copy()
@@ -125,6 +151,13 @@ def device_summary(a: Analysis) -> pd.DataFrame:
     })
     out["idle_ns"] = out["wall_ns"] - out["busy_ns"]  # wall = busy + idle
     out["hardware"] = [a.hardware.get(d, "") for d in out["device"]]
+    out["mfu_over"] = "whole trace"
+    if len(a.iterations):
+        steps = over_steps(a.iterations, "mfu").merge(over_steps(a.iterations, "mbu"), on=["rank", "device", "steps"])
+        by = {f"rank{r.rank}/{r.device}": r for r in steps.itertuples(index=False)}
+        for i, d in enumerate(out["device"]):
+            if d in by:
+                out.loc[i, ["mfu", "mbu", "mfu_over"]] = [by[d].mfu, by[d].mbu, f"{by[d].steps} steps"]
     return out[cols]
 
 

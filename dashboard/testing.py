@@ -100,3 +100,25 @@ def find_option(driver: Any, dropdown_id: str, label: str) -> Any:
 def pick(driver: Any, dropdown_id: str, label: str) -> None:
     """Choose the option whose text contains `label` in a dcc.Dropdown."""
     driver.execute_script("arguments[0].click();", find_option(driver, dropdown_id, label))  # a script click: no overlay intercepts it
+
+
+def callback_keys(app: Any) -> list[str]:
+    """The keys of the app's server-side callbacks (clientside ones run in the browser)."""
+    return [k for k, v in app.callback_map.items() if "callback" in v]
+
+
+def callback_body(app: Any, key: str, values: dict[str, Any] | None = None, default: Any = None) -> dict:
+    """The JSON body dash-renderer posts to /_dash-update-component for callback `key`, with each
+    input and state 'id.property' set from `values` (else `default`): every input changed."""
+    spec = app.callback_map[key]
+    values = values or {}
+
+    def item(d: dict) -> dict:
+        name = f"{d['id']}.{d['property']}"
+        return {"id": d["id"], "property": d["property"], "value": values.get(name, default)}
+
+    parts = key[2:-2].split("...") if key.startswith("..") else [key]
+    outputs = [dict(zip(("id", "property"), p.split(".", 1))) for p in parts]
+    return {"output": key, "outputs": outputs if key.startswith("..") else outputs[0],
+            "inputs": [item(d) for d in spec["inputs"]], "state": [item(d) for d in spec["state"]],
+            "changedPropIds": [f"{d['id']}.{d['property']}" for d in spec["inputs"]]}

@@ -216,3 +216,74 @@ def test_what_if_units_match_a_full_analysis_on_that_hardware(tmp_path):
     assert set(fast.loc[fast["device"] != "cpu", "hardware"]) == {"v100-sxm2-32gb"}
     with pytest.raises(InputError):
         units_for(store, tid, "profiler/model/presets/b200.yaml")  # a path, not a preset name
+
+
+# --- issue 10, section 6: reading it ------------------------------------------------------------
+
+def test_op_table_shows_cpu_self_time_beside_total_and_demangled_names(tmp_path):
+    """A CPU op of 10 µs with a 4 µs child: time (self) 6 µs, total 10 µs; the child 4 and 4.
+    A HIP kernel name recorded mangled is shown demangled (c++filt's spelling), its key unchanged."""
+    mangled = "_ZN5aiter6kernelIfEEvPT_"
+    t = load_trace(write_trace(tmp_path / "t.json", [x("aten::linear", "cpu_op", 0, 10), x("aten::addmm", "cpu_op", 3, 4),
+                                                     x(mangled, "cpu_op", 20, 1)]))
+    ops = tables.op_table(tables.focus_units(analyze(t, top=None, sections=("roofline",)).units)).set_index("name")
+    assert ops.loc["aten::linear", ["time_ns", "total_ns"]].tolist() == [6_000, 10_000]
+    assert ops.loc["aten::addmm", ["time_ns", "total_ns"]].tolist() == [4_000, 4_000]
+    assert ops.loc[mangled, "label"] == "void aiter::kernel<float>(float*)"
+    shown = display(ops.reset_index())
+    assert "void aiter::kernel<float>(float*)" in set(shown["name"]) and set(shown["total_us"]) >= {10.0, 4.0}
+
+
+def test_roofs_are_labelled_lines_and_points_above_their_ceiling_are_marked():
+    spec = load_spec("v100-sxm2-32gb")
+    ops = _ops([("fast", 1_000_000, 2 * 1024**3, 6 * 2**20, "compute"), ("ok", 1_000_000, 2**30, 2**30, "memory")])
+    ops["efficiency"] = [1.5, 0.5]  # 'fast' ran in 1/1.5 of its own floor: above its ceiling
+    fig = figures.roofline_figure(tables.roofline_points(ops), tables.ceilings(spec, ["fp16"]))
+    roofs = [t for t in fig.data if t.meta and "roof" in t.meta]
+    assert len(roofs) == len(tables.ceilings(spec, ["fp16"]))  # one line per memory level and compute dtype
+    for t in roofs:
+        assert t.mode == "lines+text" and t.text[-1] and t.text[-1] in t.name  # each line carries its own label
+    above = [t for t in fig.data if (t.meta or {}).get("points") == "above-ceiling"]
+    assert len(above) == 1 and list(above[0].customdata[:, 1]) == ["fast"] and list(above[0].customdata[:, 0]) == [0]
+
+
+def test_one_mfu_in_the_table_and_the_chart():
+    """resnet50_legacy_v100: 6 steps of ~118.5 ms, 7.84e11 effective FLOPs each. Over the whole
+    996 ms window the FLOPs give 30%; over the steps 42%. The devices table and the chart's
+    'over all steps' line show one number: sum(flops) / sum(step windows) / peak."""
+    a = analyze(load_trace(real_trace("resnet50_legacy_v100")), top=None)
+    it = a.iterations
+    dev = tables.device_summary(a).iloc[0]
+    peak = float((it["flops"] / (it["window_ns"] / 1e9) / it["mfu"]).iloc[0])  # the one peak the steps used
+    expected = it["flops"].sum() / (it["window_ns"].sum() / 1e9) / peak
+    assert dev["mfu"] == pytest.approx(expected, rel=1e-9) and dev["mfu_over"] == f"{len(it)} steps"
+    assert 0.41 < dev["mfu"] < 0.43  # not the 30% of the whole window
+    line = next(t for t in figures.iterations_figure(it).data if (t.meta or {}).get("mfu") == "over steps")
+    assert line.y[0] == pytest.approx(100 * dev["mfu"], rel=1e-9)
+
+
+def test_a_single_step_is_a_sentence_not_a_chart():
+    import dataclasses
+
+    from dashboard.pages import overview
+
+    a = analyze(load_trace(real_trace("resnet50_legacy_v100")), top=None)
+    one = dataclasses.replace(a, iterations=a.iterations.head(1))
+    body = overview.body(one, "t", {})
+    it = next(c for c in body if getattr(c, "id", None) == "overview-iterations")
+    assert type(it).__name__ == "P" and "One profiled step" in it.children
+    body = overview.body(a, "t", {})
+    assert type(next(c for c in body if getattr(c, "id", None) == "overview-iterations")).__name__ == "Graph"
+
+
+def test_timeline_has_a_legend(tmp_path):
+    ev = [x("kernel_a", "kernel", 0, 5, pid=0, tid=7), x("aten::mm", "cpu_op", 0, 3)]
+    t = load_trace(write_trace(tmp_path / "t.json", ev))
+    from dashboard.timeline_data import build_index
+
+    idx = build_index(t)
+    bars = figures.timeline_figure(window(idx))
+    assert bars.layout.showlegend and {d.name for d in bars.data} == {"device work (kernels, copies)", "host work (CPU ops, runtime calls)"}
+    heat = figures.timeline_figure(window(idx, detail_limit=1))  # two intervals > 1: occupancy buckets
+    assert heat.data[0].type == "heatmap" and heat.data[0].showscale  # its colour scale is its legend
+

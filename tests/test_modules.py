@@ -11,6 +11,7 @@ from torch.profiler import ProfilerActivity, profile
 
 from analysis.modules import BOUND_NS, module_tree
 from profiler import analyze, load_trace
+from tests.conftest import write_trace, x
 
 B, D, OUT = 4, 8, 2  # batch, width, head outputs
 
@@ -120,3 +121,19 @@ def test_real_traces_with_python_frames(folder, root):
     # each unit is counted once, in one tree: the roots together hold at most all unit time
     assert tree.loc[tree["depth"] == 0, "total_ns"].sum() <= units["time_ns"].sum()
     assert tree.set_index("path").loc[root, "total_ns"] > 0
+
+
+def test_tree_sorts_siblings_by_time_not_by_name(tmp_path):
+    """Three layers whose names sort as text ('Layer_10' < 'Layer_2' < 'Layer_3') and whose
+    times are 5, 30 and 9 µs: read by time, Layer_2 (30) then Layer_3 (9) then Layer_10 (5),
+    each right after its parent; the small root Aux_0 (1 µs) after Net_0 (44 µs), not before."""
+    ev = [x("nn.Module: Net_0", "python_function", 0, 100, tid=1), x("nn.Module: Aux_0", "python_function", 200, 10, tid=1)]
+    for name, start, dur in (("Layer_10", 1, 5), ("Layer_2", 10, 30), ("Layer_3", 50, 9)):
+        ev += [x(f"nn.Module: {name}", "python_function", start, dur + 1, tid=1), x("aten::add", "cpu_op", start + 0.5, dur, tid=1)]
+    ev.append(x("aten::mul", "cpu_op", 201, 1, tid=1))
+    t = load_trace(write_trace(tmp_path / "t.json", ev))
+    from profiler.api import analyze
+
+    tree = analyze(t, top=None, sections=("modules",)).modules
+    assert list(tree["path"]) == ["Net_0", "Net_0/Layer_2", "Net_0/Layer_3", "Net_0/Layer_10", "Aux_0"]
+    assert list(tree["total_ns"]) == [44_000, 30_000, 9_000, 5_000, 1_000]  # 30 + 9 + 5 µs under Net_0

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from profiler.model.redact import REDACTED, _might_hold_secret, _scan, is_secret_key, redact, redact_text
+from profiler.model.redact import REDACTED, might_hold_secret, _scan, is_secret_key, redact, redact_text
 from tests.conftest import TRACES
 
 # Fake but realistic-looking secrets: random bodies, fixed so failures reproduce.
@@ -459,7 +459,7 @@ def test_planted_secrets_never_survive_in_text(parts: list[str], sep: str) -> No
 @given(st.one_of(STRINGS, st.text(alphabet=string.printable, max_size=80)))
 def test_precheck_is_only_an_optimisation(text: str) -> None:
     # Whatever the pre-check turns away, the pattern itself would have left alone.
-    if not _might_hold_secret(text):
+    if not might_hold_secret(text):
         assert _scan(text) == text
 
 
@@ -512,3 +512,65 @@ def test_pathological_input_stays_linear(what: str) -> None:
 def test_rejects_non_strings() -> None:
     with pytest.raises(TypeError):
         redact_text(b"hf_bytes")  # type: ignore[arg-type]
+
+
+# --------------------------------------------------------------------------
+# True and false positives met in real traces and reports (issue 11): code and error messages
+# that look like key/value pairs are not credentials; the same shapes with a credential are.
+# --------------------------------------------------------------------------
+
+NOT_SECRETS = [
+    "KVCache.update(key=k, value=v)",  # a KV-cache update: key and value are tensors
+    "MemoryPool.set_kv_buffer(layer, loc, key=cache_k, value=cache_v)",
+    "sorted(ops, key=len)",
+    "update(x, key = self.k )",
+    "KeyError: 'weight'",  # an exception and its message
+    "KeyError: weight",
+    "TokenExpiredError: the hub session ended",
+    "torch.nn.modules.sparse.Embedding.forward(input, key_padding_mask=mask)",
+    "past_key_values: 32 layers",
+]
+STILL_SECRETS = [
+    (f"KVCache.update(key={OPAQUE}, value=v)", f"KVCache.update(key={REDACTED}, value=v)"),  # digits: not a Python name
+    ("f(api_key=k)", f"f(api_key={REDACTED})"),  # a qualified name is a credential whatever its value
+    (f"key={OPAQUE}", f"key={REDACTED}"),  # no call around it
+    (f"KEY=sesame", f"KEY={REDACTED}"),  # an env line
+    (f"key: {PASSWORD}", f"key: {REDACTED}"),
+    (f"KeyError: {HF}", f"KeyError: {REDACTED}"),  # a token is a token, wherever it is
+]
+
+
+@pytest.mark.parametrize("text", NOT_SECRETS)
+def test_code_and_errors_are_not_secrets(text: str) -> None:
+    assert redact_text(text) == text
+
+
+@pytest.mark.parametrize("text,expected", STILL_SECRETS)
+def test_the_same_shapes_with_a_credential_are(text: str, expected: str) -> None:
+    assert redact_text(text) == expected
+
+
+def test_secret_dict_keys_are_redacted_and_both_values_kept() -> None:
+    doc = {HF: 1, GHP: 2, "PATH": "/usr/bin", "nested": {f"id {JWT}": "x"}}
+    out = redact(doc)
+    assert out == {REDACTED: 1, f"{REDACTED} (2)": 2, "PATH": "/usr/bin", "nested": {f"id {REDACTED}": "x"}}
+    assert redact(out) == out
+
+
+def test_a_whole_trace_is_redacted_once_at_load(tmp_path) -> None:
+    from profiler.api import load_trace
+
+    trace_doc = {"traceEvents": [
+        {"ph": "X", "cat": "cpu_op", "name": f"aten::mm {HF}", "pid": 1, "tid": 1, "ts": 1.0, "dur": 2.0,
+         "args": {"Concrete Inputs": ["", "--api-key", OPAQUE], "Input type": [f"float {GHP}"], "Input Dims": [[2, 2]]}},
+        {"ph": "X", "cat": "cpu_op", "name": "KVCache.update(key=k, value=v)", "pid": 1, "tid": 1, "ts": 4.0, "dur": 1.0},
+    ], GHP: {"inner": PASSWORD, "password": PASSWORD}}
+    p = tmp_path / "t.json"
+    p.write_text(json.dumps(trace_doc))
+    t = load_trace(p)
+    names = set(t.events["name"].astype(str))
+    assert names == {f"aten::mm {REDACTED}", "KVCache.update(key=k, value=v)"}
+    row = t.events[t.events["name"] == f"aten::mm {REDACTED}"].iloc[0]
+    assert json.loads(row["concrete"]) == ["", "--api-key", REDACTED]  # still JSON: the argv rule applied
+    assert json.loads(row["dtypes"]) == [f"float {REDACTED}"] and row["shapes"] == "[[2,2]]"
+    assert t.metadata["ranks"]["0"][REDACTED] == {"inner": PASSWORD, "password": REDACTED}  # the key went, the value stayed

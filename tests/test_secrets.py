@@ -42,6 +42,17 @@ URL_PASSWORD = "hunter2-Sup3rS3cret"
 HF_IN_NAME = "hf_" + "ZyXwVuTsRqPoNmLkJiHgFeDcBa9876543210"
 GH_IN_CAT = "ghp_" + "Zz9Yy8Xx7Ww6Vv5Uu4Tt3Ss2Rr1Qq0Pp9Oo8"
 HF_IN_DEVICE = "hf_" + "DeViCeNaMeToKeN0123456789abcdefghij"
+# one more per string-bearing field that reaches an output (issue 11, section 1)
+GH_AS_KEY = "ghp_" + "MeTaDaTaKeY0123456789abcdefghijklmn"  # a metadata dict KEY, not a value
+HF_NESTED_KEY = "hf_" + "NeStEdKeY0123456789abcdefghijklmnop"  # a key deeper in the metadata
+HF_IN_CONCRETE = "hf_" + "CoNcReTeInPuTs0123456789abcdefghijk"  # 'Concrete Inputs'
+PW_IN_ARGV = "Sup3r-" + "ArgvPassw0rd-77"  # after '--password' in 'Concrete Inputs' (an argv list)
+GH_IN_TYPE = "ghp_" + "InPuTtYpE0123456789abcdefghijklmnop"  # 'Input type'
+HF_IN_COLLECTIVE = "hf_" + "CoLlEcTiVeNaMe0123456789abcdefghijk"  # 'Collective name'
+HF_IN_PROCESS = "hf_" + "PrOcEsSnAmE0123456789abcdefghijklmn"  # a process_name metadata event
+HF_IN_ARG_KEY = "hf_" + "ArGkEy0123456789abcdefghijklmnopqrs"  # an args key the reader does not keep
+HF_IN_PYTHON = "hf_" + "PyThOnFrAmE0123456789abcdefghijklmn"  # a python_function frame (module) name
+HF_IN_FILE = "hf_" + "FiLeNaMe0123456789abcdefghijklmnopqr"  # the trace file's name
 
 SECRETS = {
     "hf": HF,
@@ -53,6 +64,16 @@ SECRETS = {
     "token in an event name": HF_IN_NAME,
     "token in a category": GH_IN_CAT,
     "token in the device name": HF_IN_DEVICE,
+    "token as a metadata key": GH_AS_KEY,
+    "token as a nested metadata key": HF_NESTED_KEY,
+    "token in Concrete Inputs": HF_IN_CONCRETE,
+    "password in a Concrete Inputs argv": PW_IN_ARGV,
+    "token in Input type": GH_IN_TYPE,
+    "token in a collective name": HF_IN_COLLECTIVE,
+    "token in a process name": HF_IN_PROCESS,
+    "token as an args key": HF_IN_ARG_KEY,
+    "token in a python frame name": HF_IN_PYTHON,
+    "token in the file name": HF_IN_FILE,
 }
 assert len(AWS_ID) == 20 and len(AWS_SECRET) == 40
 
@@ -103,12 +124,25 @@ def planted_doc() -> dict:
             e["name"] = f"gemm_{HF_IN_NAME}"
     for e in [e for e in events if e.get("cat") == "python_function"][:2]:
         e["cat"] = f"cat {GH_IN_CAT}"
+    doc[GH_AS_KEY] = "a value under a token-shaped key"
+    doc["distributedInfo"][HF_NESTED_KEY] = 1
+    arange = next(e for e in events if e.get("name") == "aten::arange")
+    arange["args"]["Concrete Inputs"] = [HF_IN_CONCRETE, "--password", PW_IN_ARGV, "", "", "False"]
+    arange["args"]["Input type"] = ["Scalar", GH_IN_TYPE, "Scalar", "", "", "Scalar"]
+    arange["args"]["Collective name"] = f"allreduce_{HF_IN_COLLECTIVE}"
+    arange["args"][HF_IN_ARG_KEY] = 7
+    events.append({"ph": "M", "name": "process_name", "pid": arange["pid"], "tid": 0, "args": {"name": f"worker {HF_IN_PROCESS}"}})
+    frames = [e for e in events if e.get("cat") == "python_function"]
+    if frames:
+        frames[-1]["name"] = f"nn.Module: Loader_{HF_IN_PYTHON}"
+    else:
+        events.append({**arange, "cat": "python_function", "name": f"nn.Module: Loader_{HF_IN_PYTHON}", "args": {}})
     return doc
 
 
 @pytest.fixture
 def planted(tmp_path: Path) -> Path:
-    p = tmp_path / "planted.pt.trace.json.gz"
+    p = tmp_path / f"planted-{HF_IN_FILE}.pt.trace.json.gz"
     p.write_bytes(gzip.compress(json.dumps(planted_doc()).encode()))
     return p
 
@@ -124,7 +158,7 @@ def all_files(root: Path) -> dict[Path, bytes]:
 
 def test_planted_trace_still_reads(planted: Path):
     """The planting did not break the trace: the secrets are there to be found."""
-    raw = gzip.decompress(planted.read_bytes()).decode()
+    raw = gzip.decompress(planted.read_bytes()).decode() + planted.name
     for s in SECRETS.values():
         assert s in raw
     r = CliRunner().invoke(app, ["analyze", str(planted), "--json"], env=WIDE)
@@ -207,3 +241,43 @@ def test_no_secret_in_exports(tmp_path: Path, planted: Path, suffix: str):
         data = p.read_bytes()
         text = (gzip.decompress(data) if data[:2] == b"\x1f\x8b" else data).decode("utf-8", "replace")
         assert_clean(p.name, text)
+
+
+def test_no_secret_in_any_dashboard_page(planted: Path):
+    """Every page's HTML and every callback's response (the Perfetto export's bytes included),
+    with the planted trace selected, an op selected and a what-if preset chosen."""
+    import base64
+
+    from dashboard import app as dash_app
+    from dashboard.testing import callback_body, callback_keys
+    from dashboard.views import ops_for
+
+    app = dash_app.create_app([planted])
+    store = app.perf_store
+    tid = store.entries()[0].trace_id
+    top = ops_for(store, tid, None).iloc[0]
+    assert str(top["name"]).startswith("gemm_<redacted>")  # the planted kernel is the top op, shown redacted
+    client = app.server.test_client()
+    seen = {"GET /": client.get("/").get_data(as_text=True), "GET layout": client.get("/_dash-layout").get_data(as_text=True)}
+    assert_clean("the page's HTML", "".join(seen.values()))
+    options = [{"label": e.label, "value": e.trace_id} for e in store.entries()]
+    for hardware in ("", "h100-sxm"):
+        for path in [p.PATH for p in dash_app.PAGES]:
+            values = {"url.pathname": path, "trace-select.value": tid, "trace-select.options": options, "hardware.data": hardware,
+                      "selected-op.data": {"name": top["name"], "shapes": top["shapes"]}, "compare-a.value": tid,
+                      "compare-b.value": tid, "export-btn.n_clicks": 1, "ops-table.page_size": 1000, "ops-table.page_current": 0,
+                      "hw-select.value": hardware, "ops-table.active_cell": {"row_id": 0},
+                      "roofline-graph.clickData": {"points": [{"customdata": [0]}]}}
+            for key in callback_keys(app):
+                r = client.post("/_dash-update-component", json=callback_body(app, key, values))
+                assert r.status_code in (200, 204), (key, r.status_code)
+                text = r.get_data(as_text=True)
+                assert "internal error" not in text, (key, text[:500])
+                seen[f"{path} {key[:40]}"] = text
+                if "export-download" in key:  # the downloaded file: base64 of gzip bytes
+                    content = json.loads(text)["response"]["export-download"]["data"]["content"]
+                    seen["exported trace"] = gzip.decompress(base64.b64decode(content)).decode("utf-8", "replace")
+    for where, text in seen.items():
+        assert_clean(where, text)
+    everything = "".join(seen.values())
+    assert "exported trace" in seen and "gemm_" in everything and "aten::argmax" in everything  # the pages did show the trace

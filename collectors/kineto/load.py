@@ -21,7 +21,7 @@ from collectors.kineto.chunks import SplitFailed
 from collectors.kineto.devices import device_table
 from collectors.kineto.extract import Accumulator
 from profiler.model.errors import InputError
-from profiler.model.redact import redact
+from profiler.model.redact_trace import redact_trace
 from profiler.model.trace import Problems, Trace, empty_table
 
 TRACE_SUFFIXES = (".json", ".json.gz", ".pt.trace.json", ".pt.trace.json.gz")
@@ -53,7 +53,7 @@ def load_kineto(path: str | Path) -> Trace:
         raise InputError(path, "no such file or directory")
     parts = [read_rank_file(f) for f in files]
     _assign_ranks(parts)
-    return _merge(parts).validate()
+    return redact_trace(_merge(parts)).validate()  # every string scrubbed once, here, for every output
 
 
 def read_rank_file(path: Path) -> RankFile:
@@ -157,7 +157,7 @@ def _merge(parts: list[RankFile]) -> Trace:
     co = _concat_categorical(counters) if len(counters) > 1 else counters[0]
     metadata = {
         "files": [str(p.path) for p in parts],
-        "ranks": {str(p.rank): redact(p.metadata) for p in parts},
+        "ranks": {str(p.rank): p.metadata for p in parts},
     }
     devices = device_table(ev, {p.rank: p.metadata for p in parts})
     return Trace(events=ev, counters=co, flows=fl, devices=devices, metadata=metadata, problems=problems)

@@ -22,7 +22,7 @@ from collectors.perfetto import fields as F
 from collectors.perfetto.places import Places
 from collectors.perfetto.read import Raw
 from profiler.model.errors import InputError
-from profiler.model.redact import redact
+from profiler.model.redact_trace import redact_trace
 from profiler.model.schema import DEVICE_WORK_KINDS, EVENT_COLUMNS, Kind
 from profiler.model.trace import Problems, Trace, empty_table
 
@@ -58,7 +58,8 @@ def build_trace(path: Path, raw: Raw) -> Trace:
         metadata["exported_from"] = metadata["files"]
     metadata["files"] = [str(path)]
     metadata["format"] = "perfetto"
-    return Trace(events=ev, counters=counters, flows=flows, devices=devices, metadata=redact(metadata), problems=problems).validate()
+    trace = Trace(events=ev, counters=counters, flows=flows, devices=devices, metadata=metadata, problems=problems)
+    return redact_trace(trace).validate()  # every string scrubbed once, here, for every output
 
 
 def _json(value: Any) -> Any:

@@ -28,7 +28,6 @@ import pandas as pd
 from collectors.perfetto import fields as F
 from collectors.perfetto.annotate import PerfColumns, perf_columns
 from profiler.model.errors import InputError
-from profiler.model.redact import redact, redact_text
 from profiler.model.schema import Kind
 from profiler.model.trace import Trace
 
@@ -75,7 +74,6 @@ def chrome_document(trace: Trace, rank: int, perf: PerfColumns, multi: bool = Fa
     base = (first // 1000) * 1000
     meta = trace.metadata.get("ranks", {}).get(str(rank), {})
     top = {k: v for k, v in meta.items() if k not in _OWN_KEYS} if isinstance(meta, dict) else {}
-    top = redact(top)
     top.setdefault("schemaVersion", 1)
     if multi or rank != 0:
         info = dict(top.get("distributedInfo") or {})
@@ -115,14 +113,14 @@ def _slices(ev: pd.DataFrame, perf: PerfColumns, rows: np.ndarray, base: int, ra
         for c, name in F.TEXT_ANNOTATIONS.items():
             v = cols[c][i]
             if v:
-                args[name] = _json_value(v) if c in json_cols else redact_text(v)
+                args[name] = _json_value(v) if c in json_cols else v
         p = perf_entry(perf, int(rows[i]))
         if p:
             args[F.PERF_ANNOTATION] = p
         cat = cols["cat"][i]
         if cols["kind"][i] == Kind.COMPILE_PASS.value:  # as perf profile writes them: the Kineto reader
             cat, tid = Kind.COMPILE_PASS.value, _compiler_lane(str(cols["track"][i]))  # puts them back on their track
-        e = {"ph": "X", "cat": redact_text(str(cat)), "name": redact_text(cols["name"][i]), "pid": pid, "tid": tid,
+        e = {"ph": "X", "cat": str(cat), "name": cols["name"][i], "pid": pid, "tid": tid,
              "ts": rel[i], "dur": dur[i]}
         if args:
             e["args"] = args
@@ -140,7 +138,7 @@ def _json_value(text: str):
     try:
         return orjson.loads(text)
     except orjson.JSONDecodeError:
-        return redact_text(text)
+        return text
 
 
 def perf_entry(perf: PerfColumns, r: int) -> dict:

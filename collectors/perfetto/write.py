@@ -31,7 +31,6 @@ from collectors.perfetto.annotate import PerfColumns, perf_columns
 from collectors.perfetto.lanes import assign_lanes
 from collectors.perfetto.tracks import TrackPlan, counter_track, rows_of, slice_tracks
 from profiler.model.errors import InputError
-from profiler.model.redact import redact, redact_text
 from profiler.model.trace import Trace
 
 SEQ = 1
@@ -101,9 +100,9 @@ def perfetto_bytes(trace: Trace, units: pd.DataFrame | None = None) -> bytes:
         interned.debug_annotation_string_values.add(iid=iid, str=text.encode())
     meta = head.chrome_events.metadata
     meta.add(name=F.META_FORMAT, string_value=F.FORMAT_VERSION)
-    meta.add(name=F.META_METADATA, json_value=_json(redact({**trace.metadata, "ts_offset_ns": offset})))
+    meta.add(name=F.META_METADATA, json_value=_json({**trace.metadata, "ts_offset_ns": offset}))
     meta.add(name=F.META_TRACKS, json_value=_json({"slices": plan.slice_rows, "counters": plan.counter_rows}))
-    meta.add(name=F.META_DEVICES, json_value=_json(redact(trace.devices.astype(object).to_dict("records"))))
+    meta.add(name=F.META_DEVICES, json_value=_json(trace.devices.astype(object).to_dict("records")))
     return out.SerializeToString()
 
 
@@ -118,7 +117,7 @@ def _descriptors(out: pb.Trace, plan: TrackPlan) -> None:
         if "parent" in d:
             td.parent_uuid = d["parent"]
         if "name" in d:
-            td.name = redact_text(d["name"])
+            td.name = d["name"]
         if "process" in d:
             td.process.pid, td.process.process_name = d["pid"], d["process"]
         if "tid" in d:
@@ -185,7 +184,7 @@ def _slices(out: pb.Trace, trace: Trace, ts: np.ndarray, dur: np.ndarray, track_
 
 def _codes_to_iids(col: pd.Series, interner: _Interner) -> list[int]:
     cats = col.cat.categories
-    table = np.array([interner(redact_text(str(c))) for c in cats] + [interner("")], dtype=np.int64)
+    table = np.array([interner(str(c)) for c in cats] + [interner("")], dtype=np.int64)
     return table[col.cat.codes.to_numpy()].tolist()  # code -1 (missing) -> the '' entry
 
 
@@ -204,7 +203,7 @@ def _annotations(ev: pd.DataFrame, perf: PerfColumns, anames: _Interner, strings
         put(rows, (("i", iid, x) for x in v[rows].tolist()))
     for col, name in F.TEXT_ANNOTATIONS.items():
         c = ev[col]
-        table = np.array([strings(redact_text(str(s))) if s != "" else 0 for s in c.cat.categories] + [0], dtype=np.int64)
+        table = np.array([strings(str(s)) if s != "" else 0 for s in c.cat.categories] + [0], dtype=np.int64)
         v = table[c.cat.codes.to_numpy()]
         rows = np.flatnonzero(v > 0)
         iid = anames(name)

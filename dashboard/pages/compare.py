@@ -13,7 +13,7 @@ from dash import Dash, Input, Output, dash_table, dcc, html
 
 from analysis.diff import diff, op_times
 from dashboard import figures
-from dashboard.components import error_box, fmt_ns, guarded, kv_table
+from dashboard.components import as_text, error_box, fmt_ns, guarded, kv_table
 from dashboard.store import TraceStore
 
 PATH = "/compare"
@@ -41,7 +41,10 @@ def register(app: Dash, store: TraceStore) -> None:
     @app.callback(Output("compare-a", "options"), Output("compare-a", "value"), Output("compare-b", "options"),
                   Output("compare-b", "value"), Input("trace-select", "options"), Input("trace-select", "value"))
     def choices(options: list | None, current: str | None) -> tuple:
-        opts = options or []
+        # only well-formed options of traces this server knows: junk from the browser is dropped
+        opts = [o for o in (options if isinstance(options, list) else [])
+                if isinstance(o, dict) and isinstance(o.get("value"), str) and store.entry(o["value"]) is not None]
+        opts = [{"label": store.entry(o["value"]).label, "value": o["value"]} for o in opts]
         ids = [o["value"] for o in opts]
         a = current if current in ids else (ids[0] if ids else None)
         b = next((i for i in ids if i != a), a)
@@ -50,8 +53,12 @@ def register(app: Dash, store: TraceStore) -> None:
     @app.callback(Output("compare-body", "children"), Input("compare-a", "value"), Input("compare-b", "value"))
     @guarded(lambda msg: error_box(msg, id="compare-error"))
     def compare(a: str | None, b: str | None) -> Any:
+        a, b = as_text(a, "trace A"), as_text(b, "trace B")
         if not a or not b:
             return html.P("Load two traces (command line or upload) to compare them.")
+        return store.answer(a, None, "compare", b, lambda: _compare(a, b))
+
+    def _compare(a: str, b: str) -> Any:
         sides = [store.analysis(t) for t in (a, b)]
         changes = store.view(a, None, f"diff:{b}", lambda: diff(op_times(sides[0].top_ops, sides[0].top_kernels),
                                                          op_times(sides[1].top_ops, sides[1].top_kernels)))

@@ -36,6 +36,11 @@ def register(app: Dash, store: TraceStore) -> None:
     @app.callback(Output("compiler-body", "children"), Input("trace-select", "value"), Input("hardware", "data"))
     @guarded(lambda msg: error_box(msg, id="compiler-error"))
     def render(tid: str | None, hardware: str | None) -> list:
+        if store.compile_report is not None and not tid:
+            return _render(tid, hardware)  # the --compile-log report alone: no trace to key a cache on
+        return store.answer(tid or "", hardware, "compiler", None, lambda: _render(tid, hardware))
+
+    def _render(tid: str | None, hardware: str | None) -> list:
         t = store.compile_tables(tid, hardware or None)
         source = _source(store, tid)
         if all(df.empty for df in t.values()):

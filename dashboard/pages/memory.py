@@ -25,6 +25,9 @@ def register(app: Dash, store: TraceStore) -> None:
     @app.callback(Output("memory-body", "children"), Input("trace-select", "value"))
     @guarded(lambda msg: error_box(msg, id="memory-error"))
     def render(tid: str | None) -> list:
+        return store.answer(tid, None, "memory", None, lambda: _render(tid))
+
+    def _render(tid: str | None) -> list:
         trace = store.trace(tid)
         summary, timeline, kv = store.view(tid, None, "memory", lambda: (
             memory_summary(trace), memory_timeline(trace, MAX_POINTS), kv_cache_footprint(trace)))

@@ -14,7 +14,7 @@ import pandas as pd
 from dash import Dash, Input, Output, State, dash_table, html, no_update
 
 from dashboard import tables
-from dashboard.components import error_box, guarded, op_details
+from dashboard.components import as_dict, as_int, as_selection, as_text, error_box, guarded, op_details
 from dashboard.store import TraceStore
 from dashboard.views import ops_for
 
@@ -24,9 +24,9 @@ PAGE_SIZE = 25
 
 #: (table column id, header, source column, scale): displayed value = source / scale, rounded.
 COLUMNS = [
-    ("op", "#", "op", None), ("name", "op", "name", None), ("shapes", "shapes", "shapes", None),
+    ("op", "#", "op", None), ("name", "op", "label", None), ("shapes", "shapes", "shapes", None),
     ("family", "family", "family", None), ("dtype", "dtype", "dtype", None), ("count", "calls", "count", None),
-    ("time_us", "time (µs)", "time_ns", 1e3), ("share_pct", "share %", "share", 1e-2),
+    ("time_us", "time / self (µs)", "time_ns", 1e3), ("total_us", "total (µs)", "total_ns", 1e3), ("share_pct", "share %", "share", 1e-2),
     ("gflop", "GFLOP", "flops_effective", 1e9), ("mb", "MB", "bytes", 1e6), ("intensity", "FLOP/B", "intensity", 1.0),
     ("tflops", "TFLOP/s", "achieved_flops", 1e12), ("floor_us", "floor (µs)", "floor_ns", 1e3),
     ("bound", "bound", "bound", None), ("efficiency", "efficiency", "efficiency", 1.0),
@@ -38,7 +38,8 @@ _FILTER = re.compile(r"^\{(?P<col>[^}]+)\}\s*(?P<op>s?i?contains|>=|<=|!=|=|<|>|
 def layout(state: dict[str, Any]) -> html.Div:
     return html.Div([
         html.H2("Ops"),
-        html.P("Units grouped by op name and input shapes. Sort by any column; filter with text "
+        html.P("Units grouped by op name and input shapes. Time: a device op's device time, a CPU op's self time "
+               "(its duration less its child ops'); total: a CPU op's whole duration. Sort by any column; filter with text "
                "('addmm') or comparisons ('> 100'). Click a row to select the op on every page.", className="caption"),
         dash_table.DataTable(
             id="ops-table", columns=[{"name": h, "id": c, "type": "text"} if c in _TEXT else
@@ -102,10 +103,17 @@ def register(app: Dash, store: TraceStore) -> None:
                   Input("selected-op", "data"))
     @guarded(lambda msg: ([], 1, [], error_box(msg, id="ops-error")))
     def page(tid: str | None, hardware: str | None, current: int, size: int, sort_by: list, query: str, selected: dict | None) -> tuple:
+        size = as_int(size, "page size", PAGE_SIZE, 1, 1000)
+        current = as_int(current, "page", 0)
+        query = as_text(query, "filter")
+        sort_by = sort_by if isinstance(sort_by, list) and all(isinstance(s, dict) for s in sort_by) else []
+        selected = as_selection(selected)
+        args = [current, size, query, sort_by, selected]
+        return store.answer(tid, hardware, "ops-page", args, lambda: _page(tid, hardware, current, size, query, sort_by, selected))
+
+    def _page(tid: str | None, hardware: str | None, current: int, size: int, query: str, sort_by: list, selected: dict | None) -> tuple:
         ops = ops_for(store, tid, hardware)
-        df = apply_query(store.view(tid, hardware, "ops-display", lambda: display(ops)), query, sort_by or [])
-        size = int(size or PAGE_SIZE)
-        current = int(current or 0)
+        df = apply_query(store.view(tid, hardware, "ops-display", lambda: display(ops)), query, sort_by)
         rows = df.iloc[current * size:(current + 1) * size]
         sel = tables.select_op(ops, selected)
         style = [{"if": {"filter_query": f"{{op}} = {int(sel['op'])}"}, "backgroundColor": "#ffe8a8", "fontWeight": "bold"}] \
@@ -115,18 +123,21 @@ def register(app: Dash, store: TraceStore) -> None:
         records = rows.replace({np.nan: None}).to_dict("records")
         return records, max(1, -(-len(df) // size)), style, f"{len(df):,} of {len(ops):,} ops"
 
-    @app.callback(Output("selected-op", "data", allow_duplicate=True), Input("ops-table", "active_cell"),
-                  State("trace-select", "value"), State("hardware", "data"), prevent_initial_call=True)
+    @app.callback(Output("selected-op", "data", allow_duplicate=True), Output("ops-details", "children", allow_duplicate=True),
+                  Input("ops-table", "active_cell"), State("trace-select", "value"), State("hardware", "data"),
+                  prevent_initial_call=True)
+    @guarded(lambda msg: (no_update, error_box(msg, id="ops-error")))
     def pick(cell: dict | None, tid: str | None, hardware: str | None) -> Any:
-        if not cell or cell.get("row_id") is None:
-            return no_update
+        cell = as_dict(cell, "the clicked cell")
+        if cell.get("row_id") is None:
+            return no_update, no_update
         ops = ops_for(store, tid, hardware)
-        hit = ops[ops["op"] == int(cell["row_id"])]
-        return no_update if hit.empty else {"name": hit.iloc[0]["name"], "shapes": hit.iloc[0]["shapes"]}
+        hit = ops[ops["op"] == as_int(cell["row_id"], "the clicked row", 0)]
+        return (no_update, no_update) if hit.empty else ({"name": hit.iloc[0]["name"], "shapes": hit.iloc[0]["shapes"]}, no_update)
 
     @app.callback(Output("ops-details", "children"), Input("trace-select", "value"), Input("hardware", "data"),
                   Input("selected-op", "data"))
     @guarded(lambda msg: error_box(msg))
     def details(tid: str | None, hardware: str | None, selected: dict | None) -> Any:
-        row = tables.select_op(ops_for(store, tid, hardware), selected)
+        row = tables.select_op(ops_for(store, tid, hardware), as_selection(selected))
         return "Click a row." if row is None else op_details(row)

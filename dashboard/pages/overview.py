@@ -10,7 +10,7 @@ from dash import Dash, Input, Output, dcc, html
 from dashboard import figures, tables
 from dashboard.components import error_box, fmt_ns, fmt_pct, grid, guarded, kv_table
 from dashboard.store import TraceStore
-from profiler.model.redact import redact, redact_text
+from profiler.model.redact import redact_text
 
 PATH = "/"
 TITLE = "Overview"
@@ -24,10 +24,13 @@ def register(app: Dash, store: TraceStore) -> None:
     @app.callback(Output("overview-body", "children"), Input("trace-select", "value"), Input("hardware", "data"))
     @guarded(lambda msg: error_box(msg, id="overview-error"))
     def render(tid: str | None, hardware: str | None) -> list:
-        entry = store.entry(tid)
-        a = store.analysis(tid, hardware)
-        files = [entry.label] if entry and entry.uploaded else None  # an upload's file name is ours, not the user's
-        return body(a, entry.label if entry else "", store.trace(tid).metadata, hardware or "", files)
+        def build() -> list:
+            entry = store.entry(tid)
+            a = store.analysis(tid, hardware)
+            files = [entry.label] if entry and entry.uploaded else None  # an upload's file name is ours, not the user's
+            return body(a, entry.label if entry else "", store.trace(tid).metadata, hardware or "", files)
+
+        return store.answer(tid, hardware, "overview", None, build)
 
 
 def verdict_block(a: Any) -> html.Div:
@@ -58,8 +61,8 @@ def body(a: Any, label: str, metadata: dict, hardware: str = "", files: list[str
         ("floored on", f"{hardware} (what-if, chosen on the Roofline page)" if hardware else "the specs matched from the trace"),
     ], id="overview-what")
     dev = tables.device_summary(a)
-    devices = grid(["device", "hardware", "wall", "busy", "idle", "MFU", "MBU"],
-                   [(r.device, r.hardware, fmt_ns(r.wall_ns), fmt_ns(r.busy_ns), fmt_ns(r.idle_ns), fmt_pct(r.mfu), fmt_pct(r.mbu))
+    devices = grid(["device", "hardware", "wall", "busy", "idle", "MFU", "MBU", "MFU / MBU over"],
+                   [(r.device, r.hardware, fmt_ns(r.wall_ns), fmt_ns(r.busy_ns), fmt_ns(r.idle_ns), fmt_pct(r.mfu), fmt_pct(r.mbu), r.mfu_over)
                     for r in dev.itertuples(index=False)], id="overview-devices")
     bounds = grid(["bound", "units", "time", "share"],
                   [(r.bound, r.units, fmt_ns(r.time_ns), fmt_pct(r.share)) for r in a.by_bound.itertuples(index=False)],
@@ -68,7 +71,7 @@ def body(a: Any, label: str, metadata: dict, hardware: str = "", files: list[str
                                html.Span(redact_text(x.evidence)), html.Br(), html.Code(x.formula)]) for x in a.advice[:5]],
                      id="overview-advice") if a.advice else html.P("No advice: nothing with a saving was found.")
     problems = a.problems.lines() if a.problems else []
-    meta = json.dumps(redact(metadata.get("ranks", {})), indent=1, default=str)[:20_000]  # already redacted on load; again here
+    meta = json.dumps(metadata.get("ranks", {}), indent=1, default=str)[:20_000]  # redacted when the trace was loaded
     out = [
         verdict_block(a),
         html.H3("What was profiled"), what,
@@ -77,11 +80,15 @@ def body(a: Any, label: str, metadata: dict, hardware: str = "", files: list[str
                   config={"displaylogo": False}),
         html.H3("Time by bound"), bounds,
     ]
-    if len(a.iterations):
+    if len(a.iterations) and a.iterations.groupby(["rank", "device"]).size().max() > 1:
         out.append(dcc.Graph(id="overview-iterations", figure=figures.iterations_figure(a.iterations)))
+    elif len(a.iterations):  # one step per device: a chart of one point says less than a sentence
+        out.append(html.P("One profiled step: " + "; ".join(
+            f"rank{r.rank}/{r.device} step {r.step}: MFU {fmt_pct(r.mfu)}, MBU {fmt_pct(r.mbu)} over {fmt_ns(r.window_ns)}"
+            for r in a.iterations.itertuples(index=False)) + ".", id="overview-iterations"))
     out += [html.H3("What to change first"), advice]
     if problems:
         out += [html.H3("Problems met while reading"), html.Ul([html.Li(p) for p in problems])]
-    out.append(html.Details([html.Summary("Trace metadata (secrets redacted)"), html.Pre(redact_text(meta), id="overview-meta")]))
+    out.append(html.Details([html.Summary("Trace metadata (secrets redacted)"), html.Pre(meta, id="overview-meta")]))
     return out
 

@@ -12,9 +12,10 @@ from typing import Any
 from dash import Dash, Input, Output, State, dcc, html, no_update
 
 from dashboard import figures, tables
-from dashboard.components import error_box, fmt_si, guarded, op_details
+from dashboard.components import as_dict, as_int, as_selection, error_box, fmt_si, guarded, op_details
 from dashboard.store import TraceStore
 from dashboard.views import ops_for, units_for
+from profiler.model.errors import InputError
 from profiler.model.hardware import load_spec, presets
 
 PATH = "/roofline"
@@ -53,12 +54,16 @@ def page_data(store: TraceStore, tid: str, hardware: str | None) -> tuple[Any, A
 def register(app: Dash, store: TraceStore) -> None:
     @app.callback(Output("hardware", "data"), Input("hw-select", "value"), prevent_initial_call=True)
     def pick(value: str | None) -> str:
-        return value or ""
+        return value if isinstance(value, str) else ""  # a preset name, checked where it is used
 
     @app.callback(Output("roofline-graph", "figure"), Output("roofline-ceilings", "children"), Output("roofline-caption", "children"),
                   Input("trace-select", "value"), Input("hardware", "data"), Input("selected-op", "data"))
     @guarded(lambda msg: (figures._empty("Roofline", ""), [], error_box(msg, id="roofline-error")))
     def draw(tid: str | None, hardware: str | None, selected: dict | None) -> tuple:
+        selected = as_selection(selected)
+        return store.answer(tid, hardware, "roofline", selected, lambda: _draw(tid, hardware, selected))
+
+    def _draw(tid: str | None, hardware: str | None, selected: dict | None) -> tuple:
         ops, spec, roofs = page_data(store, tid, hardware)
         if spec is None:
             return figures._empty("Roofline", "no hardware spec matched: pick one above"), [], "No hardware spec matched this trace's devices."
@@ -76,13 +81,18 @@ def register(app: Dash, store: TraceStore) -> None:
     @app.callback(Output("selected-op", "data", allow_duplicate=True), Output("roofline-details", "children", allow_duplicate=True),
                   Input("roofline-graph", "clickData"), State("trace-select", "value"), State("hardware", "data"),
                   prevent_initial_call=True)
+    @guarded(lambda msg: (no_update, error_box(msg, id="roofline-error")))
     def click(click: dict | None, tid: str | None, hardware: str | None) -> Any:
         """Select the clicked op, and show its details in the same round trip."""
-        data = (click or {}).get("points", [{}])[0].get("customdata") if (click or {}).get("points") else None
+        points = as_dict(click, "the clicked point").get("points")
+        first = points[0] if isinstance(points, list) and points else {}
+        data = first.get("customdata") if isinstance(first, dict) else None
         if not data:
             return no_update, no_update
+        if not isinstance(data, list):
+            raise InputError(None, "the clicked point carries no op")
         ops = ops_for(store, tid, hardware)
-        hit = ops[ops["op"] == int(data[0])]
+        hit = ops[ops["op"] == as_int(data[0], "the clicked op", 0)]
         if hit.empty:
             return no_update, no_update
         return {"name": hit.iloc[0]["name"], "shapes": hit.iloc[0]["shapes"]}, op_details(hit.iloc[0])
@@ -91,9 +101,11 @@ def register(app: Dash, store: TraceStore) -> None:
                   Input("selected-op", "data"))
     @guarded(lambda msg: error_box(msg))
     def details(tid: str | None, hardware: str | None, selected: dict | None) -> Any:
-        ops, _, _ = page_data(store, tid, hardware)
-        row = tables.select_op(ops, selected)
-        if row is None:
-            return "Click a point."
-        return op_details(row)
+        selected = as_selection(selected)
+
+        def build() -> Any:
+            row = tables.select_op(page_data(store, tid, hardware)[0], selected)
+            return "Click a point." if row is None else op_details(row)
+
+        return store.answer(tid, hardware, "roofline-details", selected, build)
 

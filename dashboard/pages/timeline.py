@@ -7,16 +7,18 @@ are marked on a row of their own. The export button downloads the trace for Perf
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from dash import Dash, Input, Output, State, ctx, dcc, html, no_update
 
 from dashboard import figures, tables
-from dashboard.components import error_box, fmt_ns, guarded
+from dashboard.components import as_selection, error_box, fmt_ns, guarded
 from dashboard.export import export_trace
 from dashboard.store import TraceStore
 from dashboard.timeline_data import unit_marks, window
 from dashboard.views import timeline_for, units_for
+from profiler.model.errors import InputError
 
 PATH = "/timeline"
 TITLE = "Timeline"
@@ -54,9 +56,12 @@ function(r) {
 
 def zoom_range(win: dict | None) -> tuple[float | None, float | None]:
     """(t0, t1) in ns from the timeline-window store (ms); (None, None): the whole span."""
-    if not win or "t0" not in win:
+    if not isinstance(win, dict) or "t0" not in win:
         return None, None
-    return float(win["t0"]) * 1e6, float(win["t1"]) * 1e6
+    t0, t1 = win.get("t0"), win.get("t1")
+    if not all(isinstance(t, (int, float)) and not isinstance(t, bool) and math.isfinite(t) for t in (t0, t1)):
+        raise InputError(None, "zoom window: expected two finite times in ms")
+    return float(t0) * 1e6, float(t1) * 1e6
 
 
 def register(app: Dash, store: TraceStore) -> None:
@@ -67,9 +72,14 @@ def register(app: Dash, store: TraceStore) -> None:
                   State("hardware", "data"))
     @guarded(lambda msg: (no_update, error_box(msg, id="timeline-error")))
     def draw(tid: str | None, selected: dict | None, win: dict | None, hardware: str | None) -> tuple:
-        index = timeline_for(store, tid)
+        selected = as_selection(selected)
         # a new trace starts at its whole span; a zoom or a selection keeps the window
-        view = window(index, *((None, None) if ctx.triggered_id == "trace-select" else zoom_range(win)))
+        span = (None, None) if ctx.triggered_id == "trace-select" else zoom_range(win)
+        return store.answer(tid, None, "timeline", [span, selected], lambda: _draw(tid, selected, span))
+
+    def _draw(tid: str | None, selected: dict | None, span: tuple[float | None, float | None]) -> tuple:
+        index = timeline_for(store, tid)
+        view = window(index, *span)
         marks, label = None, ""
         if selected:
             units = tables.focus_units(store.analysis(tid).units)  # start and time: the same on any hardware

@@ -41,7 +41,7 @@ from profiler.model.redact_marker import REDACTED
 from profiler.model.secret_keys import is_secret_key
 from profiler.model.secret_patterns import DQ, LIT_REDACTED, PATTERN, REST_OF_LINE, SQ, UNQ_VALUE
 
-__all__ = ["REDACTED", "is_secret_key", "redact", "redact_text"]
+__all__ = ["REDACTED", "is_secret_key", "might_hold_secret", "redact", "redact_text"]
 
 
 # (start, end) index ranges of a string to replace by REDACTED.
@@ -64,6 +64,21 @@ def _in_cpp_with_clause(m: re.Match[str], sep: str) -> bool:
     lo, hi = max(0, m.start() - _CPP_WINDOW), m.end() + _CPP_WINDOW
     opened = text.rfind("[with ", lo, m.start())
     return opened != -1 and text.find("]", opened, m.start()) == -1 and text.find("]", m.end(), hi) != -1
+
+
+# A Python name as a keyword argument's value: letters, '_' and '.', no digits (a credential
+# almost always has some), then the end of the argument.
+_NAME_ARG = re.compile(r"[A-Za-z_][A-Za-z_.]{0,63}[ \t]*(?=[,)])", re.ASCII)
+
+
+def _is_code_kwarg(m: re.Match[str], key: str, val_start: int) -> bool:
+    """True for ``f(key=k)`` / ``update(x, key=k, value=v)``: a call's argument named plain
+    "key" whose value is a Python name. That is code (a KV-cache update, a sort key), not a
+    credential; a qualified name (``api_key=``) or a value with digits is still hidden."""
+    if key.lower() not in ("key", "keys"):
+        return False
+    before = m.string[max(0, m.start() - 64):m.start()].rstrip(" \t")
+    return before.endswith(("(", ",")) and _NAME_ARG.match(m.string, val_start) is not None
 
 
 def _value_span(text: str, start: int, end: int) -> _Spans:
@@ -107,7 +122,8 @@ def _pair_spans(m: re.Match[str], kind: str) -> tuple[_Spans, int]:
     val_start = m.end() if val_g is None else m.start(val_g)
     # A quoted key is not rescanned, and could itself be token-shaped.
     spans = [(m.start(key_g) + a, m.start(key_g) + b) for a, b in _spans(m.group(key_g))] if kind == "jkv" else []
-    if not is_secret_key(m.group(key_g)) or (kind == "eq" and _in_cpp_with_clause(m, m.group("eq_sep"))):
+    if not is_secret_key(m.group(key_g)) or (kind == "eq" and (_in_cpp_with_clause(m, m.group("eq_sep"))
+                                                               or _is_code_kwarg(m, m.group(key_g), val_start))):
         # Leave the value unread and scan on from its start: it may hold a
         # token, a URL password or another pair.  Not reading it keeps
         # "a: b: c: ..." linear.
@@ -177,8 +193,9 @@ _MARKERS = (
 )
 
 
-def _might_hold_secret(s: str) -> bool:
-    """Cheap pre-check: False guarantees that redact_text() would return ``s``."""
+def might_hold_secret(s: str) -> bool:
+    """Cheap pre-check: False guarantees that redact_text() would return ``s``, and that no
+    key named in ``s`` is secret (every :func:`is_secret_key` word holds one of these markers)."""
     low = s.lower()
     for marker in _MARKERS:  # a plain loop beats any() + generator here
         if marker in low:
@@ -228,7 +245,7 @@ def redact_text(s: str) -> str:
 
 def _redact_uncached(s: str) -> str:
     """The work behind :func:`redact_text`, without the memo."""
-    if not _might_hold_secret(s):
+    if not might_hold_secret(s):
         return s  # fast path: the overwhelming majority of trace strings
     # Repeat to a fixed point: a replacement changes the context that the
     # look-behinds see, e.g. in "hf_...HF_TOKEN=x" the token swallows "HF",
@@ -298,6 +315,16 @@ def _redact_items(items: list[Any] | tuple[Any, ...]) -> list[Any]:
     return out
 
 
+def _free_key(out: dict[Any, Any], key: str) -> str:
+    """`key`, or `key (2)`, `key (3)`... if taken: two keys redacted alike both keep their values."""
+    if key not in out:
+        return key
+    n = 2
+    while f"{key} ({n})" in out:
+        n += 1
+    return f"{key} ({n})"
+
+
 def redact(obj: Any) -> Any:
     """Return a redacted deep copy of a JSON-like value; never mutates ``obj``.
 
@@ -305,7 +332,9 @@ def redact(obj: Any) -> Any:
       :data:`REDACTED` whatever its type (numbers, bools, nested dicts
       included), unless it is None or empty.
     * Every other string, at any depth (dict values, list/tuple items), goes
-      through :func:`redact_text`.  Dict keys are kept as they are.
+      through :func:`redact_text`, and so do string dict keys (a token used as
+      a key is still a token); two keys that redact alike both stay, the
+      second as ``"<redacted> (2)"``.
     * In a list or tuple, the item after a secret-named flag (``"--api-key"``,
       no ``=``) is hidden too: that is how argv lists record a command line.
     * Lists stay lists, tuples stay tuples; dict subclasses become ``dict``.
@@ -320,17 +349,18 @@ def redact(obj: Any) -> Any:
     if t in _SCALARS:
         return obj
     if isinstance(obj, dict):
-        out = {}
+        out: dict[Any, Any] = {}
         for k, v in obj.items():
             vt = type(v)
+            key = _free_key(out, redact_text(k)) if type(k) is str else k
             if type(k) is str and is_secret_key(k) and not _is_blank(v):
-                out[k] = REDACTED
+                out[key] = REDACTED
             elif vt is str:
-                out[k] = redact_text(v)
+                out[key] = redact_text(v)
             elif vt in _SCALARS:
-                out[k] = v
+                out[key] = v
             else:
-                out[k] = redact(v)
+                out[key] = redact(v)
         return out
     if isinstance(obj, list):
         return _redact_items(obj)

@@ -62,6 +62,10 @@ _WORDS_BEFORE_COUNTED_TOKEN = frozenset({"per", "first", "next"})
 # "GIT_AUTHOR_NAME" is a person, not an auth secret.
 _AUTHOR_WORDS = frozenset({"author", "authors", "authored", "authorship"})
 
+# "KeyError", "TokenExpiredError", "auth_warning": an exception or warning names what went wrong,
+# and what follows it ("KeyError: 'weight'") is its message, not a credential.
+_PROBLEM_WORDS = frozenset({"error", "errors", "exception", "warning", "warnings"})
+
 # $PWD / $OLDPWD are working directories, not passwords.
 _WORKING_DIR_KEYS = (("pwd",), ("oldpwd",))
 
@@ -106,13 +110,14 @@ def is_secret_key(key: str) -> bool:
     * "key" followed by an attention-tensor word (``key_states``,
       ``num_key_value_heads``);
     * "key" inside another word (``keyboard``, ``monkey``), except fused
-      forms like ``apikey`` / ``accesskey``.
+      forms like ``apikey`` / ``accesskey``;
+    * names of exceptions and warnings (``KeyError``, ``TokenExpiredError``).
 
     >>> is_secret_key("HF_TOKEN"), is_secret_key("PWD"), is_secret_key("--api-key")
     (True, False, True)
     """
     words = [w.lower() for w in _WORD_RE.findall(key)]
-    if not words or tuple(words) in _WORKING_DIR_KEYS:
+    if not words or tuple(words) in _WORKING_DIR_KEYS or (len(words) > 1 and words[-1] in _PROBLEM_WORDS):
         return False
     for i, word in enumerate(words):
         nxt = words[i + 1] if i + 1 < len(words) else None
