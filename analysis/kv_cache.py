@@ -24,7 +24,7 @@ import re
 import numpy as np
 import pandas as pd
 
-from analysis.cost_base import _DTYPES
+from analysis.cost.base import _DTYPES
 from analysis.llm_steps import annotated_steps, assign_windows, has_ancestor_in, loads_json, name_mask, shape_steps
 from profiler.model.schema import Kind
 from profiler.model.trace import Trace

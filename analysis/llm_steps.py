@@ -32,7 +32,7 @@ import numpy as np
 import orjson
 import pandas as pd
 
-from analysis.cost_base import _DTYPES
+from analysis.cost.base import _DTYPES
 from analysis.intervals import grouped_union_length
 from profiler.model.schema import DEVICE_WORK_KINDS, Kind
 from profiler.model.trace import Trace

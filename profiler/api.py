@@ -152,8 +152,8 @@ def _roofline(trace: Trace, base: Analysis, hardware: str | None, dtype: str | N
     from analysis.advice import advise
     from analysis.attribution import attribute
     from analysis.cost import cost_table
-    from analysis.cost_comm import apply_comm, comm_table
-    from analysis.cost_kernels import with_kernel_costs
+    from analysis.cost.comm import apply_comm, comm_table
+    from analysis.cost.kernels import with_kernel_costs
     from analysis.roofline import MATRIX_FAMILIES, by, classify, drop_carried_costs, groups, iterations, utilization
     from analysis.timeline import communication_overlap, launch_delays, streams
     from analysis.units import units as find_units

@@ -1,4 +1,4 @@
-"""The cost model (analysis/cost.py): hand arithmetic, and FlopCounterMode on real profiler runs."""
+"""The cost model (analysis/cost/ops.py): hand arithmetic, and FlopCounterMode on real profiler runs."""
 
 from __future__ import annotations
 
@@ -157,7 +157,7 @@ def test_causal_pairs():
     assert causal_pairs(2, 6) == 1 + 2                             # top-left: row i sees i+1 keys
     assert causal_pairs(2, 6, bottom_right=True) == 5 + 6          # row i sees i+1+(Lk-Lq) keys
     assert causal_pairs(6, 2, bottom_right=True) == 0 + 0 + 0 + 0 + 1 + 2
-    from analysis.cost_compute import _pairs_closed
+    from analysis.cost.compute import _pairs_closed
     for lq in (1, 3, 7, 16):
         for lk in (1, 2, 7, 20):
             for br in (False, True):

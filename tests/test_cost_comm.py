@@ -5,7 +5,7 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from analysis.cost_comm import algorithm_bytes, algorithm_steps, collective_kind, comm_table
+from analysis.cost.comm import algorithm_bytes, algorithm_steps, collective_kind, comm_table
 from profiler import analyze, load_trace
 from tests.conftest import real_trace
 

@@ -13,7 +13,7 @@ Sources, all in the structured log of one Inductor compile (in this order):
    nodes it computes (C++ and Triton alike). Without it, the wrapper's
    "# Topologically Sorted Source Nodes: [...], Original ATen: [...]" comments are the fallback.
 
-Per kernel the cost follows from the graph (the cost model's conventions, analysis/cost.py):
+Per kernel the cost follows from the graph (the cost model's conventions, analysis/cost/ops.py):
 bytes = compulsory traffic, each tensor the kernel reads from outside read once and each value
 it produces that is used outside (or returned) written once, numel * itemsize;
 flops = 1 per output element per pointwise node, 1 per input element per reduction node,
@@ -255,7 +255,7 @@ def _node_flops(g: Graph, name: str) -> float:
         return 2.0 * out.numel * w.numel / w.shape[0]
     if base.startswith(_ATTENTION) and "backward" not in base and len(ins) >= 3:
         # q (B, H, Sq, D), k (B, H, Sk, D), v (B, H, Sk, Dv): Q K^T and P V are two matmuls,
-        # 2*B*H*Sq*Sk*D each (analysis/cost_compute.py counts the same, causal or not)
+        # 2*B*H*Sq*Sk*D each (analysis/cost/compute.py counts the same, causal or not)
         q, k = ins[0], ins[1]
         if len(q.shape) < 2 or len(k.shape) < 2 or not isinstance(k.shape[-2], int):
             return math.nan

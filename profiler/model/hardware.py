@@ -9,7 +9,7 @@ empty op on a CPU). Those are the floors of docs/architecture.md, "How time is c
     t_compute = flops / peak(dtype, unit)
     t_memory  = max over levels of bytes_level / bandwidth(level)
     t_comm    = link.latency + steps * link.hop_latency + algorithm bytes / link.bandwidth
-                (analysis.cost_comm: steps and algorithm bytes per collective)
+                (analysis.cost.comm: steps and algorithm bytes per collective)
     t_runtime = min_op_time
 
 Presets live in `profiler/model/presets/*.yaml`, every number with its source beside it. Vendor

@@ -19,7 +19,7 @@ from collections.abc import Callable
 import numpy as np
 import pandas as pd
 
-from analysis.cost_base import Cost, _Args, _cost, _numel, _parse, _Unknown
+from analysis.cost.base import Cost, _Args, _cost, _numel, _parse, _Unknown
 
 # ---------------------------------------------------------------------------- formulas
 
@@ -35,7 +35,7 @@ def _conv_backward_half(child: _Args, parent: _Args, half: str) -> Cost:
     # ...) and cudnn_convolution_backward_weight(weight_size, grad_output, input, ...); the size
     # lists are not recorded, the parent's tensors give them. The child's recorded tensors must
     # be the parent's (same shapes), else nothing is joined. groups = C_in / weight.shape[1].
-    # FLOPs as flop_counter's convolution_backward (and analysis.cost_compute._conv_backward):
+    # FLOPs as flop_counter's convolution_backward (and analysis.cost.compute._conv_backward):
     #   input:  2 * numel(grad_output) * numel(weight[1:])   (= 2 * N * prod(sp_out) * numel(weight))
     #   weight: 2 * N * C_in * C_out * prod(k) * prod(sp_out) (full C_in, as flop_counter)
     # Bytes: input reads grad_output and weight, writes grad_input (self-sized);
@@ -68,7 +68,7 @@ def _conv_forward_from_backward(fwd: _Args, bwd: _Args, name: str) -> Cost:
     # its autograd node's cudnn_/miopen_convolution_backward(self, grad_output, weight, ...)
     # records grad_output, whose shape is the output's [N, C_out, *sp_out]. Both records must
     # agree (same self and weight shapes and dtypes), else nothing is joined.
-    # FLOPs as analysis.cost_compute._conv (flop_counter's conv_flop_count, bias not counted):
+    # FLOPs as analysis.cost.compute._conv (flop_counter's conv_flop_count, bias not counted):
     #   2 * N * C_out * prod(sp_out) * (C_in/groups) * prod(k) = 2 * numel(grad_output) * numel(weight[1:])
     # groups = C_in / weight.shape[1]. Bytes: reads self + weight (+ bias), writes the output.
     x, w, go = fwd.shape(0), fwd.shape(1), bwd.shape(1)

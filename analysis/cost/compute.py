@@ -5,7 +5,7 @@ Conventions in `analysis.cost`; every formula sits beside its code.
 
 from __future__ import annotations
 
-from analysis.cost_base import _DTYPES, _SCALAR_TYPES, Cost, _Args, _broadcast, _cost, _numel, _Unknown
+from analysis.cost.base import _DTYPES, _SCALAR_TYPES, Cost, _Args, _broadcast, _cost, _numel, _Unknown
 
 # ---------------------------------------------------------------------------- gemm
 

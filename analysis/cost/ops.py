@@ -48,8 +48,8 @@ import numpy as np
 import orjson
 import pandas as pd
 
-from analysis.cost_base import _DTYPES, FAMILIES, Cost, _Args, _Unknown
-from analysis.cost_compute import (
+from analysis.cost.base import _DTYPES, FAMILIES, Cost, _Args, _Unknown
+from analysis.cost.compute import (
     _ATTN,
     _CONV_ARGS,
     _attention,
@@ -63,9 +63,9 @@ from analysis.cost_compute import (
     _scaled_mm,
     causal_pairs,
 )
-from analysis.cost_custom import CUSTOM_OPS, LEGACY_ATEN
-from analysis.cost_joins import joined_costs
-from analysis.cost_memory import (
+from analysis.cost.custom import CUSTOM_OPS, LEGACY_ATEN
+from analysis.cost.joins import joined_costs
+from analysis.cost.memory import (
     _ELEMENTWISE,
     _FILLS,
     _NORMS,

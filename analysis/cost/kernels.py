@@ -20,8 +20,8 @@ import math
 import numpy as np
 import pandas as pd
 
-from analysis.cost import COST_COLUMNS
-from analysis.cost_memory import _NORMS, _REDUCTIONS
+from analysis.cost.ops import COST_COLUMNS
+from analysis.cost.memory import _NORMS, _REDUCTIONS
 
 #: The fusion-map columns this module reads (collectors/torch_compile/fusion_map.py KERNEL_COLUMNS).
 FUSION_COLUMNS = ("runtime_name", "kind", "flops", "bytes_read", "bytes_written", "dtype", "family")

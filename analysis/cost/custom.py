@@ -20,18 +20,18 @@ What stays unknown, and why (the record does not determine the work):
   max_seqlen_k, ...)``: varlen/paged attention; FLOPs are sum_i Lq_i * Lk_i over requests, and
   the lengths are the *values* of cu_seqlens_q / kv_indptr, which Kineto does not record (only
   their maxima are Concrete Inputs). The page-index count bounds sum_i Lk_i only from above.
-- ``symm_mem::*all_reduce*`` ops are collectives: `analysis.cost_comm.collective_kind` names them.
+- ``symm_mem::*all_reduce*`` ops are collectives: `analysis.cost.comm.collective_kind` names them.
 
 `LEGACY_ATEN` covers ATen ops seen in legacy (2021, no Concrete Inputs) traces whose record is
 enough; ops whose record lacks a size that a related record holds are costed by
-`analysis.cost_joins`.
+`analysis.cost.joins`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
-from analysis.cost_base import Cost, _Args, _cost, _numel, _Unknown
+from analysis.cost.base import Cost, _Args, _cost, _numel, _Unknown
 
 # ---------------------------------------------------------------------------- norms
 
