@@ -157,11 +157,11 @@ def test_causal_pairs():
     assert causal_pairs(2, 6) == 1 + 2                             # top-left: row i sees i+1 keys
     assert causal_pairs(2, 6, bottom_right=True) == 5 + 6          # row i sees i+1+(Lk-Lq) keys
     assert causal_pairs(6, 2, bottom_right=True) == 0 + 0 + 0 + 0 + 1 + 2
-    from analysis.cost.compute import _pairs_closed
+    from analysis.cost.compute import pairs_closed
     for lq in (1, 3, 7, 16):
         for lk in (1, 2, 7, 20):
             for br in (False, True):
-                assert _pairs_closed(lq, lk, lk - lq if br else 0) == causal_pairs(lq, lk, br)
+                assert pairs_closed(lq, lk, lk - lq if br else 0) == causal_pairs(lq, lk, br)
 
 
 def test_elementwise_broadcast_and_dtypes():

@@ -1,6 +1,6 @@
 """Cost model basics: the `Cost` value, dtype tables and the recorded-argument accessor.
 
-Shared by the formula modules (`cost_compute`, `cost_memory`); the entry points and the
+Shared by the formula modules (`compute`, `memory`, `custom`, `joins`); the entry points and the
 conventions are in `analysis.cost`.
 """
 
@@ -31,9 +31,15 @@ class Cost:
     def bytes(self) -> float:
         return self.bytes_read + self.bytes_written
 
+    @classmethod
+    def of(cls, flops, read, written, family, dtype, effective=None) -> Cost:
+        """A cost from a formula's numbers (any numeric type); `effective` defaults to `flops`."""
+        return cls(float(flops), float(flops if effective is None else effective), float(read),
+                   float(written), family, dtype)
+
 
 # Kineto "Input type" -> (normalised dtype, bytes per element).
-_DTYPES: dict[str, tuple[str, int]] = {
+DTYPES: dict[str, tuple[str, int]] = {
     "float": ("fp32", 4), "double": ("fp64", 8), "c10::Half": ("fp16", 2),
     "c10::BFloat16": ("bf16", 2), "long int": ("int64", 8), "int": ("int32", 4),
     "short int": ("int16", 2), "signed char": ("int8", 1), "unsigned char": ("int8", 1),
@@ -42,9 +48,9 @@ _DTYPES: dict[str, tuple[str, int]] = {
     "c10::Float8_e4m3fnuz": ("fp8", 1), "c10::Float8_e5m2fnuz": ("fp8", 1),
 }
 # Normalised names accepted too (for list_dtype and callers that already normalised).
-_DTYPES.update({v[0]: v for v in list(_DTYPES.values())})
+DTYPES.update({v[0]: v for v in list(DTYPES.values())})
 # c10::ScalarType enum values, as recorded in Concrete Inputs for a `dtype` argument.
-_SCALAR_TYPES = {0: "unsigned char", 1: "signed char", 2: "short int", 3: "int", 4: "long int",
+SCALAR_TYPES = {0: "unsigned char", 1: "signed char", 2: "short int", 3: "int", 4: "long int",
                  5: "c10::Half", 6: "float", 7: "double", 11: "bool", 12: "c10::qint8",
                  13: "c10::quint8", 14: "c10::qint32", 15: "c10::BFloat16",
                  23: "c10::Float8_e5m2", 24: "c10::Float8_e4m3fn", 25: "c10::Float8_e5m2fnuz",
@@ -55,11 +61,11 @@ _NOT_TENSOR = {"", "Scalar", "ScalarList", "TensorList", "GenericList", "None", 
                "MemoryFormat", "Generator", "Storage", "Stream", "Tuple", "Dict", "Object"}
 
 
-class _Unknown(Exception):
+class Unknown(Exception):
     """Raised inside a formula when the record lacks what the formula needs."""
 
 
-def _parse(text: Any) -> Any:
+def parse_concrete(text: Any) -> Any:
     """One Concrete Inputs string -> int, float, bool, list or str; None when empty."""
     if text is None or text == "":
         return None
@@ -82,11 +88,11 @@ def _parse(text: Any) -> Any:
         return text                        # a string argument, e.g. padding='same'
 
 
-def _numel(shape: list[int]) -> int:
+def numel(shape: list[int]) -> int:
     return math.prod(shape)
 
 
-class _Args:
+class Args:
     """The recorded arguments of one op, with typed accessors that raise _Unknown."""
 
     def __init__(self, shapes, dtypes, concrete, list_dtype):
@@ -101,64 +107,59 @@ class _Args:
 
     def shape(self, i: int) -> list[int]:
         if not self.is_tensor(i):
-            raise _Unknown
+            raise Unknown
         return list(self.shapes[i])
 
     def size(self, i: int) -> int:
         """Bytes per element of tensor argument i."""
-        if not self.is_tensor(i) or self.dtypes[i] not in _DTYPES:
-            raise _Unknown
-        return _DTYPES[self.dtypes[i]][1]
+        if not self.is_tensor(i) or self.dtypes[i] not in DTYPES:
+            raise Unknown
+        return DTYPES[self.dtypes[i]][1]
 
     def dtype(self, i: int) -> str:
-        if not self.is_tensor(i) or self.dtypes[i] not in _DTYPES:
-            raise _Unknown
-        return _DTYPES[self.dtypes[i]][0]
+        if not self.is_tensor(i) or self.dtypes[i] not in DTYPES:
+            raise Unknown
+        return DTYPES[self.dtypes[i]][0]
 
     def nbytes(self, i: int) -> int:
         """Bytes of tensor argument i; 0 when it is absent (None, an optional bias)."""
         if not self.is_tensor(i):
             return 0
-        return _numel(self.shape(i)) * self.size(i)
+        return numel(self.shape(i)) * self.size(i)
 
     def tensors(self) -> list[int]:
         return [i for i in range(len(self.shapes)) if self.is_tensor(i)]
 
-    def value(self, i: int, default: Any = _Unknown) -> Any:
+    def value(self, i: int, default: Any = Unknown) -> Any:
         """Concrete value of argument i; `default` when unrecorded (raises without one)."""
         v = None
         if self.concrete is not None and i < len(self.concrete):
-            v = _parse(self.concrete[i])
+            v = parse_concrete(self.concrete[i])
         if v is None:
-            if default is _Unknown:
-                raise _Unknown
+            if default is Unknown:
+                raise Unknown
             return default
         return v
 
     def tensor_list(self, i: int) -> list[list[int]]:
         """Shapes of a TensorList argument ([] when the list is empty)."""
         if i >= len(self.shapes) or i >= len(self.dtypes) or self.dtypes[i] != "TensorList":
-            raise _Unknown
+            raise Unknown
         s = self.shapes[i]
         return [list(x) for x in s] if s and isinstance(s[0], list) else []
 
     def list_size(self) -> int:
-        if self.list_dtype not in _DTYPES:
-            raise _Unknown
-        return _DTYPES[self.list_dtype][1]
+        if self.list_dtype not in DTYPES:
+            raise Unknown
+        return DTYPES[self.list_dtype][1]
 
 
-def _cost(flops, read, written, family, dtype, effective=None) -> Cost:
-    return Cost(float(flops), float(flops if effective is None else effective), float(read),
-                float(written), family, dtype)
-
-
-def _broadcast(*shapes: list[int]) -> list[int]:
+def broadcast(*shapes: list[int]) -> list[int]:
     nd = max((len(s) for s in shapes), default=0)
     out = []
     for d in range(nd):
         dims = {s[len(s) - nd + d] for s in shapes if len(s) - nd + d >= 0} - {1}
         if len(dims) > 1:
-            raise _Unknown
+            raise Unknown
         out.append(dims.pop() if dims else 1)
     return out

@@ -21,14 +21,14 @@ import numpy as np
 import pandas as pd
 
 from analysis.cost.ops import COST_COLUMNS
-from analysis.cost.memory import _NORMS, _REDUCTIONS
+from analysis.cost.memory import NORM_OPS, REDUCTION_OPS
 
 #: The fusion-map columns this module reads (collectors/torch_compile/fusion_map.py KERNEL_COLUMNS).
 FUSION_COLUMNS = ("runtime_name", "kind", "flops", "bytes_read", "bytes_written", "dtype", "family")
 _GENERATED = ("cpp", "triton")
 # ops whose presence makes a fused kernel a reduction (the post-grad graph decomposes softmax
 # and norms into amax/sum/var_mean, but keep the whole names too)
-_REDUCING = set(_REDUCTIONS) | set(_NORMS) | {"_softmax", "_log_softmax", "softmax", "log_softmax"}
+_REDUCING = set(REDUCTION_OPS) | set(NORM_OPS) | {"_softmax", "_log_softmax", "softmax", "log_softmax"}
 
 
 def kernel_family(fusion_family: str, kernel: str, aten_ops: object) -> str:
