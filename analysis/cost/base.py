@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import orjson
 
@@ -18,7 +18,14 @@ FAMILIES = ("gemm", "attention", "conv", "norm", "elementwise", "reduction", "so
 
 @dataclass(frozen=True)
 class Cost:
-    """FLOPs and bytes of one op. ``flops_effective`` applies causal masks (attention)."""
+    """FLOPs and bytes of one op (or of several, summed). ``flops_effective`` applies causal
+    masks (attention).
+
+    A value that adds, like tinygrad's `Estimates`: ``a + b`` is the cost of doing both (FLOPs
+    and bytes add; family and dtype are those of the term with more effective FLOPs, the one
+    whose peak bounds the compute floor; ties keep the left), ``c * k`` the cost of doing it k
+    times, and ``Cost.ZERO`` is the empty sum (``sum(costs, Cost.ZERO)``).
+    """
 
     flops: float
     flops_effective: float
@@ -26,6 +33,7 @@ class Cost:
     bytes_written: float
     family: str
     dtype: str
+    ZERO: ClassVar[Cost]
 
     @property
     def bytes(self) -> float:
@@ -36,6 +44,30 @@ class Cost:
         """A cost from a formula's numbers (any numeric type); `effective` defaults to `flops`."""
         return cls(float(flops), float(flops if effective is None else effective), float(read),
                    float(written), family, dtype)
+
+    def __add__(self, other: Cost) -> Cost:
+        if not isinstance(other, Cost):
+            return NotImplemented
+        if other is Cost.ZERO:
+            return self
+        if self is Cost.ZERO:
+            return other
+        lead = other if other.flops_effective > self.flops_effective else self
+        return Cost(self.flops + other.flops, self.flops_effective + other.flops_effective,
+                    self.bytes_read + other.bytes_read, self.bytes_written + other.bytes_written,
+                    lead.family, lead.dtype)
+
+    def __mul__(self, k: float) -> Cost:
+        if isinstance(k, bool) or not isinstance(k, (int, float)):
+            return NotImplemented
+        return Cost(self.flops * k, self.flops_effective * k, self.bytes_read * k, self.bytes_written * k,
+                    self.family, self.dtype)
+
+    __rmul__ = __mul__
+
+
+#: The empty sum: adding it changes nothing (family and dtype included).
+Cost.ZERO = Cost(0.0, 0.0, 0.0, 0.0, "other", "unknown")
 
 
 # Kineto "Input type" -> (normalised dtype, bytes per element).

@@ -16,10 +16,12 @@ analysis.cost already costs from their recorded shapes: left alone here.
 from __future__ import annotations
 
 import math
+from dataclasses import astuple
 
 import numpy as np
 import pandas as pd
 
+from analysis.cost.base import Cost
 from analysis.cost.ops import COST_COLUMNS
 from analysis.cost.memory import NORM_OPS, REDUCTION_OPS
 
@@ -76,10 +78,10 @@ def kernel_costs(units: pd.DataFrame, fusion: pd.DataFrame) -> pd.DataFrame:
         # each call the same code on the same shapes: per call = per run / sites
         sites = pd.to_numeric(pd.Series([r.get("sites")]), errors="coerce").iloc[0]
         per = float(sites) if np.isfinite(sites) and sites >= 1 else 1.0
-        flops, read, written = (float(r[c]) / per for c in ("flops", "bytes_read", "bytes_written"))
         family = kernel_family(str(r["family"]), str(r.get("kernel", r["runtime_name"])), r.get("aten_ops"))
         dtype = r["dtype"] if isinstance(r["dtype"], str) and r["dtype"] else "unknown"
-        cost = (flops, flops, read, written, family, dtype)
+        per_run = Cost.of(r["flops"], r["bytes_read"], r["bytes_written"], family, dtype)
+        cost = astuple(per_run * (1 / per))
         if key in table and not _same(table[key], cost):
             ambiguous.add(key)
         table.setdefault(key, cost)
