@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
-from analysis.roofline import groups
+from profiler.api import op_groups as groups
 from profiler.model.hardware import HardwareSpec, normalize_dtype
 
 if TYPE_CHECKING:

@@ -179,8 +179,8 @@ def diff(
     json: Annotated[bool, typer.Option("--json", help="Write the changes as JSON (schema perf.diff, version 1).")] = False,
 ) -> None:
     """Compare two traces: ops and kernels matched by name and input shapes; count, time, bound changes."""
-    from analysis.diff import diff as diff_tables
-    from analysis.diff import op_times
+    from profiler.api import diff as diff_tables
+    from profiler.api import op_times
     from profiler.api import analyze as run_analysis
     from profiler.api import load_trace
 
@@ -211,7 +211,7 @@ def export(
     analysis: Annotated[bool, typer.Option(help="Attach the analysis (bound, efficiency, FLOPs, bytes) to the slices.")] = True,
 ) -> None:
     """Write a trace for ui.perfetto.dev: tracks per rank, device and stream/thread, the analysis on every slice, counters and launch flows."""
-    from collectors.perfetto import write_chrome_json, write_perfetto
+    from profiler.api import write_chrome_json, write_perfetto
     from profiler.api import analyze as run_analysis
     from profiler.api import load_trace
 
@@ -245,8 +245,9 @@ def gate(
 ) -> None:
     """CI gate: exit 1 when NEW is slower than BASE by more than --max-regression AND beyond the noise
     (a 95% bootstrap interval over iterations), for the total or any op holding 5% of the time (smaller ones are mostly noise)."""
-    from analysis.gate import compare, samples
-    from analysis.units import units
+    from profiler.api import gate_compare as compare
+    from profiler.api import gate_samples as samples
+    from profiler.api import units
     from profiler.api import load_trace
 
     sides = []
@@ -305,7 +306,7 @@ def profile(
         _compare_compile(model, input or [], dtype, steps, backward, hardware, json)
         return
     with one_line_errors(script or Path(model or "profile")):
-        from collectors.torch_runtime import run_model, run_script
+        from profiler.api import run_model, run_script
 
         if script and str(script).startswith("-"):  # ignore_unknown_options let a typo through as the script
             raise InputError(None, f"no such option: {script} (see perf profile --help; the script's own options go after it)")
@@ -340,8 +341,8 @@ def _compare_compile(model: str | None, inputs: list[str], dtype: str | None, st
             raise InputError(None, "--compare-compile goes with --model MODULE:FACTORY")
         import torch
 
-        from collectors.torch_compile.compare import compare_compile
-        from collectors.torch_runtime.run_model import prepare
+        from profiler.api import compare_compile
+        from profiler.api import prepare_model as prepare
 
         module, xs = prepare(model, inputs, dtype or "fp32", backward)
         grad = torch.enable_grad() if backward else torch.no_grad()
