@@ -12,6 +12,9 @@ from typing import Any, ClassVar
 
 import orjson
 
+from profiler.model.dtypes import ELEMENT_BYTES, KINETO
+from profiler.model.dtypes import SCALAR_TYPES as SCALAR_TYPES  # re-exported to the formulas
+
 FAMILIES = ("gemm", "attention", "conv", "norm", "elementwise", "reduction", "softmax",
             "quant/cast", "copy", "embedding", "optimizer", "collective", "other")
 
@@ -70,23 +73,10 @@ class Cost:
 Cost.ZERO = Cost(0.0, 0.0, 0.0, 0.0, "other", "unknown")
 
 
-# Kineto "Input type" -> (normalised dtype, bytes per element).
-DTYPES: dict[str, tuple[str, int]] = {
-    "float": ("fp32", 4), "double": ("fp64", 8), "c10::Half": ("fp16", 2),
-    "c10::BFloat16": ("bf16", 2), "long int": ("int64", 8), "int": ("int32", 4),
-    "short int": ("int16", 2), "signed char": ("int8", 1), "unsigned char": ("int8", 1),
-    "bool": ("bool", 1), "c10::qint8": ("int8", 1), "c10::quint8": ("int8", 1),
-    "c10::qint32": ("int32", 4), "c10::Float8_e4m3fn": ("fp8", 1), "c10::Float8_e5m2": ("fp8", 1),
-    "c10::Float8_e4m3fnuz": ("fp8", 1), "c10::Float8_e5m2fnuz": ("fp8", 1),
-}
-# Normalised names accepted too (for list_dtype and callers that already normalised).
-DTYPES.update({v[0]: v for v in list(DTYPES.values())})
-# c10::ScalarType enum values, as recorded in Concrete Inputs for a `dtype` argument.
-SCALAR_TYPES = {0: "unsigned char", 1: "signed char", 2: "short int", 3: "int", 4: "long int",
-                 5: "c10::Half", 6: "float", 7: "double", 11: "bool", 12: "c10::qint8",
-                 13: "c10::quint8", 14: "c10::qint32", 15: "c10::BFloat16",
-                 23: "c10::Float8_e5m2", 24: "c10::Float8_e4m3fn", 25: "c10::Float8_e5m2fnuz",
-                 26: "c10::Float8_e4m3fnuz"}
+# Kineto "Input type" -> (normalised dtype, bytes per element), and our names too (for
+# list_dtype and callers that already normalised): the model's one dtype table.
+DTYPES: dict[str, tuple[str, int]] = {k: (v, ELEMENT_BYTES[v]) for k, v in KINETO.items()}
+DTYPES.update({n: (n, b) for n, b in ELEMENT_BYTES.items()})
 # Argument kinds that are not tensors (older Kineto writes 'Int', 'Bool', 'GenericList', ...).
 _NOT_TENSOR = {"", "Scalar", "ScalarList", "TensorList", "GenericList", "None", "Int", "Bool",
                "Double", "Float", "Long", "String", "Device", "Layout", "ScalarType",

@@ -36,6 +36,8 @@ import numpy as np
 import orjson
 import pandas as pd
 
+from profiler.model.dtypes import element_bytes
+
 #: collective names as recorded -> our names
 _ALIASES = {
     "allreduce": "all_reduce", "all_reduce": "all_reduce", "allreduce_coalesced": "all_reduce",
@@ -47,12 +49,6 @@ _ALIASES = {
     "broadcast": "broadcast", "reduce": "reduce", "gather": "gather", "scatter": "scatter",
     "send": "send_recv", "recv": "send_recv", "isend": "send_recv", "irecv": "send_recv", "sendrecv": "send_recv",
     "barrier": "barrier",
-}
-#: element sizes of the dtype names collectives record ('Float', 'BFloat16') and ops record ('float')
-_ELEM = {
-    "float": 4, "float32": 4, "double": 8, "float64": 8, "half": 2, "float16": 2, "c10::half": 2,
-    "bfloat16": 2, "c10::bfloat16": 2, "int": 4, "int32": 4, "long": 8, "long int": 8, "int64": 8,
-    "byte": 1, "char": 1, "int8": 1, "uint8": 1, "bool": 1, "float8_e4m3fn": 1, "float8_e5m2": 1,
 }
 _DTYPE = {4: "fp32", 8: "fp64", 2: "bf16", 1: "int8"}
 #: collective custom ops recorded by name, whose first argument is the message (the input):
@@ -137,7 +133,7 @@ def comm_table(units: pd.DataFrame, world_size: dict[int, int]) -> pd.DataFrame:
 def _message(r, world_size: dict[int, int]) -> tuple[int | None, int | None, int | None, int | None]:
     """(element size, input elements, output elements, group size) of one unit, None when unknown."""
     if r.msg_in_nelems >= 0:  # recorded by record_param_comms / NCCL kernels
-        elem = _ELEM.get(str(r.msg_dtype).lower())
+        elem = element_bytes(r.msg_dtype)
         group = int(r.group_size) if r.group_size > 0 else world_size.get(int(r.rank))
         return elem, int(r.msg_in_nelems), int(r.msg_out_nelems) if r.msg_out_nelems >= 0 else None, group
     try:  # a gloo region: its first input's shape and dtype
@@ -147,7 +143,7 @@ def _message(r, world_size: dict[int, int]) -> tuple[int | None, int | None, int
     if not shapes or not isinstance(shapes[0], list) or not dtypes:
         return None, None, None, None
     first = shapes[0][0] if shapes[0] and isinstance(shapes[0][0], list) else shapes[0]
-    return _ELEM.get(str(dtypes[0]).lower()), math.prod(first), None, world_size.get(int(r.rank))
+    return element_bytes(dtypes[0]), math.prod(first), None, world_size.get(int(r.rank))
 
 
 def apply_comm(costs: pd.DataFrame, comm: pd.DataFrame, names: pd.Series) -> pd.DataFrame:
