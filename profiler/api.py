@@ -347,6 +347,8 @@ FACADE: dict[str, tuple[str, str]] = {
     "run_model": ("collectors.torch_runtime", "run_model"),     # perf profile --model (torch)
     "run_script": ("collectors.torch_runtime", "run_script"),   # perf profile SCRIPT (torch)
     "prepare_model": ("collectors.torch_runtime.run_model", "prepare"),
+    "OUTPUT_TABLES": ("analysis.columns", "OUTPUT_TABLES"),      # every Analysis table's columns
+    "output_tables_markdown": ("analysis.columns", "markdown"),  # their reference (docs/json-schema.md)
 }
 
 

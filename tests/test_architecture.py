@@ -25,7 +25,7 @@ MODEL = {"profiler.model"}
 API = {"profiler.api"}
 #: The top floor's own modules: the CLI, its text and JSON output, perf calibrate.
 TOP = {"profiler.cli", "profiler.render", "profiler.render_insight", "profiler.render_roofline", "profiler.report",
-       "profiler.calibrate"}
+       "profiler.calibrate", "profiler.docs"}
 #: Still imported by the CLI from the compiler collector, until the compiler report's rendering
 #: and its JSON join the top floor's renderers (issue 11, "one home for output"). Shrink only.
 CLI_PENDING = {"collectors.torch_compile.render", "collectors.torch_compile.report"}
