@@ -1,4 +1,4 @@
-"""Floors, bound and efficiency of each unit of work (DESIGN.md, "How time is classified").
+"""Floors, bound and efficiency of each unit of work (docs/architecture.md, "How time is classified").
 
 For a unit with `flops` (effective: causal masks applied) and `bytes` from the cost model, on a
 device whose ceilings are a HardwareSpec:

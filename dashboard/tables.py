@@ -17,7 +17,7 @@ from profiler.model.hardware import HardwareSpec, normalize_dtype
 if TYPE_CHECKING:
     from profiler.api import Analysis
 
-#: The wall-time equation's parts, in the order they stack (DESIGN.md, "Time attribution").
+#: The wall-time equation's parts, in the order they stack (docs/architecture.md, "Time attribution").
 EQUATION_PARTS = ["compute_ns", "memory_ns", "communication_ns", "runtime_ns", "unknown_ns",
                   "idle_host_ns", "idle_sync_ns", "idle_other_ns"]
 

@@ -35,3 +35,24 @@ def test_every_analysis_table_has_its_declared_columns(folder):
         assert list(df.columns) == columns(table), table
         seen += 1
     assert seen >= 10  # most tables are filled on these traces: the check is not vacuous
+
+
+def test_cited_documents_are_in_the_repository():
+    """Code cites docs/architecture.md (not a DESIGN.md outside the repository), and every section
+    it names there exists as a heading or a bold paragraph title."""
+    import re
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    arch = (root / "docs" / "architecture.md").read_text(encoding="utf-8")
+    titles = set(re.findall(r"^#+ (.+)$", arch, re.MULTILINE)) | set(re.findall(r"\*\*(.+?)\*\*", arch))
+    cited = 0
+    for path in [*root.glob("*/**/*.py"), *root.glob("docs/*.md"), root / "README.md"]:
+        if ".venv" in path.parts or "tests" in path.parts:
+            continue
+        text = path.read_text(encoding="utf-8")
+        assert "DESIGN.md" not in text, path
+        for section in re.findall(r"docs/architecture\.md,? \"([^\"]+)\"", text):
+            cited += 1
+            assert any(section.lower().rstrip(".") in t.lower() for t in titles), (path, section)
+    assert cited >= 4

@@ -1,6 +1,6 @@
 """Cost of collectives: message bytes and the bytes each rank moves over its link.
 
-A collective's data movement is communication, never also memory (DESIGN.md). For a message of
+A collective's data movement is communication, never also memory (docs/architecture.md). For a message of
 S bytes over a group of n ranks, the bytes one rank sends with the ring algorithms NCCL and gloo
 use (NCCL's "bus bandwidth" conventions, nccl-tests/doc/PERFORMANCE.md):
 

@@ -42,7 +42,7 @@ class Kind(StrEnum):
 
 
 class Bound(StrEnum):
-    """What limits a unit of work: its largest floor (DESIGN.md, "How time is classified")."""
+    """What limits a unit of work: its largest floor (docs/architecture.md, "How time is classified")."""
 
     COMPUTE = "compute"
     MEMORY = "memory"
