@@ -11,13 +11,18 @@ from typing import Any
 from dash import html
 
 from profiler.model.errors import InputError
-from profiler.model import units
 from profiler.model.redact import redact_text
 
 
 def fmt_ns(ns: float | None) -> str:
-    """A duration: '812 ns', '3.25 µs', '14.1 ms', '2.04 s' (profiler.model.units.fmt_ns)."""
-    return units.fmt_ns(ns, micro="µs", missing="–")
+    """A duration: '812 ns', '3.25 µs', '14.1 ms', '2.04 s'."""
+    if ns is None or (isinstance(ns, float) and not math.isfinite(ns)):
+        return "–"
+    v = float(ns)
+    for unit, scale in (("s", 1e9), ("ms", 1e6), ("µs", 1e3)):
+        if abs(v) >= scale:
+            return f"{v / scale:.3g} {unit}"
+    return f"{v:.0f} ns"
 
 
 def fmt_si(v: float | None, unit: str = "") -> str:

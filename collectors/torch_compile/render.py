@@ -12,11 +12,22 @@ from rich.table import Table
 from collectors.torch_compile.compare import CompareResult
 from collectors.torch_compile.report import CompileReport
 from profiler.model.redact import redact_text
-from profiler.model.units import fmt_ns
 
 
 def _t(s: object) -> str:
     return escape(redact_text(str(s)))
+
+
+def fmt_ns(ns: float) -> str:
+    """812 ns, 3.40 us, 12.1 ms, 1.73 s; '-' when unknown."""
+    if ns is None or (isinstance(ns, float) and math.isnan(ns)):
+        return "-"
+    ns = float(ns)
+    for unit, scale in (("s", 1e9), ("ms", 1e6), ("us", 1e3)):
+        if abs(ns) >= scale:
+            v = ns / scale
+            return f"{v:.3g} {unit}" if abs(v) < 100 else f"{v:.0f} {unit}"
+    return f"{ns:.0f} ns"
 
 
 def render_report(r: CompileReport) -> RenderableType:

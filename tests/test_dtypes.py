@@ -1,30 +1,9 @@
-"""One duration formatter (profiler.model.units.fmt_ns) behind the dashboard's and the compiler report's."""
+"""One dtype table (profiler.model.dtypes) behind every reader of dtype names."""
 
 from __future__ import annotations
 
-import math
-
 import pytest
 
-from profiler.model.units import fmt_ns
-
-
-@pytest.mark.parametrize(("ns", "want"), [
-    (812, "812 ns"), (3_400, "3.4 us"), (12_100_000, "12.1 ms"), (1.73e9, "1.73 s"),
-    (123_456_000, "123 ms"),   # 123.456 ms: whole from 100 up
-    (1.234e12, "1234 s"),      # not '1.23e+03 s'
-    (-5_000, "-5 us"), (None, "-"), (math.nan, "-"), (math.inf, "-"),
-])
-def test_fmt_ns(ns, want):
-    assert fmt_ns(ns) == want
-
-
-def test_the_dashboard_and_compiler_report_use_it():
-    from collectors.torch_compile import render
-    from dashboard.components import fmt_ns as page_ns
-
-    assert render.fmt_ns is fmt_ns
-    assert page_ns(3_250) == "3.25 µs" and page_ns(None) == "–" and page_ns(1.234e12) == "1234 s"
 
 
 @pytest.mark.parametrize(("spelling", "name", "size"), [
