@@ -179,7 +179,7 @@ def _roofline(trace: Trace, base: Analysis, hardware: str | None, dtype: str | N
     classified = classify(u, costs, spec_for)
     unit_bound = pd.Series(classified["bound"].to_numpy(), index=classified["unit_id"].to_numpy())
     equation = attribute(trace, unit_bound)
-    names = {f"rank{r}/{d}": (spec_for(int(r), str(d)).name if spec_for(int(r), str(d)) else "")
+    names = {f"rank{r}/{d}": getattr(spec_for(int(r), str(d)), "name", "")
              for r, d in trace.devices[["rank", "device"]].itertuples(index=False)}
     top = base.top_ops
     if len(top):

@@ -256,15 +256,15 @@ def cost_table(events: pd.DataFrame, list_dtype: str | None = None,
                                            "unknown", "unknown"))
     per = list(zip(*rows)) if rows else [()] * len(COST_COLUMNS)
     out = {}
-    for c, vals in zip(COST_COLUMNS, per):
-        num = c in COST_COLUMNS[:4]
+    for col, vals in zip(COST_COLUMNS, per):
+        num = col in COST_COLUMNS[:4]
         arr = np.asarray(vals, dtype=np.float64 if num else object)
-        out[c] = pd.Series(arr[codes], index=events.index, dtype=np.float64 if num else object)
+        out[col] = pd.Series(arr[codes], index=events.index, dtype=np.float64 if num else object)
     table = pd.DataFrame(out, index=events.index)
     if tree is None and {"id", "parent_id"} <= set(events.columns):
         tree = events
     if tree is not None and len(events):
         joined = joined_costs(events, tree, flows)
-        for c in COST_COLUMNS if len(joined) else ():
-            table.loc[joined.index, c] = joined[c].to_numpy()
+        for col in COST_COLUMNS if len(joined) else ():
+            table.loc[joined.index, col] = joined[col].to_numpy()
     return table

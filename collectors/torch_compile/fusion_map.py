@@ -169,7 +169,7 @@ def _runtime_names(code: str) -> dict[str, tuple[str, str]]:
 
 
 def _row(c: _Compile, kernel: str, post: list[str], pre: list[str], ops: list[str], sites: list[list[str]], *,
-         extern: set[str] = frozenset()) -> list:
+         extern: set[str] | frozenset[str] = frozenset()) -> list:
     g = c.graph
     if kernel.startswith("extern_kernels."):
         runtime, kind = "aten::" + kernel.split(".", 1)[1], "extern"
@@ -183,8 +183,8 @@ def _row(c: _Compile, kernel: str, post: list[str], pre: list[str], ops: list[st
     if post:
         # one run = every call site; a generated kernel lays out (copies) the inputs of the nodes
         # an extern kernel computes, it does not compute them
-        costs = [_cost(g, s or post, () if kind == "extern" else extern) for s in (sites or [post])]
-        flops, read, written = (float(sum(x[i] for x in costs)) for i in range(3))
+        costs = [_cost(g, s or post, frozenset() if kind == "extern" else extern) for s in (sites or [post])]
+        flops, read, written = (float(sum(float(x[i]) for x in costs)) for i in range(3))
         dtype = costs[0][3]
     else:
         flops, read, written, dtype = math.nan, math.nan, math.nan, "unknown"
@@ -256,10 +256,10 @@ def _node_flops(g: Graph, name: str) -> float:
     if base.startswith(_ATTENTION) and "backward" not in base and len(ins) >= 3:
         # q (B, H, Sq, D), k (B, H, Sk, D), v (B, H, Sk, Dv): Q K^T and P V are two matmuls,
         # 2*B*H*Sq*Sk*D each (analysis/cost/compute.py counts the same, causal or not)
-        q, k = ins[0], ins[1]
-        if len(q.shape) < 2 or len(k.shape) < 2 or not isinstance(k.shape[-2], int):
+        query, key = ins[0], ins[1]
+        if len(query.shape) < 2 or len(key.shape) < 2 or not isinstance(key.shape[-2], int):
             return math.nan
-        return 4.0 * q.numel * k.shape[-2]
+        return 4.0 * query.numel * key.shape[-2]
     if base in _REDUCTIONS:
         return ins[0].numel if ins else math.nan
     if out is not None:
