@@ -45,8 +45,11 @@ _REGION = ("## Call CompiledFxGraph", "CompiledFunction", "Torch-Compiled Region
 
 def _ancestors(ev: pd.DataFrame) -> tuple[dict[int, int], dict[int, str], dict[int, str]]:
     ids = ev["id"].to_numpy().tolist()
-    return (dict(zip(ids, ev["parent_id"].to_numpy().tolist())), dict(zip(ids, ev["kind"].astype(str).tolist())),
-            dict(zip(ids, ev["name"].astype(str).tolist())))
+    return (
+        dict(zip(ids, ev["parent_id"].to_numpy().tolist())),
+        dict(zip(ids, ev["kind"].astype(str).tolist())),
+        dict(zip(ids, ev["name"].astype(str).tolist())),
+    )
 
 
 def _top_op(i: int, parent: dict[int, int], kind: dict[int, str]) -> int:
@@ -82,7 +85,9 @@ def _op_times(trace: Trace, ops: list[int]) -> dict[int, float]:
 DynamoGraphs = Sequence[tuple[str, Sequence[tuple[str, str]]]]
 
 
-def eager_matches(graphs: DynamoGraphs, eager: Trace) -> tuple[dict[tuple[str, str], tuple[str, float, list[int]]], tuple[str, ...]]:
+def eager_matches(
+    graphs: DynamoGraphs, eager: Trace
+) -> tuple[dict[tuple[str, str], tuple[str, float, list[int]]], tuple[str, ...]]:
     """(compile_id, Dynamo node) -> (eager op name, total ns over all steps, event ids), and the
     Dynamo nodes that matched no eager op in any step ('compile_id:node (base)')."""
     ev = eager.events
@@ -123,7 +128,9 @@ def kernel_times(compiled: Trace, fusion: pd.DataFrame) -> dict[str, tuple[float
     has_device = bool(ev["kind"].isin(list(work_kinds)).any())
     host: list[int] = []
     device_total: dict[str, list[float]] = defaultdict(list)
-    for i, nm, k, d in zip(hits["id"].tolist(), hits["name"].astype(str).tolist(), hits["kind"].astype(str).tolist(), hits["dur"].tolist()):
+    for i, nm, k, d in zip(
+        hits["id"].tolist(), hits["name"].astype(str).tolist(), hits["kind"].astype(str).tolist(), hits["dur"].tolist()
+    ):
         if k in work_kinds:  # a Triton kernel: the device event itself
             device_total[nm].append(float(d))
         elif nm not in extern or _in_region(i, parent, name):
@@ -147,8 +154,18 @@ def _in_region(i: int, parent: dict[int, int], name: dict[int, str]) -> bool:
     return False
 
 
-FUSION_TIME_COLUMNS = ["device", "calls", "runs", "time_ns", "per_run_ns", "t_compute_ns", "t_memory_ns", "t_runtime_ns",
-                       "bound", "efficiency"]
+FUSION_TIME_COLUMNS = [
+    "device",
+    "calls",
+    "runs",
+    "time_ns",
+    "per_run_ns",
+    "t_compute_ns",
+    "t_memory_ns",
+    "t_runtime_ns",
+    "bound",
+    "efficiency",
+]
 KERNEL_FLOOR_COLUMNS = ["t_compute_ns", "t_memory_ns", "t_runtime_ns", "floor_ns", "bound", "efficiency"]
 SpecFor = Callable[[int, str], HardwareSpec | None]
 
@@ -163,13 +180,24 @@ def kernel_floors(kernels: pd.DataFrame, spec_for: SpecFor) -> pd.DataFrame:
     floor_ns (ns, one call), bound ('compute', 'memory', 'runtime'; 'unknown' without a cost or
     a spec), efficiency (floor_ns / time_ns). `spec_for(rank, device)` is asked with rank 0.
     """
-    units = pd.DataFrame({"rank": 0, "device": kernels["device"].astype(str).to_numpy(),
-                          "time_ns": pd.to_numeric(kernels["time_ns"], errors="coerce").to_numpy(dtype=np.float64)})
+    units = pd.DataFrame(
+        {
+            "rank": 0,
+            "device": kernels["device"].astype(str).to_numpy(),
+            "time_ns": pd.to_numeric(kernels["time_ns"], errors="coerce").to_numpy(dtype=np.float64),
+        }
+    )
     flops = pd.to_numeric(kernels["flops"], errors="coerce").to_numpy(dtype=np.float64)
-    costs = pd.DataFrame({"flops": flops, "flops_effective": flops,
-                          "bytes_read": pd.to_numeric(kernels["bytes_read"], errors="coerce").to_numpy(dtype=np.float64),
-                          "bytes_written": pd.to_numeric(kernels["bytes_written"], errors="coerce").to_numpy(dtype=np.float64),
-                          "family": kernels["family"].astype(object).to_numpy(), "dtype": kernels["dtype"].astype(object).to_numpy()})
+    costs = pd.DataFrame(
+        {
+            "flops": flops,
+            "flops_effective": flops,
+            "bytes_read": pd.to_numeric(kernels["bytes_read"], errors="coerce").to_numpy(dtype=np.float64),
+            "bytes_written": pd.to_numeric(kernels["bytes_written"], errors="coerce").to_numpy(dtype=np.float64),
+            "family": kernels["family"].astype(object).to_numpy(),
+            "dtype": kernels["dtype"].astype(object).to_numpy(),
+        }
+    )
     c = classify(units, costs, spec_for)
     out = c[KERNEL_FLOOR_COLUMNS].copy()
     out.index = kernels.index
@@ -177,9 +205,18 @@ def kernel_floors(kernels: pd.DataFrame, spec_for: SpecFor) -> pd.DataFrame:
 
 
 def _kernel_family(rows: pd.DataFrame) -> pd.Series:
-    return pd.Series([kernel_family(str(f), str(k), ops) for f, k, ops in
-                      zip(rows["family"], rows["kernel"] if "kernel" in rows else rows["runtime_name"],
-                          rows["aten_ops"] if "aten_ops" in rows else [()] * len(rows))], index=rows.index, dtype=object)
+    return pd.Series(
+        [
+            kernel_family(str(f), str(k), ops)
+            for f, k, ops in zip(
+                rows["family"],
+                rows["kernel"] if "kernel" in rows else rows["runtime_name"],
+                rows["aten_ops"] if "aten_ops" in rows else [()] * len(rows),
+            )
+        ],
+        index=rows.index,
+        dtype=object,
+    )
 
 
 def fusion_times(fusion: pd.DataFrame, trace: Trace, spec_for: SpecFor) -> pd.DataFrame:
@@ -210,7 +247,9 @@ def fusion_times(fusion: pd.DataFrame, trace: Trace, spec_for: SpecFor) -> pd.Da
         return out.reindex(columns=[*fusion.columns, *FUSION_TIME_COLUMNS])
     times = kernel_times(trace, fusion)
     ev = trace.events
-    gpus = sorted({str(d) for d in ev.loc[ev["kind"].isin([k.value for k in DEVICE_WORK_KINDS]), "device"].unique()} - {"cpu"})
+    gpus = sorted(
+        {str(d) for d in ev.loc[ev["kind"].isin([k.value for k in DEVICE_WORK_KINDS]), "device"].unique()} - {"cpu"}
+    )
     rows = []
     for k in fusion.itertuples(index=False):
         device = "cpu" if k.kind == "cpp" or not gpus else gpus[0]
@@ -220,8 +259,15 @@ def fusion_times(fusion: pd.DataFrame, trace: Trace, spec_for: SpecFor) -> pd.Da
         per_run = total / runs if calls else np.nan
         rows.append([device, calls, runs, total if calls else np.nan, per_run, per_run_calls])
     extra = pd.DataFrame(rows, columns=[*FUSION_TIME_COLUMNS[:5], "per_run_calls"], index=out.index)
-    per_call = pd.DataFrame({"device": extra["device"], "time_ns": extra["per_run_ns"] / extra["per_run_calls"],
-                             "family": _kernel_family(fusion), "dtype": fusion["dtype"]}, index=out.index)
+    per_call = pd.DataFrame(
+        {
+            "device": extra["device"],
+            "time_ns": extra["per_run_ns"] / extra["per_run_calls"],
+            "family": _kernel_family(fusion),
+            "dtype": fusion["dtype"],
+        },
+        index=out.index,
+    )
     for c in ("flops", "bytes_read", "bytes_written"):
         per_call[c] = pd.to_numeric(fusion[c], errors="coerce") / extra["per_run_calls"]
     floors = kernel_floors(per_call, spec_for)
@@ -239,13 +285,34 @@ def _sites(k) -> int:
     return max(len(k.nodes), 1) if k.kind == "extern" else 1
 
 
-GROUP_COLUMNS = ["kernel", "runtime_name", "kind", "aten_ops", "sources", "code", "eager_ops", "eager_ns", "compiled_ns",
-                 "saving_ns", "speedup", "calls", "flops", "bytes", "t_compute_ns", "t_memory_ns", "t_runtime_ns",
-                 "bound", "efficiency", "estimate", "eager_event_ids"]
+GROUP_COLUMNS = [
+    "kernel",
+    "runtime_name",
+    "kind",
+    "aten_ops",
+    "sources",
+    "code",
+    "eager_ops",
+    "eager_ns",
+    "compiled_ns",
+    "saving_ns",
+    "speedup",
+    "calls",
+    "flops",
+    "bytes",
+    "t_compute_ns",
+    "t_memory_ns",
+    "t_runtime_ns",
+    "bound",
+    "efficiency",
+    "estimate",
+    "eager_event_ids",
+]
 
 
-def fusion_groups(fusion: pd.DataFrame, graphs: DynamoGraphs, eager: Trace, compiled: Trace, steps: int,
-                  spec_for: SpecFor) -> tuple[pd.DataFrame, tuple[str, ...]]:
+def fusion_groups(
+    fusion: pd.DataFrame, graphs: DynamoGraphs, eager: Trace, compiled: Trace, steps: int, spec_for: SpecFor
+) -> tuple[pd.DataFrame, tuple[str, ...]]:
     """Eager against compiled, one row per kernel of `fusion` (the fusion map), and the Dynamo
     nodes that matched no eager op. Times per step (totals over `steps`), ns:
 
@@ -262,8 +329,15 @@ def fusion_groups(fusion: pd.DataFrame, graphs: DynamoGraphs, eager: Trace, comp
         return pd.DataFrame(columns=GROUP_COLUMNS), ()
     per_node, unmatched = eager_matches(graphs, eager)  # (compile_id, dynamo node) -> (name, ns, event ids)
     times = kernel_times(compiled, fusion)  # runtime_name -> (total ns, calls)
-    gpus = sorted({str(d) for d in compiled.events.loc[compiled.events["kind"].isin([k.value for k in DEVICE_WORK_KINDS]),
-                                                       "device"].unique()} - {"cpu"})
+    gpus = sorted(
+        {
+            str(d)
+            for d in compiled.events.loc[
+                compiled.events["kind"].isin([k.value for k in DEVICE_WORK_KINDS]), "device"
+            ].unique()
+        }
+        - {"cpu"}
+    )
     rows: list[list[Any]] = []
     for cid, kernels in fusion.groupby("compile_id", sort=False):
         # how many post-grad nodes of each Dynamo node landed in any kernel: the share's denominator
@@ -282,16 +356,41 @@ def fusion_groups(fusion: pd.DataFrame, graphs: DynamoGraphs, eager: Trace, comp
             t, calls = times.get(k.runtime_name, (math.nan, 0))
             before, after, per_step_calls = eager_ns / steps if names else math.nan, t / steps, calls / steps
             sites = _sites(k)
-            rows.append([k.kernel, k.runtime_name, k.kind, " + ".join(k.aten_ops), ", ".join(k.sources), k.code,
-                         ", ".join(dict.fromkeys(names)), before, after, before - after, before / after if after else math.nan,
-                         per_step_calls, k.flops / sites, (k.bytes_read + k.bytes_written) / sites,
-                         math.nan, math.nan, math.nan, "unknown", math.nan, estimate, tuple(ids),
-                         "cpu" if k.kind == "cpp" or not gpus else gpus[0], k.bytes_read / sites, k.bytes_written / sites,
-                         k.dtype, kernel_family(str(k.family), str(k.kernel), k.aten_ops)])
+            rows.append(
+                [
+                    k.kernel,
+                    k.runtime_name,
+                    k.kind,
+                    " + ".join(k.aten_ops),
+                    ", ".join(k.sources),
+                    k.code,
+                    ", ".join(dict.fromkeys(names)),
+                    before,
+                    after,
+                    before - after,
+                    before / after if after else math.nan,
+                    per_step_calls,
+                    k.flops / sites,
+                    (k.bytes_read + k.bytes_written) / sites,
+                    math.nan,
+                    math.nan,
+                    math.nan,
+                    "unknown",
+                    math.nan,
+                    estimate,
+                    tuple(ids),
+                    "cpu" if k.kind == "cpp" or not gpus else gpus[0],
+                    k.bytes_read / sites,
+                    k.bytes_written / sites,
+                    k.dtype,
+                    kernel_family(str(k.family), str(k.kernel), k.aten_ops),
+                ]
+            )
     extra = ["device", "bytes_read", "bytes_written", "dtype", "family"]
     g = pd.DataFrame(rows, columns=[*GROUP_COLUMNS, *extra])
     per_call = g[["device", "flops", "bytes_read", "bytes_written", "dtype", "family"]].assign(
-        time_ns=g["compiled_ns"] / g["calls"].where(g["calls"] > 0))
+        time_ns=g["compiled_ns"] / g["calls"].where(g["calls"] > 0)
+    )
     floors = kernel_floors(per_call, spec_for)
     for c in ("t_compute_ns", "t_memory_ns", "t_runtime_ns", "bound", "efficiency"):
         g[c] = floors[c]

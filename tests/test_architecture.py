@@ -62,7 +62,11 @@ def forbidden(path: Path, rules: set[str]) -> list[str]:
         # `from profiler.model.schema import Kind` is recorded as profiler.model.schema and
         # profiler.model.schema.Kind; `from profiler import __version__` as profiler and profiler.__version__
         parent = m.rsplit(".", 1)[0]
-        if m in ("profiler", "profiler.__version__") or allowed(m, rules) or (parent != "profiler" and allowed(parent, rules)):
+        if (
+            m in ("profiler", "profiler.__version__")
+            or allowed(m, rules)
+            or (parent != "profiler" and allowed(parent, rules))
+        ):
             continue
         out.append(m)
     return out
@@ -86,8 +90,12 @@ def test_model_imports_nothing_of_ours():
 def test_cli_and_output_call_the_facade_only():
     """The top floor (profiler/ outside the model and the facade: the CLI, its renderers and
     report, calibrate, the docs generator) imports the facade, the model and its own modules."""
-    top = [p for p in sorted((ROOT / "profiler").rglob("*.py"))
-           if "model" not in p.relative_to(ROOT / "profiler").parts and p.name not in ("api.py", "__init__.py", "__main__.py")]
+    top = [
+        p
+        for p in sorted((ROOT / "profiler").rglob("*.py"))
+        if "model" not in p.relative_to(ROOT / "profiler").parts
+        and p.name not in ("api.py", "__init__.py", "__main__.py")
+    ]
     assert any(p.name == "cli.py" for p in top)
     bad = violations(top, {"profiler"} | CLI_PENDING | DASHBOARD_ENTRY)
     assert not bad, "\n".join(bad)
@@ -95,7 +103,9 @@ def test_cli_and_output_call_the_facade_only():
 
 def test_package_init_imports_only_the_model():
     tree = ast.parse((ROOT / "profiler" / "__init__.py").read_text())
-    top_level = {n.module for n in tree.body if isinstance(n, ast.ImportFrom) and n.module and n.module.split(".")[0] in OURS}
+    top_level = {
+        n.module for n in tree.body if isinstance(n, ast.ImportFrom) and n.module and n.module.split(".")[0] in OURS
+    }
     assert all(allowed(m, MODEL) for m in top_level), top_level
 
 
@@ -103,13 +113,16 @@ def test_the_rules_catch_what_they_forbid(tmp_path):
     """Each rule of the issue fails on a file that breaks it: the model importing anything of
     ours, analysis importing collectors, the dashboard or the CLI, collectors importing analysis,
     and the dashboard or the CLI reaching past the facade."""
-    cases = [("from profiler.api import analyze", MODEL), ("import analysis.units", MODEL),
-             ("from collectors.kineto import load_kineto", ALLOWED["analysis"]),
-             ("from dashboard.app import build_app", ALLOWED["analysis"]),
-             ("from profiler.cli import main", ALLOWED["analysis"]),
-             ("from analysis.cost import op_cost", ALLOWED["collectors"]),
-             ("from analysis.roofline import classify", ALLOWED["dashboard"]),
-             ("from collectors.perfetto import write_perfetto", {"profiler"} | CLI_PENDING | DASHBOARD_ENTRY)]
+    cases = [
+        ("from profiler.api import analyze", MODEL),
+        ("import analysis.units", MODEL),
+        ("from collectors.kineto import load_kineto", ALLOWED["analysis"]),
+        ("from dashboard.app import build_app", ALLOWED["analysis"]),
+        ("from profiler.cli import main", ALLOWED["analysis"]),
+        ("from analysis.cost import op_cost", ALLOWED["collectors"]),
+        ("from analysis.roofline import classify", ALLOWED["dashboard"]),
+        ("from collectors.perfetto import write_perfetto", {"profiler"} | CLI_PENDING | DASHBOARD_ENTRY),
+    ]
     for i, (line, rules) in enumerate(cases):
         f = tmp_path / f"case{i}.py"
         f.write_text(f"def f():\n    {line}\n")

@@ -5,14 +5,24 @@ from __future__ import annotations
 import pytest
 
 
-
-@pytest.mark.parametrize(("spelling", "name", "size"), [
-    ("c10::BFloat16", "bf16", 2), ("float", "fp32", 4), ("long int", "int64", 8),   # Kineto 'Input type'
-    ("torch.float16", "fp16", 2), ("bfloat16", "bf16", 2),                          # torch
-    ("BFloat16", "bf16", 2), ("Float", "fp32", 4), ("Byte", "int8", 1),             # collective records
-    ("f32", "fp32", 4), ("i64", "int64", 8), ("b8", "bool", 1),                     # FX graphs
-    ("float8_e4m3fn", "fp8", 1), ("no-such-type", None, None),
-])
+@pytest.mark.parametrize(
+    ("spelling", "name", "size"),
+    [
+        ("c10::BFloat16", "bf16", 2),
+        ("float", "fp32", 4),
+        ("long int", "int64", 8),  # Kineto 'Input type'
+        ("torch.float16", "fp16", 2),
+        ("bfloat16", "bf16", 2),  # torch
+        ("BFloat16", "bf16", 2),
+        ("Float", "fp32", 4),
+        ("Byte", "int8", 1),  # collective records
+        ("f32", "fp32", 4),
+        ("i64", "int64", 8),
+        ("b8", "bool", 1),  # FX graphs
+        ("float8_e4m3fn", "fp8", 1),
+        ("no-such-type", None, None),
+    ],
+)
 def test_one_dtype_table(spelling, name, size):
     from profiler.model.dtypes import dtype_name, element_bytes
 

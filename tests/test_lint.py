@@ -23,16 +23,27 @@ def _tool(name: str) -> list[str]:
 
 
 def test_ruff_clean_but_line_length():
-    r = subprocess.run([*_tool("ruff"), "check", "--ignore", "E501", "--output-format", "concise", "."],
-                       cwd=ROOT, capture_output=True, text=True)
+    r = subprocess.run(
+        [*_tool("ruff"), "check", "--ignore", "E501", "--output-format", "concise", "."],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
     assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-2000:]
 
 
-@pytest.mark.xfail(strict=True, reason="lines past 120 characters are wrapped once the concurrent branches are merged "
-                                       "(ruff check --select E501 lists them); then remove this mark")
+@pytest.mark.xfail(
+    strict=True,
+    reason="lines past 120 characters are wrapped once the concurrent branches are merged "
+    "(ruff check --select E501 lists them); then remove this mark",
+)
 def test_ruff_line_length():
-    r = subprocess.run([*_tool("ruff"), "check", "--select", "E501", "--output-format", "concise", "."],
-                       cwd=ROOT, capture_output=True, text=True)
+    r = subprocess.run(
+        [*_tool("ruff"), "check", "--select", "E501", "--output-format", "concise", "."],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
     assert r.returncode == 0, f"{r.stdout.count('E501')} lines too long\n" + r.stdout[-3000:]
 
 
