@@ -39,7 +39,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from analysis.cost_base import _Args, _Unknown
+from analysis.cost.base import Args, Unknown
 from analysis.llm_steps import loads_json
 from analysis.roofline import MATRIX_FAMILIES
 from profiler.model.hardware import HardwareSpec
@@ -113,14 +113,14 @@ def _input_bytes(shapes: object, dtypes: object, name: str = "") -> tuple[float,
     s, d = loads_json(shapes), loads_json(dtypes)
     if not isinstance(s, list) or not isinstance(d, list):
         return ()
-    a = _Args(s, d, None, None)
+    a = Args(s, d, None, None)
     out = []
     for i in a.tensors():
         if i == 0 and name.split("::")[-1] in _OVERWRITES_FIRST:
             continue
         try:
             out.append(float(a.nbytes(i)))
-        except (_Unknown, TypeError):
+        except (Unknown, TypeError):
             continue
     return tuple(out)
 

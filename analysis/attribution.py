@@ -1,4 +1,4 @@
-"""Where every nanosecond of a device's time goes (DESIGN.md, "Time attribution").
+"""Where every nanosecond of a device's time goes (docs/architecture.md, "Time attribution").
 
 Busy time is split among the work running at each instant in equal shares, and each share goes
 to the bound of the share's unit. With k(t) the number of work intervals running at t, an

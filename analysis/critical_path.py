@@ -7,7 +7,7 @@ Nodes and edges: analysis/critical_path_graph.py.
 Weights and the longest path. A node's credited work starts at cs = its start, except a piece
 blocked inside its own interval (a synchronize call, a synchronous copy) by what it waits for,
 ending at b > start: cs = min(b, end), and [start, cs) is waiting, not work. Labels (python
-frames, record_function and ProfilerStep annotations) are not work (DESIGN.md): cs = end, so
+frames, record_function and ProfilerStep annotations) are not work (docs/architecture.md): cs = end, so
 their self time never lengthens the path (a blocked backward() call sits under such labels).
 With R(u) the path's time frontier at u (the latest end along its chosen chain), the DP over a
 topological order (Kahn's; O(nodes + edges), edges O(n) but per-stream sync and per-thread

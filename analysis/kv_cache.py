@@ -23,7 +23,7 @@ import math
 import numpy as np
 import pandas as pd
 
-from analysis.cost_base import _DTYPES
+from analysis.cost.base import DTYPES
 from analysis.llm_steps import KV_WRITE, annotated_steps, assign_windows, has_ancestor_in, loads_json, name_mask, shape_steps
 from profiler.model.schema import Kind
 from profiler.model.trace import Trace
@@ -107,7 +107,7 @@ def _kv_sizes(shapes: object, dtypes: object) -> dict | None:
         return None
     if k[0] == 0 or k[0] != v[0]:
         return None
-    esize = [_DTYPES.get(d, (None, None))[1] if isinstance(d, str) else None for d in dtypes[2:4]]
+    esize = [DTYPES.get(d, (None, None))[1] if isinstance(d, str) else None for d in dtypes[2:4]]
     if None in esize:
         return None
     ek, evv = math.prod(k) // k[0], math.prod(v) // v[0]  # elements per token of one layer

@@ -41,7 +41,7 @@ import numpy as np
 import orjson
 import pandas as pd
 
-from analysis.cost_base import _DTYPES
+from analysis.cost.base import DTYPES
 from analysis.intervals import grouped_union_length
 from profiler.model.schema import DEVICE_WORK_KINDS, Kind
 from profiler.model.trace import Trace
@@ -200,7 +200,7 @@ def _attention_shape(ev: pd.DataFrame, row: int) -> tuple[int, int, int, int] | 
             and all(isinstance(s, list) and len(s) == 4 for s in shapes[:3])):
         return None
     q, k, v = shapes[:3]
-    size = [(_DTYPES.get(d, (None, None))[1] if isinstance(d, str) else None) for d in (dtypes or [])[:3]]
+    size = [(DTYPES.get(d, (None, None))[1] if isinstance(d, str) else None) for d in (dtypes or [])[:3]]
     kv_bytes = math.prod(k) * size[1] + math.prod(v) * size[2] if len(size) == 3 and None not in size[1:] else math.nan
     return q[0], q[axis], k[axis], kv_bytes
 

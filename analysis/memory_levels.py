@@ -31,10 +31,9 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from profiler.model.dtypes import ELEMENT_BYTES
 from profiler.model.hardware import HardwareSpec
 
-#: Bytes per element of the normalised dtypes the cost model reports.
-ELEMENT_BYTES = {"fp64": 8, "fp32": 4, "tf32": 4, "bf16": 2, "fp16": 2, "fp8": 1, "int8": 1, "int32": 4, "int64": 8}
 
 
 def level_bytes(u: pd.DataFrame, spec: HardwareSpec) -> np.ndarray:

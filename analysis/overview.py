@@ -31,7 +31,7 @@ class Overview:
 def overview(trace: Trace) -> Overview:
     ev = trace.events
     ranks_meta = trace.metadata.get("ranks", {})
-    first = next(iter(ranks_meta.values()), {})
+    first: dict = next(iter(ranks_meta.values()), {})
     schema = first.get("schemaVersion")
     framework = "PyTorch profiler (Kineto)" + (f", schema {schema}" if schema is not None else "")
     runtime = _runtime(first)

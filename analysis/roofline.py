@@ -1,4 +1,4 @@
-"""Floors, bound and efficiency of each unit of work (DESIGN.md, "How time is classified").
+"""Floors, bound and efficiency of each unit of work (docs/architecture.md, "How time is classified").
 
 For a unit with `flops` (effective: causal masks applied) and `bytes` from the cost model, on a
 device whose ceilings are a HardwareSpec:
@@ -7,7 +7,7 @@ device whose ceilings are a HardwareSpec:
                                                  vector for everything else
     t_memory  = max over memory levels of bytes_level / bandwidth_level   (analysis.memory_levels:
                  compulsory bytes at every level; GEMMs add the I/O lower bound of the inner levels)
-    t_comm    = latency + steps * hop latency + algorithm bytes / bandwidth (analysis.cost_comm; first link)
+    t_comm    = latency + steps * hop latency + algorithm bytes / bandwidth (analysis.cost.comm; first link)
     t_runtime = spec.min_op_time                 one op's minimum time on that device
 
 bound = the largest floor (ties: compute, memory, communication, runtime, in that order);

@@ -5,7 +5,7 @@ in the order they are tested:
 
 - 'replayed from a CUDA/HIP graph': device work a graph launch ran; the ops that recorded its
   shapes ran at capture time, which the trace does not hold;
-- a custom op whose record does not determine its work (analysis.cost_custom.UNDERIVABLE: vLLM's
+- a custom op whose record does not determine its work (analysis.cost.custom.UNDERIVABLE: vLLM's
   moe_forward reads its expert weights from the layer by name, so their shapes, dtype (MXFP4,
   FP8 ...) and the routing are not recorded; paged / varlen attention's lengths are data), and
   other MoE ops by name;
@@ -57,7 +57,7 @@ def unknown_summary(trace: Trace, classified: pd.DataFrame, top: int = 10) -> tu
 
 def _reason(r) -> str:
     from analysis.cost import _handler
-    from analysis.cost_custom import UNDERIVABLE
+    from analysis.cost.custom import UNDERIVABLE
 
     name = str(r.name)
     if r.graph:

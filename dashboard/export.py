@@ -1,7 +1,7 @@
 """Export a loaded trace for Perfetto (ui.perfetto.dev).
 
 The native protobuf writer lives in collectors/perfetto, which the dashboard may not import
-(DESIGN.md: dashboard imports profiler and analysis). When the facade offers it
+(docs/architecture.md: the dashboard imports the facade and the model). When the facade offers it
 (`profiler.api.perfetto_bytes(trace, units)`), the export uses it; otherwise it writes
 Chrome trace-event JSON, which Perfetto and chrome://tracing open as well.
 """

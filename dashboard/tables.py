@@ -11,14 +11,14 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
-from analysis.roofline import groups
+from profiler.api import op_groups as groups
 from profiler.model.demangle import demangle_many
 from profiler.model.hardware import HardwareSpec, normalize_dtype
 
 if TYPE_CHECKING:
     from profiler.api import Analysis
 
-#: The wall-time equation's parts, in the order they stack (DESIGN.md, "Time attribution").
+#: The wall-time equation's parts, in the order they stack (docs/architecture.md, "Time attribution").
 EQUATION_PARTS = ["compute_ns", "memory_ns", "communication_ns", "runtime_ns", "unknown_ns",
                   "idle_host_ns", "idle_sync_ns", "idle_other_ns"]
 

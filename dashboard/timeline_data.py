@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from analysis.intervals import runs
+from profiler.api import interval_runs as runs
 from profiler.model.trace import Trace
 
 #: Kinds drawn on the timeline: device work, host ops, collectives and runtime calls.

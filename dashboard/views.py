@@ -4,13 +4,10 @@ from __future__ import annotations
 
 import pandas as pd
 
-from analysis.roofline import classify
-from analysis.units import UNIT_COLUMNS
-from analysis.whatif import project
 from dashboard import tables
 from dashboard.store import TraceStore, check_hardware
 from dashboard.timeline_data import TimelineIndex, build_index
-from profiler.api import is_whatif, spec_resolver
+from profiler.api import refloor
 
 
 def units_for(store: TraceStore, tid: str, hardware: str | None) -> pd.DataFrame:
@@ -18,23 +15,16 @@ def units_for(store: TraceStore, tid: str, hardware: str | None) -> pd.DataFrame
     `hardware` (a preset) or on its matched spec (None), cached.
 
     A what-if re-floors the matched analysis' units: units and costs do not depend on the
-    hardware, so `classify(units, costs, spec_resolver(trace, hardware))` -- the call
-    `profiler.api.analyze(hardware=...)` makes -- gives the same table without re-running the
-    cost model. The matched table serves as `costs`: it holds every cost column classify read
-    (family, dtype, flops, bytes, algo_bytes, ...) under the same names, rows aligned
-    (tests/test_dashboard_figures.py checks the two tables agree). The roofline and ops pages
+    hardware, so `profiler.api.refloor(units, trace, hardware)` (classify, the call
+    `profiler.api.analyze(hardware=...)` makes) gives the same table without re-running the
+    cost model (tests/test_dashboard_figures.py checks the two tables agree). The roofline and ops pages
     switch hardware this way; the overview runs the full analysis.
     """
     hw = check_hardware(hardware)
     base = store.analysis(tid).units
     if hw is None or base.empty:
         return base if hw is None else store.analysis(tid, hw).units
-    def refloor() -> pd.DataFrame:
-        target = classify(base[UNIT_COLUMNS], base, spec_resolver(store.trace(tid), hw))
-        # other hardware than the trace's: projected times, no efficiency (analysis.whatif, as analyze does)
-        return project(base, target) if is_whatif(store.trace(tid), hw) else target
-
-    return store.view(tid, hw, "units", refloor)
+    return store.view(tid, hw, "units", lambda: refloor(base, store.trace(tid), hw))
 
 
 def ops_for(store: TraceStore, tid: str, hardware: str | None) -> pd.DataFrame:

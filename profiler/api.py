@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -87,6 +87,7 @@ def spec_resolver(trace: Trace, hardware: str | None = None) -> Callable[[int, s
     cpu_only = not (trace.devices["device"] != "cpu").any()
     matched: dict[tuple[int, str], HardwareSpec | None] = {}
     for d in trace.devices.itertuples(index=False):
+        spec: HardwareSpec | None
         if d.device == "cpu":
             spec = override if (override and cpu_only) else load_spec(DEFAULT_CPU_SPEC)
         else:
@@ -207,8 +208,8 @@ def _roofline(trace: Trace, base: Analysis, hardware: str | None, dtype: str | N
     from analysis.advice import advise
     from analysis.attribution import attribute
     from analysis.cost import cost_table
-    from analysis.cost_comm import apply_comm, comm_groups, comm_table, unit_work_names
-    from analysis.cost_kernels import with_kernel_costs
+    from analysis.cost.comm import apply_comm, comm_groups, comm_table, unit_work_names
+    from analysis.cost.kernels import with_kernel_costs
     from analysis.precision import with_tf32
     from analysis.roofline import MATRIX_FAMILIES, by, classify, drop_carried_costs, groups, iterations, utilization
     from analysis.timeline import communication_overlap, launch_delays, streams
@@ -388,10 +389,10 @@ def compile_tables(source, *, trace: Trace | None = None, hardware: str | None =
     order); phase_summary: the same per compile_id; compiles, graph_breaks, recompiles, caches:
     collectors.torch_compile.breaks; fusion: collectors.torch_compile.fusion_map, plus, when a
     trace with runtime events is there, each kernel's calls, time_ns, per_call_ns, floors, bound
-    and efficiency (collectors.torch_compile.match.fusion_times; floors on `hardware` or the
+    and efficiency (analysis.fusion.fusion_times; floors on `hardware` or the
     matched spec). Every table is empty when the source holds no compiler data.
     """
-    from collectors.torch_compile.match import fusion_times
+    from analysis.fusion import fusion_times
     from collectors.torch_compile.phases import phase_summary
 
     if isinstance(source, Trace):
@@ -409,3 +410,79 @@ def compile_tables(source, *, trace: Trace | None = None, hardware: str | None =
         fusion = fusion_times(fusion, trace, spec_resolver(trace, hardware))
     return {"phases": overall, "phase_summary": report.phase_summary, "compiles": report.compiles,
             "graph_breaks": report.graph_breaks, "recompiles": report.recompiles, "caches": report.caches, "fusion": fusion}
+
+
+def compare_compile(factory_or_module, inputs, steps: int = 3, *, warmup: int = 2, hardware: str | HardwareSpec | None = None,
+                    backward: bool = False, workdir: str | Path | None = None):  # -> CompareResult
+    """Eager vs compiled, per fused kernel: the compiler collector runs `factory_or_module` on
+    `inputs` both ways (collectors.torch_compile.compare.compare_compile, which documents the
+    arguments), and analysis joins each kernel to the eager ops it replaced and floors it
+    (analysis.fusion.fusion_groups on the run's HardwareSpec). Needs torch."""
+    from analysis.fusion import fusion_groups
+    from collectors.torch_compile.compare import compare_compile as run_both
+
+    res = run_both(factory_or_module, inputs, steps, warmup=warmup, hardware=hardware, backward=backward, workdir=workdir)
+    if res.compiled is None or res.eager is None:
+        from analysis.fusion import GROUP_COLUMNS
+
+        return replace(res, groups=pd.DataFrame(columns=GROUP_COLUMNS))
+    spec = res.spec
+    groups, unmatched = fusion_groups(res.compile.fusion, res.graphs, res.eager, res.compiled, steps, lambda rank, device: spec)
+    return replace(res, groups=groups, unmatched=unmatched)
+
+
+def refloor(units: pd.DataFrame, trace: Trace, hardware: str | None) -> pd.DataFrame:
+    """Classified `units` (Analysis.units) floored again on `hardware` (a preset or YAML; None:
+    each device's matched spec), without re-running the cost model: units and costs do not
+    depend on the hardware, and the classified table holds every cost column classify reads
+    (analysis.roofline.classify on `spec_resolver(trace, hardware)`; the columns it lists)."""
+    from analysis.roofline import classify
+    from analysis.units import UNIT_COLUMNS
+    from analysis.whatif import project
+
+    target = classify(units[UNIT_COLUMNS], units, spec_resolver(trace, hardware))
+    # other hardware than the trace's: projected times, no efficiency (analysis.whatif, as analyze does)
+    return project(units, target) if is_whatif(trace, hardware) else target
+
+
+#: What the CLI and the dashboard call of the floors below, beyond the functions above: they
+#: import this facade and the model only (tests/test_architecture.py). name -> (module, name
+#: there); each is imported on first use (PEP 562), so `perf --help` loads none of them.
+#: The docstring of each is its home's.
+FACADE: dict[str, tuple[str, str]] = {
+    "units": ("analysis.units", "units"),                       # one row per unit of work
+    "op_groups": ("analysis.roofline", "groups"),               # classified units per (name, shapes)
+    "op_times": ("analysis.diff", "op_times"),                  # per (kind, name, shapes) from the top tables
+    "diff": ("analysis.diff", "diff"),                          # op_times A against B, changes only
+    "setup": ("analysis.diff", "setup"),                        # one trace's setup: hardware, ranks, dtypes...
+    "compare_setup": ("analysis.diff", "compare_setup"),        # two setups side by side, like-for-like or not
+    "gate_samples": ("analysis.gate", "samples"),               # per (trace, step) and op name
+    "gate_compare": ("analysis.gate", "compare"),               # the regression verdicts
+    "step_walls": ("analysis.gate", "step_walls"),              # wall-clock time per step of one trace
+    "GATE_MIN_RUNS": ("analysis.gate", "MIN_RUNS"),             # runs a side for a statistical verdict
+    "interval_runs": ("analysis.intervals", "runs"),            # the union of intervals as disjoint runs
+    "llm_phases": ("analysis.llm", "llm_phases"),               # one row per serving step
+    "llm_summary": ("analysis.llm", "llm_summary"),             # per (rank, phase)
+    "memory_summary": ("analysis.memory", "memory_summary"),    # allocator peak per device
+    "memory_timeline": ("analysis.memory", "memory_timeline"),  # allocator samples, down-sampled
+    "kv_cache_footprint": ("analysis.memory", "kv_cache_footprint"),
+    "write_perfetto": ("collectors.perfetto", "write_perfetto"),
+    "write_chrome_json": ("collectors.perfetto", "write_chrome_json"),
+    "run_model": ("collectors.torch_runtime", "run_model"),     # perf profile --model (torch)
+    "run_script": ("collectors.torch_runtime", "run_script"),   # perf profile SCRIPT (torch)
+    "prepare_model": ("collectors.torch_runtime.run_model", "prepare"),
+    "OUTPUT_TABLES": ("analysis.columns", "OUTPUT_TABLES"),      # every Analysis table's columns
+    "output_tables_markdown": ("analysis.columns", "markdown"),  # their reference (docs/json-schema.md)
+}
+
+
+def __getattr__(name: str):
+    """The FACADE names, imported from their home on first use."""
+    home = FACADE.get(name)
+    if home is None:
+        raise AttributeError(f"module 'profiler.api' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(home[0]), home[1])
+    globals()[name] = value
+    return value

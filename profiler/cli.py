@@ -196,12 +196,10 @@ def diff(
     """Compare two traces: first what differs in the setup (hardware, ranks, dtypes, versions, shapes; a
     comparison across hardware or rank counts is labelled not like-for-like), then ops and kernels
     matched by name and input shapes; count, time, bound changes."""
-    from analysis.diff import diff as diff_tables
-    from analysis.diff import op_times
+    from profiler.api import diff as diff_tables
+    from profiler.api import op_times
     from profiler.api import analyze as run_analysis
-    from profiler.api import load_trace
-
-    from analysis.diff import compare_setup, setup
+    from profiler.api import compare_setup, load_trace, setup
 
     sides, setups = [], []
     for path in (base, new):
@@ -238,7 +236,7 @@ def export(
     analysis: Annotated[bool, typer.Option(help="Attach the analysis (bound, efficiency, FLOPs, bytes) to the slices.")] = True,
 ) -> None:
     """Write a trace for ui.perfetto.dev: tracks per rank, device and stream/thread, the analysis on every slice, counters and launch flows."""
-    from collectors.perfetto import write_chrome_json, write_perfetto
+    from profiler.api import write_chrome_json, write_perfetto
     from profiler.api import analyze as run_analysis
     from profiler.api import load_trace
 
@@ -293,8 +291,10 @@ def gate(
     CPU op) time, or for any op holding 5% of it. With 3+ runs a side, slower by more than
     --max-regression AND beyond the noise (a 95% bootstrap interval); with fewer, the change cannot
     be separated from noise and is compared with --tolerance."""
-    from analysis.gate import MIN_RUNS, compare, samples, step_walls
-    from analysis.units import units
+    from profiler.api import GATE_MIN_RUNS as MIN_RUNS
+    from profiler.api import gate_compare as compare
+    from profiler.api import gate_samples as samples
+    from profiler.api import step_walls, units
     from profiler.api import load_trace
 
     positional = list(base_new or [])
@@ -368,7 +368,7 @@ def profile(
         _compare_compile(model, input or [], dtype, steps, backward, hardware, json)
         return
     with one_line_errors(script or Path(model or "profile")):
-        from collectors.torch_runtime import run_model, run_script
+        from profiler.api import run_model, run_script
 
         if script and str(script).startswith("-"):  # ignore_unknown_options let a typo through as the script
             raise InputError(None, f"no such option: {script} (see perf profile --help; the script's own options go after it)")
@@ -405,8 +405,8 @@ def _compare_compile(model: str | None, inputs: list[str], dtype: str | None, st
             raise InputError(None, "--compare-compile goes with --model MODULE:FACTORY")
         import torch
 
-        from collectors.torch_compile.compare import compare_compile
-        from collectors.torch_runtime.run_model import prepare
+        from profiler.api import compare_compile
+        from profiler.api import prepare_model as prepare
 
         module, xs = prepare(model, inputs, dtype or "fp32", backward)
         grad = torch.enable_grad() if backward else torch.no_grad()

@@ -192,7 +192,7 @@ class Breaks(torch.nn.Module):
 
 
 def test_a_graph_break_gives_a_message_and_both_graphs():
-    from collectors.torch_compile.compare import compare_compile
+    from profiler.api import compare_compile
 
     with torch.no_grad():
         res = compare_compile(Breaks(), torch.randn(256), steps=2, warmup=1)
@@ -207,7 +207,7 @@ def test_a_graph_break_gives_a_message_and_both_graphs():
 def test_a_model_that_fails_to_compile_keeps_the_eager_side():
     import torch._inductor.config as ic
 
-    from collectors.torch_compile.compare import compare_compile
+    from profiler.api import compare_compile
 
     with torch.no_grad(), ic.patch({"cpp.cxx": (None, str(ROOT / "no-such-compiler"))}):
         res = compare_compile(lambda: torch.nn.Sequential(torch.nn.ReLU()), torch.randn(64), steps=1, warmup=1)

@@ -202,7 +202,7 @@ def test_post_grad_graph_keeps_tuple_returning_nodes():
 def test_kernel_costs_divide_a_reused_kernel_by_its_sites():
     import pandas as pd
 
-    from analysis.cost_kernels import kernel_costs
+    from analysis.cost.kernels import kernel_costs
 
     fusion = pd.DataFrame([{"kernel": "cpp_fused_mul_silu_2", "runtime_name": "graph_0_cpp_fused_mul_silu_2", "kind": "cpp",
                             "aten_ops": ("aten::mul",), "flops": 56320.0, "bytes_read": 90112.0, "bytes_written": 45056.0,

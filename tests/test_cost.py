@@ -1,4 +1,4 @@
-"""The cost model (analysis/cost.py): hand arithmetic, and FlopCounterMode on real profiler runs."""
+"""The cost model (analysis/cost/ops.py): hand arithmetic, and FlopCounterMode on real profiler runs."""
 
 from __future__ import annotations
 
@@ -157,11 +157,11 @@ def test_causal_pairs():
     assert causal_pairs(2, 6) == 1 + 2                             # top-left: row i sees i+1 keys
     assert causal_pairs(2, 6, bottom_right=True) == 5 + 6          # row i sees i+1+(Lk-Lq) keys
     assert causal_pairs(6, 2, bottom_right=True) == 0 + 0 + 0 + 0 + 1 + 2
-    from analysis.cost_compute import _pairs_closed
+    from analysis.cost.compute import pairs_closed
     for lq in (1, 3, 7, 16):
         for lk in (1, 2, 7, 20):
             for br in (False, True):
-                assert _pairs_closed(lq, lk, lk - lq if br else 0) == causal_pairs(lq, lk, br)
+                assert pairs_closed(lq, lk, lk - lq if br else 0) == causal_pairs(lq, lk, br)
 
 
 def test_elementwise_broadcast_and_dtypes():
@@ -515,3 +515,19 @@ def test_conv_configs_match_flop_counter_and_output_shape(data):
                  "Scalar"], conc)
     assert c.flops == fc.get_total_flops()
     assert c.bytes_written == y.numel() * 4
+
+
+def test_costs_add_as_values():
+    """A cost is a value that adds (tinygrad's Estimates): the sum of a GEMM and the elementwise
+    op after it is one fused kernel's work; family and dtype follow the larger FLOPs."""
+    from analysis.cost import Cost
+
+    # mm [64,128] @ [128,32] fp32: 2*64*128*32 = 524,288 FLOPs; reads (64*128 + 128*32)*4 =
+    # 49,152 B, writes 64*32*4 = 8,192 B. relu over its output: 2,048 FLOPs, 8,192 B each way.
+    mm = op_cost("aten::mm", [[64, 128], [128, 32]], ["float", "float"])
+    relu = op_cost("aten::relu", [[64, 32]], ["float"])
+    both = mm + relu
+    assert (both.flops, both.bytes_read, both.bytes_written) == (526_336.0, 57_344.0, 16_384.0)
+    assert (both.family, both.dtype) == ("gemm", "fp32") == ((relu + mm).family, (relu + mm).dtype)
+    assert sum([mm, relu], Cost.ZERO) == both and mm + Cost.ZERO == mm == Cost.ZERO + mm
+    assert (3 * relu).flops == 6_144.0 and (relu * 0.5).bytes == 8_192.0

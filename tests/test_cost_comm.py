@@ -7,7 +7,7 @@ import json
 import pandas as pd
 import pytest
 
-from analysis.cost_comm import algorithm_bytes, algorithm_steps, collective_kind, comm_table
+from analysis.cost.comm import algorithm_bytes, algorithm_steps, collective_kind, comm_table
 from profiler import analyze, load_trace
 from profiler.render.json import to_json
 from tests.conftest import real_trace, write_trace, x

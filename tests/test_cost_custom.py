@@ -1,4 +1,4 @@
-"""Custom serving-stack ops and legacy ATen ops in the cost model (analysis/cost_custom.py).
+"""Custom serving-stack ops and legacy ATen ops in the cost model (analysis/cost/custom.py).
 
 Hand arithmetic on records copied from the real traces; the eager torch equivalents recorded
 with torch.profiler and costed by the existing ATen formulas; the parent join of the legacy
@@ -16,10 +16,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analysis import cost, cost_comm
+from analysis.cost import comm as cost_comm
+from analysis.cost import ops as cost
 from analysis.cost import Cost, cost_table, op_cost
-from analysis.cost_custom import CUSTOM_OPS, LEGACY_ATEN
-from analysis.cost_joins import joined_costs
+from analysis.cost.custom import CUSTOM_OPS, LEGACY_ATEN
+from analysis.cost.joins import joined_costs
 from analysis.comm_patterns import Patterns, bundled
 
 BF16 = '"c10::BFloat16"'

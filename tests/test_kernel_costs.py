@@ -1,6 +1,6 @@
 """Inductor's generated kernels classify like any op: `perf analyze` on a `perf profile --compile`
 trace costs the 'graph_<g>_<kernel>' units from the fusion map the trace carries
-(analysis/cost_kernels.py, joined in profiler/api.py `_roofline`).
+(analysis/cost/kernels.py, joined in profiler/api.py `_roofline`).
 
 The compiled trace is tests/test_compiler_page.py's `shared_compile` (one compile per test
 session, shared through its lock file): no extra compile here.
@@ -16,7 +16,7 @@ import pandas as pd
 import pytest
 
 from analysis.cost import COST_COLUMNS
-from analysis.cost_kernels import kernel_costs, kernel_family, with_kernel_costs
+from analysis.cost.kernels import kernel_costs, kernel_family, with_kernel_costs
 from profiler.api import analyze, load_trace, trace_compile_report
 from tests.test_compiler_page import shared_compile
 

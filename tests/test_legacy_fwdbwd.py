@@ -1,5 +1,5 @@
 """Forward -> backward links from autograd sequence numbers (traces without 'fwdbwd' flow events),
-and the forward convolutions they let `analysis.cost_joins.forward_conv_costs` size."""
+and the forward convolutions they let `analysis.cost.joins.forward_conv_costs` size."""
 
 from __future__ import annotations
 

@@ -24,7 +24,7 @@ import pytest
 import torch
 from rich.console import Console
 
-from collectors.torch_compile.compare import compare_compile
+from profiler.api import compare_compile
 from collectors.torch_compile.phases import PHASES
 from profiler.render.compile import render_compare
 from profiler.model.schema import Kind

@@ -2,7 +2,7 @@
 
 A unit's own event (the op, or device work no op launched) carries the unit's figures. Device
 work beneath an op carries the op's bound and efficiency, and a share of its FLOPs and bytes in
-proportion to duration (DESIGN.md: per-kernel figures are estimates, and say so):
+proportion to duration (docs/architecture.md: per-kernel figures are estimates, and say so):
 
     flops_k = flops_unit * dur_k / sum(dur of the unit's work)     (equal split when that sum is 0)
 """

@@ -13,7 +13,7 @@ Sources, all in the structured log of one Inductor compile (in this order):
    nodes it computes (C++ and Triton alike). Without it, the wrapper's
    "# Topologically Sorted Source Nodes: [...], Original ATen: [...]" comments are the fallback.
 
-Per kernel the cost follows from the graph (the cost model's conventions, analysis/cost.py):
+Per kernel the cost follows from the graph (the cost model's conventions, analysis/cost/ops.py):
 bytes = compulsory traffic, each tensor the kernel reads from outside read once and each value
 it produces that is used outside (or returned) written once, numel * itemsize;
 flops = 1 per output element per pointwise node, 1 per input element per reduction node,
@@ -169,7 +169,7 @@ def _runtime_names(code: str) -> dict[str, tuple[str, str]]:
 
 
 def _row(c: _Compile, kernel: str, post: list[str], pre: list[str], ops: list[str], sites: list[list[str]], *,
-         extern: set[str] = frozenset()) -> list:
+         extern: set[str] | frozenset[str] = frozenset()) -> list:
     g = c.graph
     if kernel.startswith("extern_kernels."):
         runtime, kind = "aten::" + kernel.split(".", 1)[1], "extern"
@@ -183,8 +183,8 @@ def _row(c: _Compile, kernel: str, post: list[str], pre: list[str], ops: list[st
     if post:
         # one run = every call site; a generated kernel lays out (copies) the inputs of the nodes
         # an extern kernel computes, it does not compute them
-        costs = [_cost(g, s or post, () if kind == "extern" else extern) for s in (sites or [post])]
-        flops, read, written = (float(sum(x[i] for x in costs)) for i in range(3))
+        costs = [_cost(g, s or post, frozenset() if kind == "extern" else extern) for s in (sites or [post])]
+        flops, read, written = (float(sum(float(x[i]) for x in costs)) for i in range(3))
         dtype = costs[0][3]
     else:
         flops, read, written, dtype = math.nan, math.nan, math.nan, "unknown"
@@ -255,11 +255,11 @@ def _node_flops(g: Graph, name: str) -> float:
         return 2.0 * out.numel * w.numel / w.shape[0]
     if base.startswith(_ATTENTION) and "backward" not in base and len(ins) >= 3:
         # q (B, H, Sq, D), k (B, H, Sk, D), v (B, H, Sk, Dv): Q K^T and P V are two matmuls,
-        # 2*B*H*Sq*Sk*D each (analysis/cost_compute.py counts the same, causal or not)
-        q, k = ins[0], ins[1]
-        if len(q.shape) < 2 or len(k.shape) < 2 or not isinstance(k.shape[-2], int):
+        # 2*B*H*Sq*Sk*D each (analysis/cost/compute.py counts the same, causal or not)
+        query, key = ins[0], ins[1]
+        if len(query.shape) < 2 or len(key.shape) < 2 or not isinstance(key.shape[-2], int):
             return math.nan
-        return 4.0 * q.numel * k.shape[-2]
+        return 4.0 * query.numel * key.shape[-2]
     if base in _REDUCTIONS:
         return ins[0].numel if ins else math.nan
     if out is not None:

@@ -17,6 +17,8 @@ import math
 import re
 from dataclasses import dataclass, field
 
+from profiler.model.dtypes import ELEMENT_BYTES, FX
+
 _VALUE = re.compile(r'(?P<name>\b[A-Za-z_]\w*): "(?P<dtype>[a-z]+\d*)\[(?P<shape>[^\]]*)\]')
 _NODE = re.compile(r'^\s*(?P<name>[A-Za-z_]\w*): "[^"]*" = (?P<rhs>.*)$')
 # the annotation is absent on a node returning a tuple ('var_mean = torch.ops.aten.var_mean...',
@@ -28,12 +30,9 @@ _FILE = re.compile(r"#\s*File: (?P<file>.+?):(?P<line>\d+) in (?P<fn>[^,]+)(?:, 
 _RETURN = re.compile(r"^\s*return \(?(?P<vals>.*?)\)?\s*$")
 _IDENT = re.compile(r"\b[A-Za-z_]\w*\b")
 
-#: Element sizes of the dtype prefixes FX prints (torch._subclasses dtype abbreviations).
-ITEMSIZE = {"f64": 8, "f32": 4, "f16": 2, "bf16": 2, "i64": 8, "i32": 4, "i16": 2, "i8": 1, "u8": 1, "b8": 1,
-            "c64": 8, "c128": 16, "f8e4m3fn": 1, "f8e5m2": 1, "f8e4m3fnuz": 1, "f8e5m2fnuz": 1}
-#: FX dtype prefix -> our normalised dtype names (profiler.model.hardware.normalize_dtype's).
-DTYPE = {"f64": "fp64", "f32": "fp32", "f16": "fp16", "bf16": "bf16", "i64": "int64", "i32": "int32", "i16": "int16",
-         "i8": "int8", "u8": "int8", "b8": "bool", "f8e4m3fn": "fp8", "f8e5m2": "fp8"}
+#: FX dtype prefix -> our normalised dtype names, and their element sizes (profiler.model.dtypes).
+DTYPE = FX
+ITEMSIZE = {p: ELEMENT_BYTES[n] for p, n in FX.items()}
 
 
 @dataclass(frozen=True)
@@ -171,3 +170,14 @@ def dynamo_nodes(text: str) -> list[tuple[str, str]]:
             continue
         out.append((nm["name"], base))
     return out
+
+
+def dynamo_graphs(log) -> list[tuple[str, list[tuple[str, str]]]]:
+    """(compile_id, [(node, base)]) of the latest compile of each frame, by frame id, from a
+    structured log (collectors.torch_compile.tlparse.Log): what analysis.fusion matches to eager ops."""
+    latest: dict[int, tuple[int, str, str]] = {}
+    for r in log.of("dynamo_output_graph"):
+        f, c = r.meta.get("frame_id"), r.meta.get("frame_compile_id")
+        if isinstance(f, int) and isinstance(c, int) and (f not in latest or c >= latest[f][0]):
+            latest[f] = (c, r.compile_id, r.payload or "")
+    return [(cid, dynamo_nodes(text)) for _, (_, cid, text) in sorted(latest.items())]

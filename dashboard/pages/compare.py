@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 from dash import Dash, Input, Output, dash_table, dcc, html
 
-from analysis.diff import diff, op_times
+from profiler.api import diff, op_times
 from dashboard import figures
 from dashboard.components import as_text, error_box, fmt_ns, guarded, kv_table
 from dashboard.store import TraceStore

@@ -6,7 +6,7 @@ from typing import Any
 
 from dash import Dash, Input, Output, dcc, html
 
-from analysis.llm import llm_phases, llm_summary
+from profiler.api import llm_phases, llm_summary
 from dashboard import figures
 from dashboard.components import error_box, fmt_ns, fmt_pct, fmt_si, grid, guarded
 from dashboard.store import TraceStore, check_hardware

@@ -7,7 +7,7 @@ from typing import Any
 
 from dash import Dash, Input, Output, dcc, html
 
-from analysis.memory import kv_cache_footprint, memory_summary, memory_timeline
+from profiler.api import kv_cache_footprint, memory_summary, memory_timeline
 from dashboard import figures
 from dashboard.components import error_box, fmt_ns, fmt_pct, fmt_si, grid, guarded
 from dashboard.store import TraceStore

@@ -9,7 +9,7 @@ empty op on a CPU). Those are the floors of docs/architecture.md, "How time is c
     t_compute = flops / peak(dtype, unit)
     t_memory  = max over levels of bytes_level / bandwidth(level)
     t_comm    = link.latency + steps * link.hop_latency + algorithm bytes / link.bandwidth
-                (analysis.cost_comm: steps and algorithm bytes per collective)
+                (analysis.cost.comm: steps and algorithm bytes per collective)
     t_runtime = min_op_time
 
 Presets live in `profiler/model/presets/*.yaml`, every number with its source beside it. Vendor
@@ -31,6 +31,7 @@ from typing import Any
 
 import yaml
 
+from profiler.model.dtypes import dtype_name
 from profiler.model.errors import InputError
 
 PRESETS_DIR = Path(__file__).resolve().parent / "presets"
@@ -43,29 +44,15 @@ DTYPES = ("fp64", "fp32", "tf32", "bf16", "fp16", "fp8", "int8", "fp4")
 # at the next wider precision the hardware has; fp32 is always present, validation checks it).
 _WIDER = {"fp4": "fp8", "fp8": "bf16", "int8": "fp16", "bf16": "fp32", "fp16": "fp32", "tf32": "fp32"}
 
-# Names torch, Kineto and friends use for dtypes, mapped onto ours.
-_DTYPE_ALIASES = {
-    "float64": "fp64", "double": "fp64", "f64": "fp64",
-    "float32": "fp32", "float": "fp32", "f32": "fp32",
-    "tensorfloat32": "tf32",
-    "bfloat16": "bf16", "c10::bfloat16": "bf16",
-    "float16": "fp16", "half": "fp16", "f16": "fp16", "c10::half": "fp16",
-    "uint8": "int8", "i8": "int8", "signed char": "int8",
-}
-
-
 def normalize_dtype(dtype: str) -> str | None:
     """Our dtype name for `dtype` ('torch.bfloat16', 'c10::Half', 'float8_e4m3fn', ...), None if unknown."""
     d = str(dtype).strip().lower().removeprefix("torch.")
     if d in DTYPES:
         return d
-    if d in _DTYPE_ALIASES:
-        return _DTYPE_ALIASES[d]
-    if d.startswith(("float8", "fp8", "c10::float8")):
-        return "fp8"
     if d.startswith(("float4", "fp4", "nvfp4", "mxfp4")):
         return "fp4"
-    return None
+    name = dtype_name(dtype)  # profiler.model.dtypes: every spelling the readers meet
+    return name if name in DTYPES else None
 
 
 class _FrozenDict(dict):

@@ -1,8 +1,7 @@
 """The one declaration of every column of a `Trace`: dtype, unit and meaning.
 
 Collectors build their tables to match it and `Trace.validate()` checks them against it; the
-column reference in `docs/schema.md` is generated from it:
-`python -c "from profiler.model.schema import markdown; print(markdown())" > docs/schema.md`.
+column reference in `docs/schema.md` is generated from it (`python -m profiler.docs`).
 Like Perfetto's trace-processor tables, each column carries a unit and a sentence.
 """
 
@@ -43,7 +42,7 @@ class Kind(StrEnum):
 
 
 class Bound(StrEnum):
-    """What limits a unit of work: its largest floor (DESIGN.md, "How time is classified")."""
+    """What limits a unit of work: its largest floor (docs/architecture.md, "How time is classified")."""
 
     COMPUTE = "compute"
     MEMORY = "memory"
@@ -131,7 +130,7 @@ def columns(table: str, *, required_only: bool = False) -> tuple[Column, ...]:
 
 def markdown() -> str:
     """The column reference as Markdown (the source of docs/schema.md)."""
-    out = ["# Trace columns", "", "Generated from `profiler/schema.py`; do not edit by hand.", ""]
+    out = ["# Trace columns", "", "Generated from `profiler/model/schema.py` by `python -m profiler.docs`; do not edit by hand.", ""]
     for table, cols in TABLES.items():
         out += [f"## {table}", "", "| column | dtype | unit | meaning |", "|---|---|---|---|"]
         out += [f"| `{c.name}` | {c.dtype} | {c.unit} | {c.meaning}{'' if c.required else ' (optional)'} |" for c in cols]

@@ -30,11 +30,11 @@ Conventions (every formula also sits beside its code):
   (contiguous, reshape, a `to` that keeps the dtype) and views/allocations cost 0.
 - Names are ATen's as Kineto records them ('aten::mm'); 'aten.mm.default' is accepted too.
   Custom ops of serving stacks are costed by their recorded name ('_C::fused_add_rms_norm',
-  'aiter::rmsnorm', see `cost_custom`); autograd nodes and collectives are not costed here.
+  'aiter::rmsnorm', see `custom`); autograd nodes and collectives are not costed here.
 
-Layout: `cost_base` (the `Cost` value, dtypes, argument access), `cost_compute` (GEMM, conv,
-attention), `cost_memory` (elementwise, reductions, norms, copies, optimizers), `cost_custom`
-(serving-stack custom ops, legacy ATen ops, costs joined from a parent op's record); this module
+Layout (package `analysis.cost`): `base` (the `Cost` value, argument access), `compute` (GEMM, conv,
+attention), `memory` (elementwise, reductions, norms, copies, optimizers), `custom`
+(serving-stack custom ops, legacy ATen ops), `joins` (costs joined from a parent op's record); this module
 dispatches by name and vectorises over an events table.
 """
 
@@ -48,45 +48,45 @@ import numpy as np
 import orjson
 import pandas as pd
 
-from analysis.cost_base import _DTYPES, FAMILIES, Cost, _Args, _Unknown
-from analysis.cost_compute import (
-    _ATTN,
-    _CONV_ARGS,
-    _attention,
-    _bmm,
-    _conv,
-    _conv_backward,
-    _einsum,
-    _linear,
-    _matmul,
-    _mm,
-    _scaled_mm,
+from analysis.cost.base import DTYPES, FAMILIES, Cost, Args, Unknown
+from analysis.cost.compute import (
+    ATTENTION_OPS,
+    CONV_ARGS,
+    attention_cost,
+    bmm_cost,
+    conv_cost,
+    conv_backward_cost,
+    einsum_cost,
+    linear_cost,
+    matmul_cost,
+    mm_cost,
+    scaled_mm_cost,
     causal_pairs,
 )
-from analysis.cost_custom import CUSTOM_OPS, LEGACY_ATEN
-from analysis.cost_joins import joined_costs
-from analysis.cost_memory import (
-    _ELEMENTWISE,
-    _FILLS,
-    _NORMS,
-    _REDUCTIONS,
-    _ZERO,
-    _cat,
-    _copy,
-    _elementwise,
-    _embedding,
-    _fill,
-    _foreach,
-    _fused_optimizer,
-    _gather,
-    _norm,
-    _norm_backward,
-    _pad,
-    _quant,
-    _reduction,
-    _scalar_read,
-    _softmax,
-    _zero,
+from analysis.cost.custom import CUSTOM_OPS, LEGACY_ATEN
+from analysis.cost.joins import joined_costs
+from analysis.cost.memory import (
+    ELEMENTWISE_OPS,
+    FILL_OPS,
+    NORM_OPS,
+    REDUCTION_OPS,
+    ZERO_OPS,
+    cat_cost,
+    copy_cost,
+    elementwise_cost,
+    embedding_cost,
+    fill_cost,
+    foreach_cost,
+    fused_optimizer_cost,
+    gather_cost,
+    norm_cost,
+    norm_backward_cost,
+    pad_cost,
+    quant_cost,
+    reduction_cost,
+    scalar_read_cost,
+    softmax_cost,
+    zero_cost,
 )
 
 __all__ = ["COST_COLUMNS", "FAMILIES", "Cost", "causal_pairs", "cost_table", "known_ops", "op_cost"]
@@ -94,52 +94,52 @@ __all__ = ["COST_COLUMNS", "FAMILIES", "Cost", "causal_pairs", "cost_table", "kn
 
 # ---------------------------------------------------------------------------- dispatch
 
-def _table() -> dict[str, Callable[[_Args, str], Cost]]:
-    t: dict[str, Callable[[_Args, str], Cost]] = {}
+def _table() -> dict[str, Callable[[Args, str], Cost]]:
+    t: dict[str, Callable[[Args, str], Cost]] = {}
     for n in ("mm", "addmm"):
-        t[n] = _mm
+        t[n] = mm_cost
     for n in ("bmm", "baddbmm"):
-        t[n] = _bmm
-    t["linear"] = lambda a, n_: _linear(a)
-    t["matmul"] = lambda a, n_: _matmul(a)
-    t["_scaled_mm"] = lambda a, n_: _scaled_mm(a)
-    t["einsum"] = lambda a, n_: _einsum(a)
-    for n in _CONV_ARGS:
-        t[n] = _conv
-    t["convolution_backward"] = lambda a, n_: _conv_backward(a)
-    for n in _ATTN:
-        t[n] = _attention
-    for n in _ELEMENTWISE:
-        t[n] = _elementwise
-    for n in _REDUCTIONS:
-        t[n] = _reduction
+        t[n] = bmm_cost
+    t["linear"] = lambda a, n_: linear_cost(a)
+    t["matmul"] = lambda a, n_: matmul_cost(a)
+    t["_scaled_mm"] = lambda a, n_: scaled_mm_cost(a)
+    t["einsum"] = lambda a, n_: einsum_cost(a)
+    for n in CONV_ARGS:
+        t[n] = conv_cost
+    t["convolution_backward"] = lambda a, n_: conv_backward_cost(a)
+    for n in ATTENTION_OPS:
+        t[n] = attention_cost
+    for n in ELEMENTWISE_OPS:
+        t[n] = elementwise_cost
+    for n in REDUCTION_OPS:
+        t[n] = reduction_cost
     for n in ("softmax", "_softmax", "log_softmax", "_log_softmax", "_softmax_backward_data",
               "_log_softmax_backward_data"):
-        t[n] = _softmax
-    for n in _NORMS:
-        t[n] = _norm
+        t[n] = softmax_cost
+    for n in NORM_OPS:
+        t[n] = norm_cost
     for n in ("native_layer_norm_backward", "native_group_norm_backward",
               "native_batch_norm_backward", "cudnn_batch_norm_backward", "miopen_batch_norm_backward"):
-        t[n] = _norm_backward
+        t[n] = norm_backward_cost
     for n in ("embedding", "embedding_dense_backward"):
-        t[n] = _embedding
+        t[n] = embedding_cost
     for n in ("copy_", "clone", "to", "_to_copy", "fill_", "zero_"):
-        t[n] = _copy
+        t[n] = copy_cost
     for n in ("index_select", "gather", "scatter", "scatter_", "scatter_add", "scatter_add_",
               "scatter_reduce", "scatter_reduce_"):
-        t[n] = _gather
-    t["cat"] = _cat
+        t[n] = gather_cost
+    t["cat"] = cat_cost
     for n in ("constant_pad_nd", "pad"):
-        t[n] = _pad
-    for n in _ZERO:
-        t[n] = _zero
-    t["_local_scalar_dense"] = _scalar_read
-    for n in _FILLS:
-        t[n] = _fill
+        t[n] = pad_cost
+    for n in ZERO_OPS:
+        t[n] = zero_cost
+    t["_local_scalar_dense"] = scalar_read_cost
+    for n in FILL_OPS:
+        t[n] = fill_cost
     for n in ("quantize_per_tensor", "quantize_per_channel", "dequantize"):
-        t[n] = _quant
+        t[n] = quant_cost
     for n in ("_fused_adam_", "_fused_adamw_", "_fused_sgd_"):
-        t[n] = _fused_optimizer
+        t[n] = fused_optimizer_cost
     t.update(LEGACY_ATEN)
     return t
 
@@ -158,9 +158,9 @@ def _handler(name: str):
     if h is not None:
         return h, base
     if base.startswith("_foreach_"):
-        return _foreach, base
-    if base.endswith("_") and base[:-1] in _ELEMENTWISE:   # in-place: add_, mul_, relu_ ...
-        return _elementwise, base[:-1]
+        return foreach_cost, base
+    if base.endswith("_") and base[:-1] in ELEMENTWISE_OPS:   # in-place: add_, mul_, relu_ ...
+        return elementwise_cost, base[:-1]
     return None, base
 
 
@@ -180,11 +180,11 @@ def op_cost(name: str, shapes: list | None, dtypes: list | None,
     h, base = _handler(name)
     if h is None or not shapes or not dtypes:
         return None
-    if list_dtype is not None and list_dtype not in _DTYPES:
+    if list_dtype is not None and list_dtype not in DTYPES:
         list_dtype = None
     try:
-        return h(_Args(shapes, dtypes, concrete, list_dtype), base)
-    except (_Unknown, IndexError, KeyError, TypeError, ValueError, ZeroDivisionError, AttributeError,
+        return h(Args(shapes, dtypes, concrete, list_dtype), base)
+    except (Unknown, IndexError, KeyError, TypeError, ValueError, ZeroDivisionError, AttributeError,
             OverflowError):
         return None
 
@@ -229,7 +229,7 @@ def cost_table(events: pd.DataFrame, list_dtype: str | None = None,
     Reads columns `name`, `shapes` ('Input Dims' as compact JSON, '' when not recorded),
     `dtypes` ('Input type' as JSON) and, if present, `concrete` ('Concrete Inputs' as JSON).
     `tree` is the trace's events table (`id`, `parent_id`, ...): with it, ops whose record lacks
-    a size their parent op records are costed from both (`cost_joins.joined_costs`); rows are
+    a size their parent op records are costed from both (`joins.joined_costs`); rows are
     matched to it by `id`, or by `unit_id` for a units table. An events table with `id` and
     `parent_id` is its own tree. `flows` (the trace's flows table) lets forward convolutions be
     sized through their autograd backward node ('fwdbwd' flows).
@@ -256,15 +256,15 @@ def cost_table(events: pd.DataFrame, list_dtype: str | None = None,
                                            "unknown", "unknown"))
     per = list(zip(*rows)) if rows else [()] * len(COST_COLUMNS)
     out = {}
-    for c, vals in zip(COST_COLUMNS, per):
-        num = c in COST_COLUMNS[:4]
+    for col, vals in zip(COST_COLUMNS, per):
+        num = col in COST_COLUMNS[:4]
         arr = np.asarray(vals, dtype=np.float64 if num else object)
-        out[c] = pd.Series(arr[codes], index=events.index, dtype=np.float64 if num else object)
+        out[col] = pd.Series(arr[codes], index=events.index, dtype=np.float64 if num else object)
     table = pd.DataFrame(out, index=events.index)
     if tree is None and {"id", "parent_id"} <= set(events.columns):
         tree = events
     if tree is not None and len(events):
         joined = joined_costs(events, tree, flows)
-        for c in COST_COLUMNS if len(joined) else ():
-            table.loc[joined.index, c] = joined[c].to_numpy()
+        for col in COST_COLUMNS if len(joined) else ():
+            table.loc[joined.index, col] = joined[col].to_numpy()
     return table

@@ -5,77 +5,77 @@ Conventions in `analysis.cost`; every formula sits beside its code.
 
 from __future__ import annotations
 
-from analysis.cost_base import _DTYPES, _SCALAR_TYPES, Cost, _Args, _broadcast, _cost, _numel, _Unknown
+from analysis.cost.base import DTYPES, SCALAR_TYPES, Cost, Args, broadcast, numel, Unknown
 
 # ---------------------------------------------------------------------------- gemm
 
-def _mm(a: _Args, name: str) -> Cost:
+def mm_cost(a: Args, name: str) -> Cost:
     # mm(A[M,K], B[K,N]): 2*M*N*K. addmm(C, A, B): same; the bias add is not counted (flop_counter).
     o = 1 if name.startswith(("addmm", "baddbmm")) else 0   # self (the bias) comes first
     (m, k), (_, n) = a.shape(o), a.shape(o + 1)
-    return _cost(2 * m * n * k, sum(a.nbytes(i) for i in range(o + 2)), m * n * a.size(o),
+    return Cost.of(2 * m * n * k, sum(a.nbytes(i) for i in range(o + 2)), m * n * a.size(o),
                  "gemm", a.dtype(o))
 
 
-def _bmm(a: _Args, name: str) -> Cost:
+def bmm_cost(a: Args, name: str) -> Cost:
     # bmm(A[B,M,K], B[B,K,N]): 2*B*M*N*K; baddbmm(C, A, B): same, bias add not counted.
     o = 1 if name.startswith(("addmm", "baddbmm")) else 0   # self (the bias) comes first
     (b, m, k), (_, _, n) = a.shape(o), a.shape(o + 1)
-    return _cost(2 * b * m * n * k, sum(a.nbytes(i) for i in range(o + 2)), b * m * n * a.size(o),
+    return Cost.of(2 * b * m * n * k, sum(a.nbytes(i) for i in range(o + 2)), b * m * n * a.size(o),
                  "gemm", a.dtype(o))
 
 
-def _linear(a: _Args) -> Cost:
+def linear_cost(a: Args) -> Cost:
     # linear(X[..., K], W[N, K], b[N]?): 2 * prod(X[:-1]) * K * N; bias add not counted.
     x, w = a.shape(0), a.shape(1)
-    rows, k, n = _numel(x[:-1]), x[-1], w[0]
-    return _cost(2 * rows * k * n, a.nbytes(0) + a.nbytes(1) + a.nbytes(2), rows * n * a.size(0),
+    rows, k, n = numel(x[:-1]), x[-1], w[0]
+    return Cost.of(2 * rows * k * n, a.nbytes(0) + a.nbytes(1) + a.nbytes(2), rows * n * a.size(0),
                  "gemm", a.dtype(0))
 
 
-def _matmul(a: _Args) -> Cost:
+def matmul_cost(a: Args) -> Cost:
     # Resolved by ranks as torch.matmul does: 1-D operands get a unit dim (dot 2*K, mv 2*M*K),
     # batch dims broadcast; FLOPs = 2 * prod(batch) * M * K * N.
     x, y = a.shape(0), a.shape(1)
     xm = [1] + x if len(x) == 1 else x
     ym = y + [1] if len(y) == 1 else y
     if not x or not y or xm[-1] != ym[-2]:
-        raise _Unknown
-    batch = _broadcast(xm[:-2], ym[:-2])
+        raise Unknown
+    batch = broadcast(xm[:-2], ym[:-2])
     m, k, n = xm[-2], xm[-1], ym[-1]
-    out = _numel(batch) * m * n
-    return _cost(2 * _numel(batch) * m * k * n, a.nbytes(0) + a.nbytes(1), out * a.size(0),
+    out = numel(batch) * m * n
+    return Cost.of(2 * numel(batch) * m * k * n, a.nbytes(0) + a.nbytes(1), out * a.size(0),
                  "gemm", a.dtype(0))
 
 
-def _scaled_mm(a: _Args) -> Cost:
+def scaled_mm_cost(a: Args) -> Cost:
     # _scaled_mm(A[M,K] fp8, B[K,N] fp8, scale_a, scale_b, bias?, scale_result?, out_dtype): 2*M*N*K.
     (m, k), (_, n) = a.shape(0), a.shape(1)
-    out = _SCALAR_TYPES.get(a.value(6, -1), a.dtypes[0])
+    out = SCALAR_TYPES.get(a.value(6, -1), a.dtypes[0])
     read = sum(a.nbytes(i) for i in range(6))
-    return _cost(2 * m * n * k, read, m * n * _DTYPES[out][1], "gemm", a.dtype(0))
+    return Cost.of(2 * m * n * k, read, m * n * DTYPES[out][1], "gemm", a.dtype(0))
 
 
-def _einsum(a: _Args) -> Cost:
+def einsum_cost(a: Args) -> Cost:
     # einsum(equation, [A, B]) for two operands with an explicit '->' and no '...':
     # FLOPs = 2 * prod(size of every distinct index) (each output element sums over the
     # contracted indices). Kineto records the equation as '' in current torch: then None.
     eq = a.value(0)
     shapes = a.tensor_list(1)
     if not isinstance(eq, str) or "->" not in eq or "." in eq or len(shapes) != 2:
-        raise _Unknown
+        raise Unknown
     ins, out = eq.replace(" ", "").split("->")
     terms = ins.split(",")
     sizes: dict[str, int] = {}
     for term, shape in zip(terms, shapes):
         if len(term) != len(shape):
-            raise _Unknown
+            raise Unknown
         for c, s in zip(term, shape):
             sizes[c] = max(sizes.get(c, 1), s)
     es = a.list_size()
-    out_n = _numel([sizes[c] for c in out])
-    return _cost(2 * _numel(list(sizes.values())), sum(_numel(s) for s in shapes) * es,
-                 out_n * es, "gemm", _DTYPES[a.list_dtype][0])
+    out_n = numel([sizes[c] for c in out])
+    return Cost.of(2 * numel(list(sizes.values())), sum(numel(s) for s in shapes) * es,
+                 out_n * es, "gemm", DTYPES[a.list_dtype][0])
 
 
 # ---------------------------------------------------------------------------- conv
@@ -88,7 +88,7 @@ def _conv_out(x_sp, k_sp, stride, padding, dilation, transposed, output_padding)
             return [v] * n
         if isinstance(v, list) and len(v) in (1, n):
             return v * n if len(v) == 1 else v
-        raise _Unknown
+        raise Unknown
 
     s, d = per_dim(stride, "stride"), per_dim(dilation, "dilation")
     if padding == "valid":
@@ -106,7 +106,7 @@ def _conv_out(x_sp, k_sp, stride, padding, dilation, transposed, output_padding)
 
 # Positions of (bias, stride, padding, dilation, transposed, output_padding, groups) per op;
 # None = not an argument of that op (bias absent, transposed False, output_padding 0).
-_CONV_ARGS = {
+CONV_ARGS = {
     "convolution": (2, 3, 4, 5, 6, 7, 8), "_convolution": (2, 3, 4, 5, 6, 7, 8),
     "conv1d": (2, 3, 4, 5, None, None, 6), "conv2d": (2, 3, 4, 5, None, None, 6),
     "conv3d": (2, 3, 4, 5, None, None, 6),
@@ -117,12 +117,12 @@ _CONV_ARGS = {
 }
 
 
-def _conv(a: _Args, name: str) -> Cost:
+def conv_cost(a: Args, name: str) -> Cost:
     # Forward (as flop_counter.conv_flop_count; bias not counted):
     #   FLOPs = 2 * N * C_out * prod(out spatial) * (C_in / groups) * prod(kernel)
     #   (weight is [C_out, C_in/groups, *kernel]); transposed: prod(in spatial) replaces out spatial
     #   and weight is [C_in, C_out/groups, *kernel]. Stride/padding/dilation must be recorded.
-    bias, st, pad, dil, tr, opad, grp = _CONV_ARGS[name]
+    bias, st, pad, dil, tr, opad, grp = CONV_ARGS[name]
     x, w = a.shape(0), a.shape(1)
     transposed = bool(a.value(tr)) if isinstance(tr, int) else bool(tr)
     groups = a.value(grp, 1)
@@ -130,19 +130,19 @@ def _conv(a: _Args, name: str) -> Cost:
     out_sp = _conv_out(x[2:], k_sp, a.value(st), a.value(pad), a.value(dil), transposed,
                        a.value(opad, 0) if opad is not None else 0)
     if min(out_sp, default=1) < 0:
-        raise _Unknown                          # inconsistent record: torch would have raised
+        raise Unknown                          # inconsistent record: torch would have raised
     n = x[0]
     if transposed:
-        flops = 2 * n * _numel(x[2:]) * _numel(w)
+        flops = 2 * n * numel(x[2:]) * numel(w)
         c_out = w[1] * groups
     else:
-        flops = 2 * n * _numel(out_sp) * _numel(w)
+        flops = 2 * n * numel(out_sp) * numel(w)
         c_out = w[0]
     read = a.nbytes(0) + a.nbytes(1) + (a.nbytes(bias) if bias is not None else 0)
-    return _cost(flops, read, n * c_out * _numel(out_sp) * a.size(0), "conv", a.dtype(0))
+    return Cost.of(flops, read, n * c_out * numel(out_sp) * a.size(0), "conv", a.dtype(0))
 
 
-def _conv_backward(a: _Args) -> Cost:
+def conv_backward_cost(a: Args) -> Cost:
     # convolution_backward(grad_out, input, weight, bias_sizes, stride, padding, dilation,
     # transposed, output_padding, groups, output_mask), counted as flop_counter does:
     #   grad_input  (mask[0]): 2 * N * prod(grad_out spatial) * prod(weight)   [non-transposed]
@@ -155,28 +155,28 @@ def _conv_backward(a: _Args) -> Cost:
     transposed = bool(a.value(7))
     mask = a.value(10)
     if not isinstance(mask, list) or len(mask) != 3:
-        raise _Unknown
+        raise Unknown
     n, c_in, c_out = x[0], x[1], go[1]
-    sp = _numel(x[2:]) if transposed else _numel(go[2:])
+    sp = numel(x[2:]) if transposed else numel(go[2:])
     flops, read, written = 0, a.nbytes(0), 0
     if mask[0]:
-        flops += 2 * n * sp * _numel(w)
+        flops += 2 * n * sp * numel(w)
         read += a.nbytes(2)
         written += a.nbytes(1)
     if mask[1]:
-        flops += 2 * n * c_in * c_out * _numel(w[2:]) * sp
+        flops += 2 * n * c_in * c_out * numel(w[2:]) * sp
         read += a.nbytes(1)
         written += a.nbytes(2)
     if mask[2]:
         written += c_out * a.size(0)
-    return _cost(flops, read, written, "conv", a.dtype(0))
+    return Cost.of(flops, read, written, "conv", a.dtype(0))
 
 
 # ---------------------------------------------------------------------------- attention
 
 # name -> (index of the causal flag, layout, backward?, is the flag a mask type, writes lse?)
 # layout 'bhld' = [B, H, L, D]; 'blhd' = [B, L, H, D] (the raw flash/efficient kernels).
-_ATTN = {
+ATTENTION_OPS = {
     "scaled_dot_product_attention": (5, "bhld", False, False, False),
     "_scaled_dot_product_flash_attention": (4, "bhld", False, False, True),
     "_scaled_dot_product_flash_attention_for_cpu": (4, "bhld", False, False, True),
@@ -202,10 +202,10 @@ def causal_pairs(lq: int, lk: int, bottom_right: bool = False) -> int:
     """
     shift = lk - lq if bottom_right else 0
     return sum(min(max(i + 1 + shift, 0), lk) for i in range(lq)) if lq < 4096 else \
-        _pairs_closed(lq, lk, shift)
+        pairs_closed(lq, lk, shift)
 
 
-def _pairs_closed(lq: int, lk: int, shift: int) -> int:
+def pairs_closed(lq: int, lk: int, shift: int) -> int:
     # sum over i in [0, lq) of clamp(i + 1 + shift, 0, lk), in closed form.
     lo = max(0, -shift)                         # first row with at least one key
     hi = min(lq, lk - shift)                    # rows before this are not yet saturated
@@ -217,7 +217,7 @@ def _pairs_closed(lq: int, lk: int, shift: int) -> int:
     return total
 
 
-def _attention(a: _Args, name: str) -> Cost:
+def attention_cost(a: Args, name: str) -> Cost:
     # Dense, as flop_counter (sdpa_flop_count / sdpa_backward_flop_count), per query head:
     #   forward  = 2*B*Hq*Lq*Lk*Dqk + 2*B*Hq*Lq*Lk*Dv           (= 4*B*Hq*Lq*Lk*D)
     #   backward = 2*B*Hq*Lq*Lk*(3*Dqk + 2*Dv)                  (five bmms; = 10*B*Hq*Lq*Lk*D)
@@ -225,11 +225,11 @@ def _attention(a: _Args, name: str) -> Cost:
     # Bytes: read q, k, v (K/V at their own head count: GQA reads fewer), an attn mask/bias if
     # given; forward writes out [B,Hq,Lq,Dv] (+ logsumexp fp32 [B,Hq,Lq] for the kernel ops);
     # backward reads grad_out, q, k, v, out, logsumexp and writes dq, dk, dv.
-    flag, layout, backward, mask_type, lse = _ATTN[name]
+    flag, layout, backward, mask_type, lse = ATTENTION_OPS[name]
     o = 1 if backward else 0
     q, k, v = a.shape(o), a.shape(o + 1), a.shape(o + 2)
     if len(q) != 4 or len(k) != 4 or len(v) != 4:
-        raise _Unknown                          # nested / varlen layouts: lengths are data
+        raise Unknown                          # nested / varlen layouts: lengths are data
     if layout == "blhd":
         q, k, v = ([s[0], s[2], s[1], s[3]] for s in (q, k, v))
     b, hq, lq, dqk = q
@@ -250,4 +250,4 @@ def _attention(a: _Args, name: str) -> Cost:
     else:
         read = sum(a.nbytes(i) for i in a.tensors())
         written = b * hq * lq * dv * es + lse_bytes
-    return _cost(dense, read, written, "attention", a.dtype(o), effective=eff)
+    return Cost.of(dense, read, written, "attention", a.dtype(o), effective=eff)

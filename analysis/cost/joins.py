@@ -19,7 +19,7 @@ from collections.abc import Callable
 import numpy as np
 import pandas as pd
 
-from analysis.cost_base import Cost, _Args, _cost, _numel, _parse, _Unknown
+from analysis.cost.base import Cost, Args, numel, parse_concrete, Unknown
 
 # ---------------------------------------------------------------------------- formulas
 
@@ -28,32 +28,32 @@ _CONV_HALVES = {"aten::cudnn_convolution_backward_input": "input",
                 "aten::cudnn_convolution_backward_weight": "weight"}
 
 
-def _conv_backward_half(child: _Args, parent: _Args, half: str) -> Cost:
+def _conv_backward_half(child: Args, parent: Args, half: str) -> Cost:
     # Parent: cudnn_convolution_backward(self [N, C_in, *sp], grad_output [N, C_out, *sp_out],
     # weight [C_out, C_in/groups, *k], padding, stride, dilation, groups, ..., output_mask).
     # Children (legacy ATen): cudnn_convolution_backward_input(input_size, grad_output, weight,
     # ...) and cudnn_convolution_backward_weight(weight_size, grad_output, input, ...); the size
     # lists are not recorded, the parent's tensors give them. The child's recorded tensors must
     # be the parent's (same shapes), else nothing is joined. groups = C_in / weight.shape[1].
-    # FLOPs as flop_counter's convolution_backward (and analysis.cost_compute._conv_backward):
+    # FLOPs as flop_counter's convolution_backward (and analysis.cost.compute._conv_backward):
     #   input:  2 * numel(grad_output) * numel(weight[1:])   (= 2 * N * prod(sp_out) * numel(weight))
     #   weight: 2 * N * C_in * C_out * prod(k) * prod(sp_out) (full C_in, as flop_counter)
     # Bytes: input reads grad_output and weight, writes grad_input (self-sized);
     #        weight reads grad_output and input, writes grad_weight (weight-sized).
     x, go, w = parent.shape(0), parent.shape(1), parent.shape(2)
     if not (len(x) == len(go) == len(w) >= 3) or child.shape(1) != go:
-        raise _Unknown
+        raise Unknown
     if child.shape(2) != (w if half == "input" else x) or child.dtypes[1:3] != parent.dtypes[1:3]:
-        raise _Unknown
+        raise Unknown
     n, c_in, c_out = x[0], x[1], go[1]
     if go[0] != n or w[0] != c_out or w[1] <= 0 or c_in % w[1] or c_out % (c_in // w[1]):
-        raise _Unknown
+        raise Unknown
     es = parent.size(0)
     if half == "input":
-        return _cost(2 * _numel(go) * _numel(w[1:]), parent.nbytes(1) + parent.nbytes(2),
-                     _numel(x) * es, "conv", parent.dtype(0))
-    return _cost(2 * n * c_in * c_out * _numel(w[2:]) * _numel(go[2:]),
-                 parent.nbytes(1) + parent.nbytes(0), _numel(w) * es, "conv", parent.dtype(0))
+        return Cost.of(2 * numel(go) * numel(w[1:]), parent.nbytes(1) + parent.nbytes(2),
+                     numel(x) * es, "conv", parent.dtype(0))
+    return Cost.of(2 * n * c_in * c_out * numel(w[2:]) * numel(go[2:]),
+                 parent.nbytes(1) + parent.nbytes(0), numel(w) * es, "conv", parent.dtype(0))
 
 
 #: forward conv op -> the op under its autograd backward node that records grad_output
@@ -61,26 +61,26 @@ _FWD_CONV = {"aten::cudnn_convolution": "aten::cudnn_convolution_backward",
              "aten::miopen_convolution": "aten::miopen_convolution_backward"}
 
 
-def _conv_forward_from_backward(fwd: _Args, bwd: _Args, name: str) -> Cost:
+def _conv_forward_from_backward(fwd: Args, bwd: Args, name: str) -> Cost:
     # Forward: cudnn_convolution(self [N, C_in, *sp], weight [C_out, C_in/groups, *k], padding,
     # stride, dilation, groups, ...); miopen_convolution(self, weight, bias, padding, ...).
     # Legacy traces record no padding/stride, so the output size is unknown from this record;
     # its autograd node's cudnn_/miopen_convolution_backward(self, grad_output, weight, ...)
     # records grad_output, whose shape is the output's [N, C_out, *sp_out]. Both records must
     # agree (same self and weight shapes and dtypes), else nothing is joined.
-    # FLOPs as analysis.cost_compute._conv (flop_counter's conv_flop_count, bias not counted):
+    # FLOPs as analysis.cost.compute._conv (flop_counter's conv_flop_count, bias not counted):
     #   2 * N * C_out * prod(sp_out) * (C_in/groups) * prod(k) = 2 * numel(grad_output) * numel(weight[1:])
     # groups = C_in / weight.shape[1]. Bytes: reads self + weight (+ bias), writes the output.
     x, w, go = fwd.shape(0), fwd.shape(1), bwd.shape(1)
     if not (len(x) == len(go) == len(w) >= 3) or bwd.shape(0) != x or bwd.shape(2) != w:
-        raise _Unknown
+        raise Unknown
     if bwd.dtypes[:3:2] != fwd.dtypes[:2] or go[0] != x[0] or go[1] != w[0] or min(go) <= 0:
-        raise _Unknown
+        raise Unknown
     if w[1] <= 0 or x[1] % w[1] or w[0] % (x[1] // w[1]):
-        raise _Unknown                          # C_in, C_out not divisible by groups
+        raise Unknown                          # C_in, C_out not divisible by groups
     bias = fwd.nbytes(2) if name == "aten::miopen_convolution" else 0
-    return _cost(2 * _numel(go) * _numel(w[1:]), fwd.nbytes(0) + fwd.nbytes(1) + bias,
-                 _numel(go) * fwd.size(0), "conv", fwd.dtype(0))
+    return Cost.of(2 * numel(go) * numel(w[1:]), fwd.nbytes(0) + fwd.nbytes(1) + bias,
+                 numel(go) * fwd.size(0), "conv", fwd.dtype(0))
 
 
 _FIELDS = [f.name for f in dataclasses.fields(Cost)]
@@ -163,7 +163,7 @@ def _id_column(rows: pd.DataFrame) -> str | None:
 
 
 def _cost_with_related(own: pd.DataFrame, related: pd.DataFrame, expected: Callable[[str], str | None],
-                       formula: Callable[[_Args, _Args, str], Cost]) -> pd.DataFrame:
+                       formula: Callable[[Args, Args, str], Cost]) -> pd.DataFrame:
     """Cost each row of `own` from its record and the related record on the same position of
     `related` (name, shapes, dtypes; NaN where there is none). A pair is costed only when the
     related record is the op `expected(name)`; distinct record pairs are costed once."""
@@ -177,9 +177,9 @@ def _cost_with_related(own: pd.DataFrame, related: pd.DataFrame, expected: Calla
         k = (name, shp, dt, r_shp, r_dt)
         if k not in seen:
             try:
-                seen[k] = formula(_Args(_parse(shp), _parse(dt), None, None), _Args(_parse(r_shp), _parse(r_dt), None, None),
+                seen[k] = formula(Args(parse_concrete(shp), parse_concrete(dt), None, None), Args(parse_concrete(r_shp), parse_concrete(r_dt), None, None),
                                   str(name))
-            except (_Unknown, IndexError, KeyError, TypeError, ValueError, ZeroDivisionError, AttributeError):
+            except (Unknown, IndexError, KeyError, TypeError, ValueError, ZeroDivisionError, AttributeError):
                 seen[k] = None
         if seen[k] is not None:
             out[idx] = seen[k]

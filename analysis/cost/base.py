@@ -1,6 +1,6 @@
 """Cost model basics: the `Cost` value, dtype tables and the recorded-argument accessor.
 
-Shared by the formula modules (`cost_compute`, `cost_memory`); the entry points and the
+Shared by the formula modules (`compute`, `memory`, `custom`, `joins`); the entry points and the
 conventions are in `analysis.cost`.
 """
 
@@ -8,9 +8,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import orjson
+
+from profiler.model.dtypes import ELEMENT_BYTES, KINETO
+from profiler.model.dtypes import SCALAR_TYPES as SCALAR_TYPES  # re-exported to the formulas
 
 FAMILIES = ("gemm", "attention", "conv", "norm", "elementwise", "reduction", "softmax",
             "quant/cast", "copy", "embedding", "optimizer", "collective", "other")
@@ -18,7 +21,14 @@ FAMILIES = ("gemm", "attention", "conv", "norm", "elementwise", "reduction", "so
 
 @dataclass(frozen=True)
 class Cost:
-    """FLOPs and bytes of one op. ``flops_effective`` applies causal masks (attention)."""
+    """FLOPs and bytes of one op (or of several, summed). ``flops_effective`` applies causal
+    masks (attention).
+
+    A value that adds, like tinygrad's `Estimates`: ``a + b`` is the cost of doing both (FLOPs
+    and bytes add; family and dtype are those of the term with more effective FLOPs, the one
+    whose peak bounds the compute floor; ties keep the left), ``c * k`` the cost of doing it k
+    times, and ``Cost.ZERO`` is the empty sum (``sum(costs, Cost.ZERO)``).
+    """
 
     flops: float
     flops_effective: float
@@ -26,40 +36,58 @@ class Cost:
     bytes_written: float
     family: str
     dtype: str
+    ZERO: ClassVar[Cost]
 
     @property
     def bytes(self) -> float:
         return self.bytes_read + self.bytes_written
 
+    @classmethod
+    def of(cls, flops, read, written, family, dtype, effective=None) -> Cost:
+        """A cost from a formula's numbers (any numeric type); `effective` defaults to `flops`."""
+        return cls(float(flops), float(flops if effective is None else effective), float(read),
+                   float(written), family, dtype)
 
-# Kineto "Input type" -> (normalised dtype, bytes per element).
-_DTYPES: dict[str, tuple[str, int]] = {
-    "float": ("fp32", 4), "double": ("fp64", 8), "c10::Half": ("fp16", 2),
-    "c10::BFloat16": ("bf16", 2), "long int": ("int64", 8), "int": ("int32", 4),
-    "short int": ("int16", 2), "signed char": ("int8", 1), "unsigned char": ("int8", 1),
-    "bool": ("bool", 1), "c10::qint8": ("int8", 1), "c10::quint8": ("int8", 1),
-    "c10::qint32": ("int32", 4), "c10::Float8_e4m3fn": ("fp8", 1), "c10::Float8_e5m2": ("fp8", 1),
-    "c10::Float8_e4m3fnuz": ("fp8", 1), "c10::Float8_e5m2fnuz": ("fp8", 1),
-}
-# Normalised names accepted too (for list_dtype and callers that already normalised).
-_DTYPES.update({v[0]: v for v in list(_DTYPES.values())})
-# c10::ScalarType enum values, as recorded in Concrete Inputs for a `dtype` argument.
-_SCALAR_TYPES = {0: "unsigned char", 1: "signed char", 2: "short int", 3: "int", 4: "long int",
-                 5: "c10::Half", 6: "float", 7: "double", 11: "bool", 12: "c10::qint8",
-                 13: "c10::quint8", 14: "c10::qint32", 15: "c10::BFloat16",
-                 23: "c10::Float8_e5m2", 24: "c10::Float8_e4m3fn", 25: "c10::Float8_e5m2fnuz",
-                 26: "c10::Float8_e4m3fnuz"}
+    def __add__(self, other: Cost) -> Cost:
+        if not isinstance(other, Cost):
+            return NotImplemented
+        if other is Cost.ZERO:
+            return self
+        if self is Cost.ZERO:
+            return other
+        lead = other if other.flops_effective > self.flops_effective else self
+        return Cost(self.flops + other.flops, self.flops_effective + other.flops_effective,
+                    self.bytes_read + other.bytes_read, self.bytes_written + other.bytes_written,
+                    lead.family, lead.dtype)
+
+    def __mul__(self, k: float) -> Cost:
+        if isinstance(k, bool) or not isinstance(k, (int, float)):
+            return NotImplemented
+        return Cost(self.flops * k, self.flops_effective * k, self.bytes_read * k, self.bytes_written * k,
+                    self.family, self.dtype)
+
+    __rmul__ = __mul__
+
+
+#: The empty sum: adding it changes nothing (family and dtype included).
+Cost.ZERO = Cost(0.0, 0.0, 0.0, 0.0, "other", "unknown")
+
+
+# Kineto "Input type" -> (normalised dtype, bytes per element), and our names too (for
+# list_dtype and callers that already normalised): the model's one dtype table.
+DTYPES: dict[str, tuple[str, int]] = {k: (v, ELEMENT_BYTES[v]) for k, v in KINETO.items()}
+DTYPES.update({n: (n, b) for n, b in ELEMENT_BYTES.items()})
 # Argument kinds that are not tensors (older Kineto writes 'Int', 'Bool', 'GenericList', ...).
 _NOT_TENSOR = {"", "Scalar", "ScalarList", "TensorList", "GenericList", "None", "Int", "Bool",
                "Double", "Float", "Long", "String", "Device", "Layout", "ScalarType",
                "MemoryFormat", "Generator", "Storage", "Stream", "Tuple", "Dict", "Object"}
 
 
-class _Unknown(Exception):
+class Unknown(Exception):
     """Raised inside a formula when the record lacks what the formula needs."""
 
 
-def _parse(text: Any) -> Any:
+def parse_concrete(text: Any) -> Any:
     """One Concrete Inputs string -> int, float, bool, list or str; None when empty."""
     if text is None or text == "":
         return None
@@ -82,11 +110,11 @@ def _parse(text: Any) -> Any:
         return text                        # a string argument, e.g. padding='same'
 
 
-def _numel(shape: list[int]) -> int:
+def numel(shape: list[int]) -> int:
     return math.prod(shape)
 
 
-class _Args:
+class Args:
     """The recorded arguments of one op, with typed accessors that raise _Unknown."""
 
     def __init__(self, shapes, dtypes, concrete, list_dtype):
@@ -101,64 +129,59 @@ class _Args:
 
     def shape(self, i: int) -> list[int]:
         if not self.is_tensor(i):
-            raise _Unknown
+            raise Unknown
         return list(self.shapes[i])
 
     def size(self, i: int) -> int:
         """Bytes per element of tensor argument i."""
-        if not self.is_tensor(i) or self.dtypes[i] not in _DTYPES:
-            raise _Unknown
-        return _DTYPES[self.dtypes[i]][1]
+        if not self.is_tensor(i) or self.dtypes[i] not in DTYPES:
+            raise Unknown
+        return DTYPES[self.dtypes[i]][1]
 
     def dtype(self, i: int) -> str:
-        if not self.is_tensor(i) or self.dtypes[i] not in _DTYPES:
-            raise _Unknown
-        return _DTYPES[self.dtypes[i]][0]
+        if not self.is_tensor(i) or self.dtypes[i] not in DTYPES:
+            raise Unknown
+        return DTYPES[self.dtypes[i]][0]
 
     def nbytes(self, i: int) -> int:
         """Bytes of tensor argument i; 0 when it is absent (None, an optional bias)."""
         if not self.is_tensor(i):
             return 0
-        return _numel(self.shape(i)) * self.size(i)
+        return numel(self.shape(i)) * self.size(i)
 
     def tensors(self) -> list[int]:
         return [i for i in range(len(self.shapes)) if self.is_tensor(i)]
 
-    def value(self, i: int, default: Any = _Unknown) -> Any:
+    def value(self, i: int, default: Any = Unknown) -> Any:
         """Concrete value of argument i; `default` when unrecorded (raises without one)."""
         v = None
         if self.concrete is not None and i < len(self.concrete):
-            v = _parse(self.concrete[i])
+            v = parse_concrete(self.concrete[i])
         if v is None:
-            if default is _Unknown:
-                raise _Unknown
+            if default is Unknown:
+                raise Unknown
             return default
         return v
 
     def tensor_list(self, i: int) -> list[list[int]]:
         """Shapes of a TensorList argument ([] when the list is empty)."""
         if i >= len(self.shapes) or i >= len(self.dtypes) or self.dtypes[i] != "TensorList":
-            raise _Unknown
+            raise Unknown
         s = self.shapes[i]
         return [list(x) for x in s] if s and isinstance(s[0], list) else []
 
     def list_size(self) -> int:
-        if self.list_dtype not in _DTYPES:
-            raise _Unknown
-        return _DTYPES[self.list_dtype][1]
+        if self.list_dtype not in DTYPES:
+            raise Unknown
+        return DTYPES[self.list_dtype][1]
 
 
-def _cost(flops, read, written, family, dtype, effective=None) -> Cost:
-    return Cost(float(flops), float(flops if effective is None else effective), float(read),
-                float(written), family, dtype)
-
-
-def _broadcast(*shapes: list[int]) -> list[int]:
+def broadcast(*shapes: list[int]) -> list[int]:
     nd = max((len(s) for s in shapes), default=0)
     out = []
     for d in range(nd):
         dims = {s[len(s) - nd + d] for s in shapes if len(s) - nd + d >= 0} - {1}
         if len(dims) > 1:
-            raise _Unknown
+            raise Unknown
         out.append(dims.pop() if dims else 1)
     return out

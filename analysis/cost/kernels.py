@@ -5,7 +5,7 @@ which the Kineto reader keeps in `trace.metadata['ranks'][<rank>]`): one row per
 the name it runs under and its FLOPs and compulsory bytes for one run of its graph, which for a
 generated kernel is one call. A C++ kernel runs as the record_function range
 'graph_<g>_<kernel>' and a Triton kernel under its own name; a unit whose name equals a row's
-`runtime_name` (exactly, as collectors/torch_compile/match.py joins them) is that kernel, and
+`runtime_name` (exactly, as analysis/fusion.py joins them) is that kernel, and
 takes its cost, so it classifies like any op. The op-name cost model (analysis.cost) cannot
 cost these names: they are the compiler's, not ATen's.
 
@@ -16,29 +16,43 @@ analysis.cost already costs from their recorded shapes: left alone here.
 from __future__ import annotations
 
 import math
+from dataclasses import astuple
 
 import numpy as np
 import pandas as pd
 
-from analysis.cost import COST_COLUMNS
-from analysis.cost_memory import _NORMS, _REDUCTIONS
+from analysis.cost.base import Cost
+from analysis.cost.ops import COST_COLUMNS
+from analysis.cost.compute import ATTENTION_OPS, CONV_ARGS
+from analysis.cost.memory import NORM_OPS, REDUCTION_OPS
 
 #: The fusion-map columns this module reads (collectors/torch_compile/fusion_map.py KERNEL_COLUMNS).
 FUSION_COLUMNS = ("runtime_name", "kind", "flops", "bytes_read", "bytes_written", "dtype", "family")
 _GENERATED = ("cpp", "triton")
 # ops whose presence makes a fused kernel a reduction (the post-grad graph decomposes softmax
 # and norms into amax/sum/var_mean, but keep the whole names too)
-_REDUCING = set(_REDUCTIONS) | set(_NORMS) | {"_softmax", "_log_softmax", "softmax", "log_softmax"}
+_REDUCING = set(REDUCTION_OPS) | set(NORM_OPS) | {"_softmax", "_log_softmax", "softmax", "log_softmax"}
+# ops that make a kernel a matrix-unit kernel of the cost model's families (analysis.cost.compute)
+_ATTENTION = set(ATTENTION_OPS)
+_CONV = set(CONV_ARGS) | {"convolution_backward", "cudnn_convolution_transpose", "miopen_convolution"}
+_MATMUL = {"mm", "addmm", "bmm", "baddbmm", "_scaled_mm", "matmul", "linear"}
 
 
 def kernel_family(fusion_family: str, kernel: str, aten_ops: object) -> str:
-    """The cost-model family of one generated kernel: 'gemm' when the fusion map says so (a
-    matmul template: matrix peak); 'reduction' when any op it computes reduces (or Inductor
-    named it a reduction, 'triton_red_'/'triton_per_'); else 'elementwise' (pointwise only)."""
-    if fusion_family == "gemm":
-        return "gemm"
+    """The cost-model family of one compiled kernel (generated or extern), from the ATen ops it
+    computes: 'attention' (an SDPA op), 'conv' (a convolution), 'gemm' (a matmul, or the fusion
+    map says so: a matmul template), all three at the matrix peak; 'reduction' when any op it
+    computes reduces (or Inductor named it a reduction, 'triton_red_'/'triton_per_'); else
+    'elementwise' (pointwise only)."""
     ops = aten_ops if isinstance(aten_ops, (list, tuple, np.ndarray)) else ()
-    bases = {str(o).split("::")[-1].split(".")[0].rstrip("_") for o in ops}
+    bases = {str(o).split("::")[-1].split(".")[0] for o in ops}
+    bases |= {b.rstrip("_") for b in bases}
+    if bases & _ATTENTION:
+        return "attention"
+    if bases & _CONV:
+        return "conv"
+    if fusion_family == "gemm" or bases & _MATMUL:
+        return "gemm"
     if bases & _REDUCING or str(kernel).startswith(("triton_red_", "triton_per_")):
         return "reduction"
     return "elementwise"
@@ -76,10 +90,10 @@ def kernel_costs(units: pd.DataFrame, fusion: pd.DataFrame) -> pd.DataFrame:
         # each call the same code on the same shapes: per call = per run / sites
         sites = pd.to_numeric(pd.Series([r.get("sites")]), errors="coerce").iloc[0]
         per = float(sites) if np.isfinite(sites) and sites >= 1 else 1.0
-        flops, read, written = (float(r[c]) / per for c in ("flops", "bytes_read", "bytes_written"))
         family = kernel_family(str(r["family"]), str(r.get("kernel", r["runtime_name"])), r.get("aten_ops"))
         dtype = r["dtype"] if isinstance(r["dtype"], str) and r["dtype"] else "unknown"
-        cost = (flops, flops, read, written, family, dtype)
+        per_run = Cost.of(r["flops"], r["bytes_read"], r["bytes_written"], family, dtype)
+        cost = astuple(per_run * (1 / per))
         if key in table and not _same(table[key], cost):
             ambiguous.add(key)
         table.setdefault(key, cost)

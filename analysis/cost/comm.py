@@ -1,6 +1,6 @@
 """Cost of collectives: message bytes and the bytes each rank moves over its link.
 
-A collective's data movement is communication, never also memory (DESIGN.md). For a message of
+A collective's data movement is communication, never also memory (docs/architecture.md). For a message of
 S bytes over a group of n ranks, the bytes one rank sends with the ring algorithms NCCL and gloo
 use (NCCL's "bus bandwidth" conventions, nccl-tests/doc/PERFORMANCE.md):
 
@@ -36,6 +36,7 @@ import orjson
 import pandas as pd
 
 from analysis.comm_patterns import Patterns, bundled
+from profiler.model.dtypes import element_bytes
 
 #: collective names as recorded -> our names
 _ALIASES = {
@@ -48,12 +49,6 @@ _ALIASES = {
     "broadcast": "broadcast", "reduce": "reduce", "gather": "gather", "scatter": "scatter",
     "send": "send_recv", "recv": "send_recv", "isend": "send_recv", "irecv": "send_recv", "sendrecv": "send_recv",
     "barrier": "barrier",
-}
-#: element sizes of the dtype names collectives record ('Float', 'BFloat16') and ops record ('float')
-_ELEM = {
-    "float": 4, "float32": 4, "double": 8, "float64": 8, "half": 2, "float16": 2, "c10::half": 2,
-    "bfloat16": 2, "c10::bfloat16": 2, "int": 4, "int32": 4, "long": 8, "long int": 8, "int64": 8,
-    "byte": 1, "char": 1, "int8": 1, "uint8": 1, "bool": 1, "float8_e4m3fn": 1, "float8_e5m2": 1,
 }
 _DTYPE = {4: "fp32", 8: "fp64", 2: "bf16", 1: "int8"}
 GLOO_PREFIX = "gloo:"
@@ -161,7 +156,7 @@ def _message(r, world_size: dict[int, int], arg: int | None) -> tuple[int | None
     """(element size, input elements, output elements, group size) of one unit, None when unknown.
     `arg`: the argument that is the message, for collectives known by name (None: not derivable)."""
     if r.msg_in_nelems >= 0:  # recorded by record_param_comms / NCCL kernels
-        elem = _ELEM.get(str(r.msg_dtype).lower())
+        elem = element_bytes(r.msg_dtype)
         group = int(r.group_size) if r.group_size > 0 else world_size.get(int(r.rank))
         return elem, int(r.msg_in_nelems), int(r.msg_out_nelems) if r.msg_out_nelems >= 0 else None, group
     if arg is None:
@@ -175,7 +170,7 @@ def _message(r, world_size: dict[int, int], arg: int | None) -> tuple[int | None
     first = shapes[arg][0] if shapes[arg] and isinstance(shapes[arg][0], list) else shapes[arg]
     if not first or not all(isinstance(d, int) for d in first):
         return None, None, None, None
-    return _ELEM.get(str(dtypes[arg]).lower()), math.prod(first), None, world_size.get(int(r.rank))
+    return element_bytes(dtypes[arg]), math.prod(first), None, world_size.get(int(r.rank))
 
 
 def apply_comm(costs: pd.DataFrame, comm: pd.DataFrame, names: pd.Series) -> pd.DataFrame:

@@ -1,0 +1,245 @@
+"""The one declaration of the columns of every table an `Analysis` holds: dtype, unit, meaning.
+
+Input tables are declared in profiler/model/schema.py; output tables here, with the same
+`Column`. docs/json-schema.md's "Analysis tables" section is generated from `OUTPUT_TABLES`
+(`python -m profiler.docs`; tests/test_docs_generated.py checks it is up to date and that each
+table an analysis builds has exactly these columns, in this order). The JSON report writes
+these tables' rows under the names its schema lists: a JSON builder takes a table's columns
+from here (`columns(name)`) rather than from whatever the DataFrame happens to hold.
+"""
+
+from __future__ import annotations
+
+from profiler.model.schema import Column
+
+NS, BYTE, FLOP = "ns", "byte", "FLOP"
+_RANK = Column("rank", "int64", "", "Rank (process) the row belongs to.")
+_DEVICE = Column("device", "str", "", "'cpu' or 'gpu<N>'.")
+_BOUNDS = tuple(
+    Column(f"{b}_ns", "int64", NS, f"Busy time whose share went to units bound by {b}.")
+    for b in ("compute", "memory", "communication", "runtime", "unknown")
+)
+_FLOORS = (
+    Column("t_compute_ns", "float64", NS, "flops_effective / peak(dtype, matrix for gemm/conv/attention else vector)."),
+    Column("t_memory_ns", "float64", NS, "Max over memory levels of bytes at that level / its bandwidth."),
+    Column(
+        "t_comm_ns",
+        "float64",
+        NS,
+        "Collectives: latency + steps * hop latency + algorithm bytes / link bandwidth; else 0.",
+    ),
+    Column("t_runtime_ns", "float64", NS, "The device's min_op_time: one op's minimum time."),
+)
+_TOP = (
+    Column("kind", "str", "", "'op' for host ops; 'kernel', 'memcpy' or 'memset' for device work."),
+    Column("name", "str", "", "Op or kernel name as recorded (secrets redacted on output)."),
+    Column("shapes", "str", "", "Input Dims as recorded (compact JSON); '' when not recorded or for device work."),
+    Column("count", "int64", "", "Calls with this name and shapes."),
+    Column("total_ns", "int64", NS, "Summed duration (host ops: inclusive of child ops)."),
+    Column("mean_ns", "int64", NS, "total_ns / count, rounded."),
+    Column(
+        "device_ns",
+        "int64",
+        NS,
+        "Host ops: summed duration of the device work their calls launched; device work: total_ns.",
+    ),
+    Column("share", "float64", "", "device_ns over the summed accelerator busy time (0 on CPU-only traces)."),
+)
+
+OUTPUT_TABLES: dict[str, tuple[Column, ...]] = {
+    "device_time": (
+        _RANK,
+        _DEVICE,
+        Column("start_ns", "int64", NS, "First work start on the device."),
+        Column("end_ns", "int64", NS, "Last work end on the device."),
+        Column("window_ns", "int64", NS, "end_ns - start_ns."),
+        Column("busy_ns", "int64", NS, "Union of the device's work intervals (overlapping streams count once)."),
+        Column("idle_ns", "int64", NS, "window_ns - busy_ns."),
+        Column("work_events", "int64", "", "Work events on the device."),
+    ),
+    "top_kernels": _TOP,
+    "top_ops": _TOP
+    + (
+        Column("time_ns", "int64", NS, "The units' measured time: device time on accelerators, self time on a CPU."),
+        Column("flops", "float64", FLOP, "Dense FLOPs summed over the group's units; NaN when any is unknown."),
+        Column("flops_effective", "float64", FLOP, "FLOPs with causal masks applied, summed."),
+        Column("bytes", "float64", BYTE, "Compulsory bytes read + written, summed."),
+        *_FLOORS,
+        Column("floor_ns", "float64", NS, "Summed largest floors."),
+        Column("family", "str", "", "Cost-model family: gemm, conv, attention, norm, ... or unknown."),
+        Column("dtype", "str", "", "Normalised compute dtype or unknown."),
+        Column("memory_level", "str", "", "The memory level whose traffic sets the memory floor ('' when unknown)."),
+        Column("bound", "str", "", "The largest summed floor: compute, memory, communication, runtime, or unknown."),
+        Column("intensity", "float64", "FLOP/byte", "flops_effective / bytes."),
+        Column("efficiency", "float64", "", "floor_ns / time_ns."),
+    ),
+    "units": (
+        Column("unit_id", "int64", "", "The op's event id (or the device event's own when no op launched it)."),
+        Column("rank", "int32", "", "Rank."),
+        _DEVICE,
+        Column("kind", "str", "", "'op', or the work's kind for a unit with no launching op."),
+        Column("name", "str", "", "Of the op (or of the work) as recorded."),
+        Column("shapes", "str", "", "Input Dims as recorded (compact JSON)."),
+        Column("dtypes", "str", "", "Input type as recorded (compact JSON)."),
+        Column("concrete", "str", "", "Concrete Inputs as recorded (compact JSON)."),
+        Column("collective", "str", "", "Collective name as recorded; '' when none."),
+        Column("msg_dtype", "str", "", "Collective message dtype as recorded; '' when none."),
+        Column("msg_in_nelems", "int64", "", "Collective input elements; -1 when none."),
+        Column("msg_out_nelems", "int64", "", "Collective output elements; -1 when none."),
+        Column("group_size", "int32", "", "Collective group size; -1 when none."),
+        Column(
+            "step", "int32", "", "ProfilerStep number of the op (or of the step that launched the work); -1 outside."
+        ),
+        Column("start_ns", "int64", NS, "First start of the unit's work."),
+        Column("end_ns", "int64", NS, "Last end of the unit's work."),
+        Column("time_ns", "int64", NS, "Device units: union of the work's intervals; CPU units: self time."),
+        Column("work_events", "int64", "", "Device events in the unit (0 for CPU units)."),
+        Column("family", "str", "", "Cost-model family, or unknown."),
+        Column("dtype", "str", "", "Normalised compute dtype, or unknown."),
+        Column("flops", "float64", FLOP, "Dense FLOPs (as torch.utils.flop_counter counts); NaN when unknown."),
+        Column("flops_effective", "float64", FLOP, "FLOPs with causal masks applied."),
+        Column("bytes_read", "float64", BYTE, "Compulsory bytes read."),
+        Column("bytes_written", "float64", BYTE, "Compulsory bytes written."),
+        Column("bytes", "float64", BYTE, "bytes_read + bytes_written."),
+        Column(
+            "algo_bytes",
+            "float64",
+            BYTE,
+            "Collectives: bytes one rank moves over its link (ring algorithms); else NaN.",
+        ),
+        Column("algo_steps", "float64", "", "Collectives: latency steps of the fewest-step algorithm; else NaN."),
+        Column("intensity", "float64", "FLOP/byte", "flops_effective / bytes."),
+        *_FLOORS,
+        Column("hardware", "str", "", "Name of the HardwareSpec the unit is floored on; '' when none."),
+        Column("memory_level", "str", "", "The memory level whose bytes / bandwidth is t_memory."),
+        Column("floor_ns", "float64", NS, "The largest floor; NaN when unknown."),
+        Column("bound", "str", "", "profiler.model.schema.Bound value of the largest floor."),
+        Column("efficiency", "float64", "", "floor_ns / time_ns; NaN when unknown or time 0."),
+    ),
+    "equation": (
+        _RANK,
+        _DEVICE,
+        Column("window_ns", "int64", NS, "First work start to last work end."),
+        Column("busy_ns", "int64", NS, "Union of the work."),
+        *_BOUNDS,
+        Column("idle_host_ns", "int64", NS, "Idle while the host did not launch (or, CPU-only, no op ran)."),
+        Column("idle_sync_ns", "int64", NS, "Idle while the host waited in a synchronize call."),
+        Column("idle_other_ns", "int64", NS, "The rest of the idle time."),
+    ),
+    "by_bound": (
+        Column("bound", "str", "", "The bound (analysis.roofline.by: also by family, by dtype)."),
+        Column("units", "int64", "", "Units with that value."),
+        Column("time_ns", "int64", NS, "Their summed time (units may overlap)."),
+        Column("share", "float64", "", "Of the total."),
+    ),
+    "utilization": (
+        _RANK,
+        _DEVICE,
+        Column("flops", "float64", FLOP, "Effective FLOPs of the known units."),
+        Column("bytes", "float64", BYTE, "Memory bytes of the known units."),
+        Column("comm_bytes", "float64", BYTE, "Algorithm bytes of collectives."),
+        Column("flops_per_s", "float64", "FLOP/s", "flops over the window."),
+        Column("bytes_per_s", "float64", "byte/s", "bytes over the window."),
+        Column("compute_util", "float64", "", "flops_per_s / matrix peak of compute_dtype."),
+        Column("compute_dtype", "str", "", "The dtype with the most FLOPs."),
+        Column("memory_util", "float64", "", "bytes_per_s / outermost bandwidth."),
+        Column(
+            "floor_ns", "float64", NS, "The known units' floors summed: their time at their floors, one after another."
+        ),
+        Column("unknown_ns", "float64", NS, "Measured time of units without a floor."),
+    ),
+    "streams": (
+        _RANK,
+        _DEVICE,
+        Column("stream", "str", "", "Track name of the stream."),
+        Column("work_events", "int64", "", "Work events on it."),
+        Column("busy_ns", "int64", NS, "Union of its work."),
+        Column("idle_ns", "int64", NS, "Device window - busy_ns."),
+        Column("share", "float64", "", "busy_ns / device window."),
+    ),
+    "communication": (
+        _RANK,
+        _DEVICE,
+        Column("comm_ns", "int64", NS, "Union of collective work."),
+        Column("overlapped_ns", "int64", NS, "Collective time with other work running."),
+        Column("exposed_ns", "int64", NS, "comm_ns - overlapped_ns: collectives running alone."),
+    ),
+    "launches": (
+        _RANK,
+        Column("stream", "str", "", "Track name of the stream."),
+        Column("launches", "int64", "", "Launch flows to the stream's work."),
+        Column("delay_p50_ns", "int64", NS, "Median of work start - launch call start."),
+        Column("delay_p95_ns", "int64", NS, "95th percentile of the same."),
+        Column("delay_max_ns", "int64", NS, "Largest of the same."),
+        Column("queue_mean", "float64", "", "Mean launched-not-started work at each launch."),
+        Column("queue_max", "int64", "", "Most launched-not-started work at a launch."),
+    ),
+    "kv_cache": (
+        _RANK,
+        _DEVICE,
+        Column("op", "str", "", "The cache-write op the sizes come from."),
+        Column("dtype", "str", "", "The cache's dtype."),
+        Column("per_token_layer_bytes", "float64", BYTE, "Bytes one token takes in one layer's cache."),
+        Column("per_layer_bytes", "float64", BYTE, "One layer's cache."),
+        Column("slots", "float64", "", "Tokens one layer's cache holds."),
+        Column("layers", "int64", "", "Layers (cache-write calls per step)."),
+        Column("bytes_per_token", "float64", BYTE, "Over all layers."),
+        Column("kv_cache_bytes", "float64", BYTE, "The whole cache."),
+        Column("capacity_bytes", "float64", BYTE, "The device's memory."),
+        Column("share", "float64", "", "kv_cache_bytes / capacity_bytes."),
+        Column("note", "str", "", "Why a figure is missing; '' when none."),
+    ),
+    "llm_summary": (
+        _RANK,
+        Column("phase", "str", "", "prefill, decode or mixed."),
+        Column("steps", "int64", "", "Serving steps."),
+        Column("tokens", "float64", "", "Tokens, summed."),
+        Column("time_ns", "float64", NS, "Summed step durations."),
+        Column("device_busy_ns", "float64", NS, "Summed device busy time in the steps."),
+        Column("tokens_per_s", "float64", "1/s", "tokens / time_ns * 1e9."),
+        Column("mean_step_ns", "float64", NS, "time_ns / steps."),
+        Column("ttft_ns", "float64", NS, "Prefill: the first prefill step's duration (a lower bound)."),
+        Column("tpot_ns", "float64", NS, "Decode: mean step duration."),
+        Column("tpot_device_ns", "float64", NS, "Decode: mean device busy time per step."),
+        Column("kv_read_bytes", "float64", BYTE, "Decode: KV-cache bytes read per step."),
+        Column("kv_floor_ns", "float64", NS, "kv_read_bytes / bandwidth."),
+        Column("kv_floor_efficiency", "float64", "", "kv_floor_ns / device busy time."),
+        Column("note", "str", "", "Why a figure is missing; '' when none."),
+    ),
+    "modules": (
+        Column("rank", "int32", "", "Rank."),
+        Column("path", "str", "", "Module path 'A_0/B_1/C_0'."),
+        Column("name", "str", "", "Last part of the path."),
+        Column("depth", "int64", "", "0 for a root."),
+        Column("parent", "str", "", "Parent's path; '' for a root."),
+        Column("calls", "int64", "", "Calls of the module."),
+        Column("self_ns", "int64", NS, "Unit time directly in the module."),
+        Column("total_ns", "int64", NS, "Unit time in the module and its children."),
+        Column("host_ns", "int64", NS, "Host (CPU) unit time inside."),
+        *_BOUNDS,
+        Column("flops", "float64", FLOP, "Effective FLOPs of its units."),
+        Column("bytes", "float64", BYTE, "Bytes of its units."),
+        Column("units", "int64", "", "Units inside."),
+    ),
+}
+
+
+def columns(table: str) -> list[str]:
+    """The declared column names of `table`, in order."""
+    return [c.name for c in OUTPUT_TABLES[table]]
+
+
+def markdown() -> str:
+    """The tables' column reference as Markdown (docs/json-schema.md's generated section)."""
+    out = [
+        "## Analysis tables",
+        "",
+        "Generated from `analysis/columns.py` by `python -m profiler.docs`; do not edit by hand.",
+        "Each `Analysis` table (profiler/api.py) has these columns, in this order.",
+        "",
+    ]
+    for table, cols in OUTPUT_TABLES.items():
+        out += [f"### {table}", "", "| column | dtype | unit | meaning |", "|---|---|---|---|"]
+        out += [f"| `{c.name}` | {c.dtype} | {c.unit} | {c.meaning} |" for c in cols]
+        out.append("")
+    return "\n".join(out)
