@@ -56,7 +56,7 @@ def unknown_summary(trace: Trace, classified: pd.DataFrame, top: int = 10) -> tu
 
 
 def _reason(r) -> str:
-    from analysis.cost import _handler
+    from analysis.cost.ops import handler
     from analysis.cost.custom import UNDERIVABLE
 
     name = str(r.name)
@@ -70,7 +70,7 @@ def _reason(r) -> str:
         return "kernel launched outside any op: no shapes recorded"
     if not isinstance(r.shapes, str) or r.shapes in ("", "[]"):
         return "no shapes recorded (record_shapes off)"
-    if _handler(name)[0] is None:
+    if handler(name)[0] is None:
         return "an op the cost model lacks"
     return "shapes recorded, but not what its formula needs"
 

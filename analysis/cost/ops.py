@@ -147,7 +147,7 @@ def _table() -> dict[str, Callable[[Args, str], Cost]]:
 _HANDLERS = _table()
 
 
-def _handler(name: str):
+def handler(name: str):
     if name.startswith("aten::"):
         base = name[6:]
     elif name.startswith("aten."):                          # torch.export / FX spelling
@@ -177,7 +177,7 @@ def op_cost(name: str, shapes: list | None, dtypes: list | None,
     'Input type' and 'Concrete Inputs' (concrete may be None). `list_dtype` is the element
     dtype of TensorList arguments, which Kineto does not record ('float', 'bf16', ...).
     """
-    h, base = _handler(name)
+    h, base = handler(name)
     if h is None or not shapes or not dtypes:
         return None
     if list_dtype is not None and list_dtype not in DTYPES:
