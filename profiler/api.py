@@ -458,6 +458,7 @@ FACADE: dict[str, tuple[str, str]] = {
     "compare_setup": ("analysis.diff", "compare_setup"),        # two setups side by side, like-for-like or not
     "gate_samples": ("analysis.gate", "samples"),               # per (trace, step) and op name
     "gate_compare": ("analysis.gate", "compare"),               # the regression verdicts
+    "UNKNOWN_WARN_SHARE": ("analysis.unknown", "WARN_SHARE"),   # above this unknown share, the report says so
     "step_walls": ("analysis.gate", "step_walls"),              # wall-clock time per step of one trace
     "GATE_MIN_RUNS": ("analysis.gate", "MIN_RUNS"),             # runs a side for a statistical verdict
     "interval_runs": ("analysis.intervals", "runs"),            # the union of intervals as disjoint runs

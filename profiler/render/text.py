@@ -96,7 +96,7 @@ def _render_summary(a: Analysis, console: Console) -> None:
 def render_unknown(a: Analysis, console: Console) -> None:
     """When more than 20% of unit time has no floor (analysis.unknown.WARN_SHARE): say so, with the
     top unknown names and why each is unknown."""
-    from analysis.unknown import WARN_SHARE
+    from profiler.api import UNKNOWN_WARN_SHARE as WARN_SHARE
 
     if a.unknown_share <= WARN_SHARE or a.unknown.empty:
         return
