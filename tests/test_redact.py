@@ -534,7 +534,7 @@ STILL_SECRETS = [
     (f"KVCache.update(key={OPAQUE}, value=v)", f"KVCache.update(key={REDACTED}, value=v)"),  # digits: not a Python name
     ("f(api_key=k)", f"f(api_key={REDACTED})"),  # a qualified name is a credential whatever its value
     (f"key={OPAQUE}", f"key={REDACTED}"),  # no call around it
-    (f"KEY=sesame", f"KEY={REDACTED}"),  # an env line
+    ("KEY=sesame", f"KEY={REDACTED}"),  # an env line
     (f"key: {PASSWORD}", f"key: {REDACTED}"),
     (f"KeyError: {HF}", f"KeyError: {REDACTED}"),  # a token is a token, wherever it is
 ]
