@@ -1,24 +1,17 @@
-"""Issue 3's checks on this CPU: traces recorded here with torch.profiler, floored on a spec that
-`perf calibrate` measured here. Timing-sensitive, so marked `serial`: `make test` runs them
-after the parallel suite, alone on the machine."""
+"""Issue 3's checks on this CPU: traces recorded here with torch.profiler, classified on a fixed
+spec (generic-x86-cpu, whose numbers are cited in its YAML), so the bound of each op follows from
+its FLOPs and bytes alone and no timing decides the outcome. How close each op runs to a spec
+`perf calibrate` measured here is a measurement: benchmarks/bench_roofline_cpu.py prints it."""
 
 from __future__ import annotations
 
-import pytest
 import torch
 from torch.profiler import ProfilerActivity, profile
 
 from profiler import analyze, load_trace
-from profiler.calibrate import Sizes, calibrate
-from profiler.model.hardware import save_spec
+from profiler.model.hardware import load_spec
 
-pytestmark = pytest.mark.serial
-
-
-@pytest.fixture(scope="module")
-def spec_path(tmp_path_factory):
-    spec = calibrate(Sizes(repeats=8), links=False)[0]  # full sizes (2048^3 matmul, 128 MiB triad arrays), best of 8
-    return save_spec(spec, tmp_path_factory.mktemp("spec") / "here.yaml")
+SPEC = "generic-x86-cpu"
 
 
 def record(tmp_path, fn, steps: int = 1):
@@ -35,38 +28,43 @@ def units_named(a, name):
     return u[u["name"] == name]
 
 
-def test_big_matmul_is_compute_bound(tmp_path, spec_path):
-    a_, b_ = torch.randn(2048, 2048), torch.randn(2048, 2048)
-    torch.mm(a_, b_)  # warm-up outside the trace
-    a = analyze(record(tmp_path, lambda: torch.mm(a_, b_), steps=5), hardware=str(spec_path))
+def test_big_matmul_is_compute_bound(tmp_path):
+    a_, b_ = torch.randn(1024, 1024), torch.randn(1024, 1024)
+    a = analyze(record(tmp_path, lambda: torch.mm(a_, b_), steps=3), hardware=SPEC)
     mm = units_named(a, "aten::mm")
-    assert len(mm) == 5 and set(mm["bound"]) == {"compute"}
-    assert mm["flops"].iloc[0] == 2 * 2048**3  # 2*M*N*K: one multiply-add is two FLOPs
-    # the best of five calls against the best the calibration saw: near 1 when the machine is quiet
-    assert 0.5 <= mm["efficiency"].max() <= 1.05
+    assert len(mm) == 3 and set(mm["bound"]) == {"compute"}
+    assert mm["flops"].iloc[0] == 2 * 1024**3  # 2*M*N*K: one multiply-add is two FLOPs
+    spec = load_spec(SPEC)
+    # t_compute = 2.15 GFLOP / the fp32 matrix peak; t_memory = 3 x 4 MiB over DRAM: compute is larger
+    assert mm["t_compute_ns"].iloc[0] == 2 * 1024**3 / spec.peak("fp32", "matrix") * 1e9
+    assert mm["t_compute_ns"].iloc[0] > mm["t_memory_ns"].iloc[0]
 
 
-def test_large_elementwise_is_memory_bound(tmp_path, spec_path):
-    n = 64 * 2**20  # 64M elements, 256 MiB per fp32 tensor: far past every cache
+def test_large_elementwise_is_memory_bound(tmp_path):
+    n = 16 * 2**20  # 16M elements, 64 MiB per fp32 tensor: past the preset's 8 MiB L3
     x, y = torch.randn(n), torch.randn(n)
-    a = analyze(record(tmp_path, lambda: (torch.add(x, y), torch.mul(x, y))), hardware=str(spec_path))
+    a = analyze(record(tmp_path, lambda: (torch.add(x, y), torch.mul(x, y))), hardware=SPEC)
     for name in ("aten::add", "aten::mul"):
         u = units_named(a, name)
         # bytes = 2 inputs + 1 output of 4-byte floats; FLOPs = one per element
         assert u["bytes"].iloc[0] == 3 * 4 * n and u["flops"].iloc[0] == n
-        assert set(u["bound"]) == {"memory"}
+        assert set(u["bound"]) == {"memory"} and set(u["memory_level"]) == {"dram"}
+        # 201 MB / 20 GB/s = 10.1 ms against 16.8 MFLOP / 192 GFLOP/s = 87 us
+        assert u["t_memory_ns"].iloc[0] == 3 * 4 * n / 20e9 * 1e9
 
 
-def test_thousands_of_tiny_adds_are_runtime_bound(tmp_path, spec_path):
+def test_thousands_of_tiny_adds_are_runtime_bound(tmp_path):
     x, y = torch.randn(8), torch.randn(8)
 
     def many():
         for _ in range(3000):
             torch.add(x, y)
 
-    a = analyze(record(tmp_path, many), hardware=str(spec_path))
+    a = analyze(record(tmp_path, many), hardware=SPEC)
     adds = units_named(a, "aten::add")
     assert len(adds) == 3000
+    # 8 FLOPs and 96 bytes take under a nanosecond at the preset's peaks; the floor is the
+    # dispatch time of an op (min_op_time 50 ns)
     assert (adds["bound"] == "runtime").mean() == 1.0
     cpu = a.equation.iloc[0]
     assert cpu["runtime_ns"] > cpu["compute_ns"] + cpu["memory_ns"]
@@ -90,11 +88,9 @@ def test_64mb_allreduce_over_gloo_is_communication_bound(tmp_path):
 
     from profiler.calibrate import _free_port
 
-    spec = calibrate(Sizes.quick(), links=True)[0]  # the link figure is what matters here
-    spec_file = save_spec(spec, tmp_path / "here.yaml")
     out = tmp_path / "rank0.json"
     mp.spawn(_allreduce_rank, args=(_free_port(), str(out)), nprocs=2, join=True)
-    a = analyze(load_trace(out), hardware=str(spec_file))
+    a = analyze(load_trace(out), hardware=SPEC)
     coll = a.units[a.units["name"] == "gloo:all_reduce"]
     assert len(coll) == 1
     # 64 MiB message, ring all-reduce over 2 ranks: each rank sends 2 * 1/2 * 64 MiB
