@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from profiler.model.errors import InputError
+from profiler.model.files import check_regular
 from profiler.model.redact import redact_text
 
 if TYPE_CHECKING:
@@ -100,8 +101,9 @@ class TraceStore:
     """Registry of traces plus the LRU caches of what the pages need."""
 
     def __init__(self, *, upload_cap: int = DEFAULT_UPLOAD_CAP, max_traces: int = 4, max_analyses: int = 8,
-                 max_views: int = 64) -> None:
+                 max_views: int = 64, max_bytes: int | None = None) -> None:
         self.upload_cap = upload_cap
+        self.max_bytes = max_bytes  # the most read of one trace file, decompressed (None: profiler.model.files' default)
         self._entries: dict[str, Entry] = {}
         self._order: list[str] = []
         self._lock = threading.Lock()
@@ -115,8 +117,8 @@ class TraceStore:
     def add_path(self, path: str | Path) -> str:
         """Register a trace file or directory given on the command line; returns its id."""
         p = Path(path)
-        if not p.exists():
-            raise InputError(str(p), "no such file or directory")
+        if not p.is_dir():
+            check_regular(p)  # missing, a FIFO, a device: refused before a read could block
         return self._register(file_hash(p), p.name or str(p), p, uploaded=False)
 
     def add_upload(self, filename: str, contents: str) -> str:
@@ -196,7 +198,7 @@ class TraceStore:
         from profiler.api import load_trace
 
         entry = self._need(tid)
-        return self._traces.get(tid, lambda: load_trace(entry.path))
+        return self._traces.get(tid, lambda: load_trace(entry.path, max_bytes=self.max_bytes))
 
     def analysis(self, tid: str, hardware: str | None = None) -> Analysis:
         """`analyze(trace, top=None, hardware=..., sections=CORE_SECTIONS)`, cached per (trace, hardware).
