@@ -1,0 +1,98 @@
+"""The coverage-guided fuzz target (tests/fuzz/fuzz_readers.py) run for a bounded time in CI, and
+the crash sites it found kept as regression tests: whatever the bytes, the Kineto, Perfetto and
+TORCH_TRACE readers return or raise InputError. benchmarks/bench_fuzz.py runs it for 1M
+executions and counts the other exceptions."""
+
+from __future__ import annotations
+
+import gzip
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from profiler import InputError
+
+REPO = Path(__file__).resolve().parents[1]
+FUZZ = REPO / "tests" / "fuzz" / "fuzz_readers.py"
+SEEDS = REPO / "tests" / "fuzz" / "seeds"
+
+
+def test_seeds_read_cleanly(tmp_path: Path):
+    """Each seed is a valid file for its reader (so the fuzzer starts from the readers' deep paths)."""
+    from collectors.kineto import load_kineto
+    from collectors.perfetto import load_perfetto
+    from collectors.torch_compile.report import read_compile_report
+
+    for name, reader, suffix in (("kineto", load_kineto, ".json"), ("perfetto", load_perfetto, ".pftrace"),
+                                 ("torch_trace", read_compile_report, ".log")):
+        data = (SEEDS / name).read_bytes()
+        p = tmp_path / f"{name}{suffix}"
+        p.write_bytes(data[1:])
+        assert data[0] % 3 == ("kineto", "perfetto", "torch_trace").index(name)
+        reader(p)  # no exception
+
+
+def test_perfetto_names_with_invalid_utf8_are_text(tmp_path: Path):
+    """Found by the fuzzer: proto2 strings are not UTF-8 checked, protobuf returns bytes for bad
+    UTF-8, and sorting bytes with str names crashed (TypeError). The bad bytes show as U+FFFD."""
+    from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
+
+    from collectors.perfetto import load_perfetto
+
+    t = pb.Trace()
+    p = t.packet.add()
+    p.trusted_packet_sequence_id = 1
+    p.sequence_flags = pb.TracePacket.SEQ_INCREMENTAL_STATE_CLEARED
+    p.interned_data.event_names.add(iid=1, name="@@bad@@")
+    p.interned_data.event_categories.add(iid=1, name="@@cat@@")
+    p.track_descriptor.uuid = 7
+    p.track_descriptor.name = "@@trk@@"
+    for ts, typ, extra in ((10, pb.TrackEvent.TYPE_SLICE_BEGIN, {"name_iid": 1, "category_iids": [1]}),
+                           (20, pb.TrackEvent.TYPE_SLICE_BEGIN, {"name": "ok"}),
+                           (25, pb.TrackEvent.TYPE_SLICE_END, {}), (30, pb.TrackEvent.TYPE_SLICE_END, {})):
+        q = t.packet.add(timestamp=ts, trusted_packet_sequence_id=1,
+                         sequence_flags=pb.TracePacket.SEQ_NEEDS_INCREMENTAL_STATE)
+        q.track_event.type = typ
+        q.track_event.track_uuid = 7
+        for k, v in extra.items():
+            getattr(q.track_event, k).extend(v) if isinstance(v, list) else setattr(q.track_event, k, v)
+    data = t.SerializeToString()
+    for tag in (b"@@bad@@", b"@@cat@@", b"@@trk@@"):  # same length: the protobuf stays well formed
+        data = data.replace(tag, b"k\xff\xfe" + tag[3:])
+    path = tmp_path / "bad_utf8.pftrace"
+    path.write_bytes(data)
+    trace = load_perfetto(path)  # before: TypeError: '<' not supported between 'bytes' and 'str'
+    names = sorted(trace.events["name"].astype(str))
+    assert names == ["k\ufffd\ufffdad@@", "ok"]
+
+
+def test_deeply_nested_perfetto_annotation_json(tmp_path: Path):
+    from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
+
+    from collectors.perfetto import load_perfetto
+
+    t = pb.Trace()
+    q = t.packet.add(timestamp=1, trusted_packet_sequence_id=1)
+    q.track_event.type = pb.TrackEvent.TYPE_INSTANT
+    q.track_event.name = "deep"
+    q.track_event.debug_annotations.add(name="x", legacy_json_value="[" * 100_000 + "]" * 100_000)
+    path = tmp_path / "deep.pftrace"
+    path.write_bytes(gzip.compress(t.SerializeToString()))
+    with pytest.raises(InputError, match="nested deeper than"):
+        load_perfetto(path)
+
+
+def test_the_fuzzer_finds_nothing_in_a_bounded_run(tmp_path: Path):
+    """About 25 s of coverage-guided fuzzing from the seeds; any exception but InputError fails
+    the run and leaves the input in tmp_path (crash-*)."""
+    pytest.importorskip("atheris")
+    corpus = tmp_path / "corpus"
+    shutil.copytree(SEEDS, corpus)
+    r = subprocess.run([sys.executable, str(FUZZ), str(corpus), "-max_total_time=25", "-runs=5000", "-timeout=60",
+                        "-rss_limit_mb=4096", f"-artifact_prefix={tmp_path}/"],
+                       cwd=REPO, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-4000:]
+    assert "Done" in r.stderr and not list(tmp_path.glob("crash-*"))
