@@ -93,6 +93,6 @@ def test_the_fuzzer_finds_nothing_in_a_bounded_run(tmp_path: Path):
     shutil.copytree(SEEDS, corpus)
     r = subprocess.run([sys.executable, str(FUZZ), str(corpus), "-max_total_time=25", "-runs=5000", "-timeout=60",
                         "-rss_limit_mb=4096", f"-artifact_prefix={tmp_path}/"],
-                       cwd=REPO, capture_output=True, text=True, timeout=600)
+                       cwd=REPO, capture_output=True, text=True, timeout=600, check=False)
     assert r.returncode == 0, r.stderr[-4000:]
     assert "Done" in r.stderr and not list(tmp_path.glob("crash-*"))

@@ -109,7 +109,7 @@ def test_a_killed_write_leaves_the_old_file(tmp_path: Path):
             "with atomic_path(sys.argv[1], force=True) as tmp:\n"
             "    with open(tmp, 'wb') as f:\n"
             "        f.write(b'x' * 1000); f.flush(); print('writing', flush=True); os.kill(os.getpid(), 9)\n")
-    p = subprocess.run([sys.executable, "-c", code, str(out)], cwd=REPO, capture_output=True, text=True, timeout=60)
+    p = subprocess.run([sys.executable, "-c", code, str(out)], cwd=REPO, capture_output=True, text=True, timeout=60, check=False)
     assert p.returncode == -9 and "writing" in p.stdout
     assert out.read_bytes() == b"old"
 
@@ -124,10 +124,9 @@ def test_write_atomic_keeps_the_mode_and_refuses_a_race(tmp_path: Path):
     files.write_atomic(out, b"b", force=True)
     assert out.read_bytes() == b"b" and out.stat().st_mode & 0o777 == 0o640
     # the file appears between the check and the rename: not replaced without force
-    with pytest.raises(files.InputError, match="already exists"):
-        with files.atomic_path(tmp_path / "late.yaml") as tmp:
-            tmp.write_bytes(b"mine")
-            (tmp_path / "late.yaml").write_bytes(b"theirs")
+    with pytest.raises(files.InputError, match="already exists"), files.atomic_path(tmp_path / "late.yaml") as tmp:
+        tmp.write_bytes(b"mine")
+        (tmp_path / "late.yaml").write_bytes(b"theirs")
     assert (tmp_path / "late.yaml").read_bytes() == b"theirs"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["late.yaml", "spec.yaml"]
 
@@ -174,7 +173,7 @@ def test_profile_refuses_an_existing_output_before_running(tmp_path: Path):
 
 def _upload(port: int) -> str:
     """Upload the seed through the page's upload callback, as the browser does; the message."""
-    deps = json.loads(urllib.request.urlopen(f"http://127.0.0.1:{port}/_dash-dependencies", timeout=60).read())
+    deps = json.loads(urllib.request.urlopen(f"http://127.0.0.1:{port}/_dash-dependencies", timeout=60, check=False).read())
     cb = next(d for d in deps if any(i["id"] == "upload-payload" and i["property"] == "data" for i in d["inputs"]))
     outputs = [dict(zip(("id", "property"), o.split("@")[0].rsplit(".", 1))) for o in cb["output"].strip(".").split("...")]
     contents = "data:application/gzip;base64," + base64.b64encode(SEED.read_bytes()).decode()
@@ -182,7 +181,7 @@ def _upload(port: int) -> str:
             "inputs": [{"id": "upload-payload", "property": "data", "value": {"filename": "t.json.gz", "contents": contents}}]}
     req = urllib.request.Request(f"http://127.0.0.1:{port}/_dash-update-component", data=json.dumps(body).encode(),
                                  headers={"Content-Type": "application/json"})
-    return urllib.request.urlopen(req, timeout=120).read().decode()
+    return urllib.request.urlopen(req, timeout=120, check=False).read().decode()
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
@@ -200,7 +199,7 @@ def test_dashboard_upload_folder_is_removed_on_signal(tmp_path: Path, sig: int):
         folders = list(tmp_path.glob("perf-dashboard-*"))
         assert len(folders) == 1 and any(folders[0].iterdir()), "the upload is in the store's folder"
         proc.send_signal(sig)
-        assert proc.wait(timeout=60) != -signal.SIGKILL
+        assert proc.wait(timeout=60, check=False) != -signal.SIGKILL
         assert not folders[0].exists(), f"{folders[0]} left behind after {signal.Signals(sig).name}"
     finally:
         if proc.poll() is None:
@@ -213,5 +212,5 @@ def test_tempfile_dir_follows_tmpdir(tmp_path: Path):
     """The dashboard test above relies on TMPDIR steering tempfile.mkdtemp (as it does on POSIX)."""
     code = "import tempfile; print(tempfile.gettempdir())"
     out = subprocess.run([sys.executable, "-c", code], env=dict(os.environ, TMPDIR=str(tmp_path)), capture_output=True,
-                         text=True, timeout=30).stdout.strip()
+                         text=True, timeout=30, check=False).stdout.strip()
     assert out == str(tmp_path) != tempfile.gettempdir()

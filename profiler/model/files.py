@@ -169,7 +169,7 @@ def gunzip_bounded(data: bytes, max_bytes: int, name: str | Path | None = None) 
     except MemoryError:
         raise InputError(name, f"out of memory while decompressing (after {describe_size(total)}); "
                                "a lower --max-bytes refuses such a file sooner") from None
-    except Exception as e:  # isal raises its own IsalError (not zlib.error) for bad streams
+    except Exception as e:  # noqa: BLE001 - isal raises its own IsalError (not zlib.error) for bad streams
         raise InputError(name, f"corrupt gzip data ({e or type(e).__name__})") from None
     return out[0] if len(out) == 1 else b"".join(out)
 
