@@ -72,14 +72,14 @@ def commands(path: Path, out: Path) -> dict[str, list[object]]:
 
 @pytest.mark.parametrize("command", list(commands(Path("x"), Path("y"))))
 def test_a_fifo_is_refused_at_once(fifo: Path, tmp_path: Path, command: str):
-    r = perf(*commands(fifo, tmp_path / "out.pftrace")[command], timeout=60, check=False)  # before: blocked forever
+    r = perf(*commands(fifo, tmp_path / "out.pftrace")[command], timeout=60)  # before: blocked forever
     assert r.returncode == 2, r
     one_line(r.stderr, str(fifo), "FIFO", "not a regular file")
 
 
 @pytest.mark.parametrize("command", ["analyze", "compile-report", "hardware show", "analyze --hardware"])
 def test_a_device_is_refused_at_once(tmp_path: Path, command: str):
-    r = perf(*commands(Path("/dev/zero"), tmp_path / "out.json")[command], timeout=60, check=False)  # before: read until killed
+    r = perf(*commands(Path("/dev/zero"), tmp_path / "out.json")[command], timeout=60)  # before: read until killed
     assert r.returncode == 2, r
     one_line(r.stderr, "/dev/zero", "character device")
 
@@ -99,7 +99,7 @@ def test_a_fifo_inside_a_directory_is_skipped(tmp_path: Path):
     d.mkdir()
     (d / "rank0.json.gz").write_bytes(SEED.read_bytes())
     os.mkfifo(d / "rank1.json")
-    r = perf("analyze", d, "--json", timeout=120, check=False)
+    r = perf("analyze", d, "--json", timeout=120)
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["trace"]["files"] == [str(d / "rank0.json.gz")]
 

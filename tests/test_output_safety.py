@@ -173,7 +173,7 @@ def test_profile_refuses_an_existing_output_before_running(tmp_path: Path):
 
 def _upload(port: int) -> str:
     """Upload the seed through the page's upload callback, as the browser does; the message."""
-    deps = json.loads(urllib.request.urlopen(f"http://127.0.0.1:{port}/_dash-dependencies", timeout=60, check=False).read())
+    deps = json.loads(urllib.request.urlopen(f"http://127.0.0.1:{port}/_dash-dependencies", timeout=60).read())
     cb = next(d for d in deps if any(i["id"] == "upload-payload" and i["property"] == "data" for i in d["inputs"]))
     outputs = [dict(zip(("id", "property"), o.split("@")[0].rsplit(".", 1))) for o in cb["output"].strip(".").split("...")]
     contents = "data:application/gzip;base64," + base64.b64encode(SEED.read_bytes()).decode()
@@ -181,7 +181,7 @@ def _upload(port: int) -> str:
             "inputs": [{"id": "upload-payload", "property": "data", "value": {"filename": "t.json.gz", "contents": contents}}]}
     req = urllib.request.Request(f"http://127.0.0.1:{port}/_dash-update-component", data=json.dumps(body).encode(),
                                  headers={"Content-Type": "application/json"})
-    return urllib.request.urlopen(req, timeout=120, check=False).read().decode()
+    return urllib.request.urlopen(req, timeout=120).read().decode()
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
@@ -199,7 +199,7 @@ def test_dashboard_upload_folder_is_removed_on_signal(tmp_path: Path, sig: int):
         folders = list(tmp_path.glob("perf-dashboard-*"))
         assert len(folders) == 1 and any(folders[0].iterdir()), "the upload is in the store's folder"
         proc.send_signal(sig)
-        assert proc.wait(timeout=60, check=False) != -signal.SIGKILL
+        assert proc.wait(timeout=60) != -signal.SIGKILL
         assert not folders[0].exists(), f"{folders[0]} left behind after {signal.Signals(sig).name}"
     finally:
         if proc.poll() is None:
