@@ -96,3 +96,26 @@ def test_the_fuzzer_finds_nothing_in_a_bounded_run(tmp_path: Path):
                        cwd=REPO, capture_output=True, text=True, timeout=600, check=False)
     assert r.returncode == 0, r.stderr[-4000:]
     assert "Done" in r.stderr and not list(tmp_path.glob("crash-*"))
+
+
+def _chromium(ph: str, ts: float, thread: int = 22353) -> str:
+    meta = '{"chromium_event": {}, "frame_id": 0, "frame_compile_id": 0, "attempt": 0, "has_payload": "x"}'
+    ev = f'{{"name": "dynamo", "ts": {ts}, "args": {{"compile_id": "0/0"}}, "ph": "{ph}", "cat": "dynamo_timed", "tid": 0, "pid": 0}}'
+    return f"V1203 09:55:22.376000 {thread} torch/_dynamo/utils.py:2350] {meta}\n\t{ev}\n"
+
+
+def test_compile_times_past_int64_are_counted(tmp_path: Path):
+    """Found by the fuzzer: a compile step at 1.8e17 us (1.8e20 ns, past uint64's 1.8e19) made the
+    phase table's int64 cast raise OverflowError ('internal error'); at 1.8e16 us (1.8e19 ns,
+    past int64's 9.2e18) it wrapped around silently. Both are skipped and counted; so is a glog
+    thread id past 64 bits. The sane step beside them is kept: 105 - 100 us = 5000 ns."""
+    from collectors.torch_compile.report import read_compile_report
+
+    log = tmp_path / "big.log"
+    log.write_text(_chromium("B", 1.8e17) + _chromium("E", 1.8e17) + _chromium("B", 1.8e16) + _chromium("E", 1.8e16)
+                   + _chromium("B", 100.0) + _chromium("E", 105.0)
+                   + _chromium("B", 1.0, thread=10**30) + _chromium("E", 2.0, thread=10**30))
+    rep = read_compile_report(log)
+    assert rep.phases["dur_ns"].tolist() == [5000] and rep.phases["start_ns"].tolist() == [100_000]
+    assert rep.problems.counts["compile events with a time past int64 nanoseconds skipped"] == 4
+    assert rep.problems.counts["structured-log lines with a thread id past 64 bits skipped"] == 2

@@ -126,6 +126,9 @@ def parse_lines(lines: Iterator[str], log: Log) -> None:
             log.problems.add("structured-log lines without a glog prefix skipped")
             continue
         thread = int(m["thread"])
+        if thread >= 2**63:  # glog writes a 64-bit id; more digits would not fit the tables' int64 column
+            log.problems.add("structured-log lines with a thread id past 64 bits skipped")
+            continue
         try:
             meta = orjson.loads(line[m.end():])
         except orjson.JSONDecodeError:
