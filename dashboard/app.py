@@ -10,7 +10,8 @@ again (TraceStore.add_upload), and Flask refuses any request larger than the cap
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -147,13 +148,15 @@ def warm(store: TraceStore, tid: str) -> None:
 
 
 def serve(paths: Sequence[str | Path] = (), *, host: str = "127.0.0.1", port: int = 8050,
-          upload_cap: int = DEFAULT_UPLOAD_CAP, warm_up: bool = True, compile_report: Any = None) -> None:
-    """Run the dashboard until interrupted; uploads are deleted on exit. `warm_up` parses and
-    analyzes the given traces in the background (see `warm`), so the first pages are quick."""
+          upload_cap: int = DEFAULT_UPLOAD_CAP, warm_up: bool = True, compile_report: Any = None,
+          max_bytes: int | None = None) -> None:
+    """Run the dashboard until interrupted (Ctrl+C, SIGINT or SIGTERM); uploads are deleted on
+    every exit. `warm_up` parses and analyzes the given traces in the background (see `warm`), so
+    the first pages are quick. `max_bytes` bounds each trace file read (profiler.model.files)."""
     import sys
     import threading
 
-    store = TraceStore(upload_cap=upload_cap)
+    store = TraceStore(upload_cap=upload_cap, max_bytes=max_bytes)
     app = create_app(paths, store=store, compile_report=compile_report)
     if warm_up:
         def _warm() -> None:
@@ -165,6 +168,28 @@ def serve(paths: Sequence[str | Path] = (), *, host: str = "127.0.0.1", port: in
 
         threading.Thread(target=_warm, daemon=True, name="perf-dashboard-warm").start()
     try:
-        app.run(host=host, port=port, debug=False)
+        with _exit_on_sigterm():
+            app.run(host=host, port=port, debug=False)
     finally:
         store.close()
+
+
+@contextmanager
+def _exit_on_sigterm() -> Iterator[None]:
+    """SIGTERM (what `kill`, systemd and container runtimes send) ends the server as Ctrl+C does,
+    through the `finally` that deletes the uploads; by default it would kill the process outright."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():  # signal handlers live in the main thread
+        yield
+        return
+
+    def stop(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    before = signal.signal(signal.SIGTERM, stop)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, before)

@@ -20,7 +20,6 @@ import re
 import shutil
 import tempfile
 import threading
-import zlib
 from collections import OrderedDict
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass
@@ -28,6 +27,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from profiler.model.errors import InputError
+from profiler.model.files import GZIP_MAGIC, check_expanded
+from profiler.model.files import check_regular
 from profiler.model.redact import redact_text
 
 if TYPE_CHECKING:
@@ -39,8 +40,6 @@ MiB = 2**20
 CORE_SECTIONS = ("verdict", "summary", "ops", "roofline", "timeline", "advice")  # verdict: the Overview opens with it
 DEFAULT_UPLOAD_CAP = 512 * MiB
 GiB = 2**30
-_BLOCK = 4 * MiB  # decompressed bytes inspected per step of the bound check
-_GZIP_MAGIC = b"\x1f\x8b"
 _TRACE_SUFFIXES = (".json", ".json.gz")
 
 
@@ -141,9 +140,10 @@ class TraceStore:
     """Registry of traces plus the LRU caches of what the pages need."""
 
     def __init__(self, *, upload_cap: int = DEFAULT_UPLOAD_CAP, expanded_cap: int | None = None, max_traces: int = 4,
-                 max_analyses: int = 8, max_views: int = 256) -> None:
+                 max_analyses: int = 8, max_views: int = 256, max_bytes: int | None = None) -> None:
         self.upload_cap = upload_cap
         self.expanded_cap = expanded_cap if expanded_cap is not None else default_expanded_cap()
+        self.max_bytes = max_bytes  # the most read of one trace file, decompressed (None: profiler.model.files' default)
         self._entries: dict[str, Entry] = {}
         self._order: list[str] = []
         self._lock = threading.Lock()
@@ -157,8 +157,8 @@ class TraceStore:
     def add_path(self, path: str | Path) -> str:
         """Register a trace file or directory given on the command line; returns its id."""
         p = Path(path)
-        if not p.exists():
-            raise InputError(str(p), "no such file or directory")
+        if not p.is_dir():
+            check_regular(p)  # missing, a FIFO, a device: refused before a read could block
         return self._register(file_hash(p), redact_text(p.name or str(p)), p, uploaded=False)
 
     def add_upload(self, filename: str, contents: str) -> str:
@@ -179,12 +179,12 @@ class TraceStore:
             raise InputError(label, "the upload is not valid base64 data") from None
         if not raw:
             raise InputError(label, "the file is empty")
-        if raw[:2] == _GZIP_MAGIC:
+        if raw[:2] == GZIP_MAGIC:
             check_expanded(raw, self.expanded_cap, label)
         digest = hashlib.sha256(raw).hexdigest()
         if digest[:16] in self._entries:
             return digest[:16]
-        suffix = ".json.gz" if raw[:2] == _GZIP_MAGIC else ".json"
+        suffix = ".json.gz" if raw[:2] == GZIP_MAGIC else ".json"
         path = self.upload_dir() / f"{digest[:32]}{suffix}"  # our name, never the browser's
         path.write_bytes(raw)
         tid = self._register(digest, label, path, uploaded=True)
@@ -240,7 +240,7 @@ class TraceStore:
         from profiler.api import load_trace
 
         entry = self._need(tid)
-        return self._traces.get(tid, lambda: load_trace(entry.path))
+        return self._traces.get(tid, lambda: load_trace(entry.path, max_bytes=self.max_bytes))
 
     def analysis(self, tid: str, hardware: str | None = None) -> Analysis:
         """`analyze(trace, top=None, hardware=..., sections=CORE_SECTIONS)`, cached per (trace, hardware).
@@ -306,29 +306,6 @@ def default_expanded_cap() -> int:
     except (ValueError, OSError, AttributeError):
         avail = 16 * GiB
     return int(min(4 * GiB, max(256 * MiB, avail // 8)))
-
-
-def check_expanded(raw: bytes, limit: int, label: str) -> None:
-    """Refuse gzip data that decompresses to more than `limit` bytes, counted while
-    decompressing a block at a time with nothing kept: a bomb costs CPU up to the limit, never
-    memory. (Local to the upload path; a shared bounded reader can replace it.)"""
-    data, d, total = raw, zlib.decompressobj(wbits=31), 0
-    try:
-        while True:
-            out = d.decompress(data, _BLOCK)
-            total += len(out)
-            if total > limit:
-                raise InputError(label, f"decompresses to more than {limit / MiB:,.0f} MiB, the limit for an upload")
-            data = d.unconsumed_tail
-            if d.eof:  # a gzip file may hold several members
-                data = d.unused_data
-                if data[:2] != _GZIP_MAGIC:
-                    return
-                d = zlib.decompressobj(wbits=31)
-            elif not out and not data:
-                raise InputError(label, "the gzip data is cut short")
-    except zlib.error as e:
-        raise InputError(label, f"not valid gzip data ({e})") from None
 
 
 @functools.cache

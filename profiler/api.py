@@ -62,18 +62,20 @@ class Analysis:
     unknown: pd.DataFrame = field(default_factory=pd.DataFrame)  # top unknown names and why (analysis.unknown)
 
 
-def load_trace(path: str | Path) -> Trace:
+def load_trace(path: str | Path, *, max_bytes: int | None = None) -> Trace:
     """Load a trace file or a directory of per-rank files (Kineto / Chrome-trace JSON, gzip or not),
-    or a Perfetto protobuf trace (recognised by its name or first byte; collectors.perfetto)."""
+    or a Perfetto protobuf trace (recognised by its name or first byte; collectors.perfetto).
+    Only regular files are read, each at most `max_bytes` once decompressed (default: half the
+    memory available; profiler.model.files)."""
     from collectors.perfetto import is_perfetto
 
     if is_perfetto(path):
         from collectors.perfetto import load_perfetto
 
-        return load_perfetto(path)
+        return load_perfetto(path, max_bytes)
     from collectors.kineto import load_kineto
 
-    return load_kineto(path)
+    return load_kineto(path, max_bytes)
 
 
 def spec_resolver(trace: Trace, hardware: str | None = None) -> Callable[[int, str], HardwareSpec | None]:
@@ -347,13 +349,13 @@ def perfetto_bytes(trace: Trace, units: pd.DataFrame | None = None) -> bytes:
     return write(trace, units)
 
 
-def compile_report(path: str | Path):  # -> collectors.torch_compile.report.CompileReport
+def compile_report(path: str | Path, *, max_bytes: int | None = None):  # -> collectors.torch_compile.report.CompileReport
     """The torch.compile tables of a TORCH_TRACE directory or one structured-log file: phases,
     compiles, graph breaks, recompiles, caches, fusion map. Unreadable lines are counted in
-    `.problems`; a path with no log raises InputError."""
+    `.problems`; a path with no log raises InputError (each file at most `max_bytes`)."""
     from collectors.torch_compile.report import read_compile_report
 
-    return read_compile_report(path)
+    return read_compile_report(path, max_bytes)
 
 
 def trace_compile_report(trace: Trace):  # -> CompileReport | None

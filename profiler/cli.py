@@ -13,17 +13,25 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from profiler.model.errors import InputError
+from profiler.cli_usage import OneLineUsage, one_line
+from profiler.model.errors import InputError, printable
+from profiler.model.files import parse_size
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, help="Performance profiling and bottleneck analysis for ML compilers and accelerators.")
+app = typer.Typer(cls=OneLineUsage, add_completion=False, no_args_is_help=True,
+                  help="Performance profiling and bottleneck analysis for ML compilers and accelerators.")
+
+#: --max-bytes: the most a command reads of one file, decompressed (profiler.model.files).
+MaxBytes = Annotated[int | None, typer.Option(
+    "--max-bytes", parser=parse_size, metavar="SIZE",
+    help="Refuse a file larger than this once decompressed (e.g. 512M, 8G). Default: half the memory available.")]
+#: --force: replace an existing output file (never an input).
+Force = Annotated[bool, typer.Option("--force", help="Overwrite the output file if it exists (never one of the inputs).")]
 
 
 def fail(problem: str, path: str | None = None) -> None:
-    """Print `perf: <path>: <problem>` on stderr and exit 2."""
-    from profiler.model.redact import redact_text
-
+    """Print `perf: <path>: <problem>` on stderr (one line: control characters escaped) and exit 2."""
     msg = f"{path}: {problem}" if path else problem
-    print(f"perf: {redact_text(msg)}", file=sys.stderr)
+    print(one_line(msg), file=sys.stderr)
     raise typer.Exit(2)
 
 
@@ -73,6 +81,7 @@ def analyze(
     section: Annotated[list[str] | None, typer.Option(help="Only these sections (repeatable): verdict, summary, ops, roofline, timeline, critical_path, memory, llm, modules, advice.")] = None,
     full: Annotated[bool, typer.Option("--full", help="Every section (the default is the verdict and a short summary).")] = False,
     collectives: Annotated[Path | None, typer.Option(help="YAML table of extra collective op/kernel names (format: analysis/collectives.yaml; default $PERF_COLLECTIVES or ~/.config/perf/collectives.yaml).")] = None,
+    max_bytes: MaxBytes = None,
 ) -> None:
     """What bounds the run (the verdict, first), then device busy and idle time, the wall equation and the top ops;
     --full for every section."""
@@ -80,7 +89,7 @@ def analyze(
     from profiler.api import load_trace
 
     with one_line_errors(trace):
-        t = load_trace(trace)
+        t = load_trace(trace, max_bytes=max_bytes)
         if dtype and dtype not in ("fp32", "tf32", "bf16", "fp16", "fp8", "int8", "fp4"):
             raise InputError(None, f"--dtype {dtype}: expected one of fp32, tf32, bf16, fp16, fp8, int8, fp4")
         from profiler.api import SECTIONS
@@ -154,14 +163,18 @@ def calibrate(
     output: Annotated[Path, typer.Option("-o", "--output", help="Where to write the measured spec (YAML).")] = Path("calibrated.yaml"),
     quick: Annotated[bool, typer.Option(help="Small sizes: seconds instead of a minute, rougher figures.")] = False,
     links: Annotated[bool, typer.Option(help="Also measure gloo all_reduce between two local processes.")] = True,
+    force: Force = False,
 ) -> None:
     """Measure this machine's ceilings (matmul FLOP/s per dtype, bandwidth, op time, link) into a spec."""
     from rich.progress import Progress
 
     from profiler import calibrate as cal
+    from profiler.model.files import check_writable
     from profiler.model.hardware import save_spec
     from profiler.render import console
 
+    with one_line_errors(output):  # before a minute of measuring, not after
+        check_writable(output, force=force)
     # no auto-refresh: a redraw thread would compete with the measured ops for the cores
     with one_line_errors(output), Progress(console=console(stderr=True), transient=True, auto_refresh=False) as bar:
         steps = 4 + len(cal.MATRIX_DTYPES) + int(links)
@@ -181,8 +194,9 @@ def calibrate(
         bar.update(task, completed=steps)
     for i, spec in enumerate(specs):
         path = output if i == 0 else output.with_name(f"{output.stem}-{spec.kind}{output.suffix}")
-        save_spec(spec, path)
-        print(f"wrote {path} ({spec.name}); use it with --hardware {path}")
+        with one_line_errors(path):
+            save_spec(spec, path, force=force)
+        print(printable(f"wrote {path} ({spec.name}); use it with --hardware {path}"))
 
 
 @app.command()
@@ -192,6 +206,7 @@ def diff(
     top: Annotated[int, typer.Option(min=1, help="How many changes to list.")] = 20,
     threshold: Annotated[float, typer.Option(help="Ignore time changes below this percent of A's time.")] = 0.0,
     json: Annotated[bool, typer.Option("--json", help="Write the setup and the changes as JSON (schema perf.diff, version 2).")] = False,
+    max_bytes: MaxBytes = None,
 ) -> None:
     """Compare two traces: first what differs in the setup (hardware, ranks, dtypes, versions, shapes; a
     comparison across hardware or rank counts is labelled not like-for-like), then ops and kernels
@@ -204,7 +219,7 @@ def diff(
     sides, setups = [], []
     for path in (base, new):
         with one_line_errors(path):
-            t = load_trace(path)
+            t = load_trace(path, max_bytes=max_bytes)
             a = run_analysis(t, top=None, sections=("summary", "ops", "roofline"))
             sides.append(a)
             setups.append(setup(a.overview, t.metadata, a.by_dtype, a.top_ops))
@@ -234,25 +249,31 @@ def export(
     output: Annotated[Path, typer.Option("-o", "--output", help="Where to write: .pftrace / .perfetto-trace (Perfetto protobuf) or .json (Chrome JSON); .gz compresses.")],
     hardware: Annotated[str | None, typer.Option(help="Floor every device on this spec (preset name or YAML).")] = None,
     analysis: Annotated[bool, typer.Option(help="Attach the analysis (bound, efficiency, FLOPs, bytes) to the slices.")] = True,
+    force: Force = False,
+    max_bytes: MaxBytes = None,
 ) -> None:
-    """Write a trace for ui.perfetto.dev: tracks per rank, device and stream/thread, the analysis on every slice, counters and launch flows."""
+    """Write a trace for ui.perfetto.dev: tracks per rank, device and stream/thread, the analysis on every slice, counters and launch flows.
+    The output is written whole or not at all; never over the input, over an existing file only with --force."""
     from profiler.api import write_chrome_json, write_perfetto
     from profiler.api import analyze as run_analysis
     from profiler.api import load_trace
+    from profiler.model.files import check_writable
 
     name = output.name.removesuffix(".gz")
+    with one_line_errors(output):  # before loading: a refused output costs nothing
+        check_writable(output, force=force, inputs=[trace])
     with one_line_errors(trace):
-        t = load_trace(trace)
+        t = load_trace(trace, max_bytes=max_bytes)
         units = run_analysis(t, top=None, hardware=hardware, sections=("roofline",)).units if analysis else None
     with one_line_errors(output):
         if name.endswith(".json"):
-            paths = write_chrome_json(t, output, units)
+            paths = write_chrome_json(t, output, units, force=force, inputs=[trace])
         elif name.endswith((".pftrace", ".perfetto-trace", ".perfetto", ".pb")):
-            paths = [write_perfetto(t, output, units)]
+            paths = [write_perfetto(t, output, units, force=force, inputs=[trace])]
         else:
             raise InputError(output, "unknown output format: name it .pftrace or .perfetto-trace (Perfetto) or .json (Chrome JSON), .gz optional")
     for p in paths:
-        print(f"wrote {p} ({len(t.events):,} events, {len(t.flows):,} flows, {len(t.counters):,} counter samples)")
+        print(printable(f"wrote {p} ({len(t.events):,} events, {len(t.flows):,} flows, {len(t.counters):,} counter samples)"))
 
 
 def _busy_ns(device_time) -> int:
@@ -286,6 +307,7 @@ def gate(
     max_regression: Annotated[float, typer.Option(help="Allowed slowdown, percent (with 3+ runs a side: and beyond the noise).")] = 10.0,
     tolerance: Annotated[float | None, typer.Option(help="With fewer than 3 runs a side: allowed slowdown, percent, judged without a noise estimate (default: --max-regression).")] = None,
     json: Annotated[bool, typer.Option("--json", help="Write the verdicts as JSON (schema perf.gate, version 2).")] = False,
+    max_bytes: MaxBytes = None,
 ) -> None:
     """CI gate: exit 1 when NEW is slower than BASE: in wall-clock time per step, in device (or
     CPU op) time, or for any op holding 5% of it. With 3+ runs a side, slower by more than
@@ -310,7 +332,7 @@ def gate(
         per_trace, walls = [], []
         for path in [r for p in paths for r in _runs(p)]:
             with one_line_errors(path):
-                t = load_trace(path)
+                t = load_trace(path, max_bytes=max_bytes)
                 per_trace.append(units(t))
                 walls.append(step_walls(t.events))
         sides.append(samples(per_trace, walls))
@@ -362,6 +384,7 @@ def profile(
     hardware: Annotated[str | None, typer.Option(help="Floor every device on this spec (preset name or YAML).")] = None,
     section: Annotated[list[str] | None, typer.Option(help="Only these sections (repeatable): summary, ops, roofline, timeline, critical_path, memory, llm, modules, advice.")] = None,
     compare_compile: Annotated[bool, typer.Option("--compare-compile", help="Model: run it eager and torch.compiled and show, per fused kernel, the ops it replaced, time before and after, and its bound.")] = False,
+    force: Force = False,
 ) -> None:
     """Run a script (or --model factory) under torch.profiler, write the trace, then analyze it as `perf analyze` does."""
     if compare_compile:
@@ -369,6 +392,7 @@ def profile(
         return
     with one_line_errors(script or Path(model or "profile")):
         from profiler.api import run_model, run_script
+        from profiler.model.files import check_writable
 
         if script and str(script).startswith("-"):  # ignore_unknown_options let a typo through as the script
             raise InputError(None, f"no such option: {script} (see perf profile --help; the script's own options go after it)")
@@ -377,17 +401,17 @@ def profile(
         if model:
             if ctx.args or active is not None or wait:
                 raise InputError(None, f"--model takes --steps and --warmup, not {' '.join(ctx.args) or '--active/--wait'}")
-            out = output or Path(f"perf-{model.rpartition(':')[2]}.json.gz")
+            out = check_writable(output or Path(f"perf-{model.rpartition(':')[2]}.json.gz"), force=force)
             session = run_model(model, input or [], out, dtype=dtype or "fp32", compile=compile_, steps=steps or 3,
                                 warmup=1 if warmup is None else warmup, backward=backward, with_stack=with_stack, with_modules=with_modules)
         else:
             if input or dtype or compile_ or steps or backward:
                 raise InputError(script, "--input, --dtype, --compile, --steps and --backward go with --model; a script marks its own steps")
-            out = output or Path(f"perf-{script.stem}.json.gz")
+            out = check_writable(output or Path(f"perf-{script.stem}.json.gz"), force=force, inputs=[script])
             session = run_script(script, list(ctx.args), out, active=active, wait=wait, warmup=1 if warmup is None else warmup,
                                  with_stack=with_stack, with_modules=with_modules, stdout_to_stderr=json)
     short = "" if session.complete else f" (the run ended after {session.marks} step marks, before all {session.steps} recorded steps)"
-    print(f"perf: wrote {session.path}{short}", file=sys.stderr)
+    print(one_line(f"wrote {session.path}{short}"), file=sys.stderr)
     analyze(session.path, top=top, rank=None, json=json, hardware=hardware, dtype=None, section=section, full=False,
             collectives=None)
     if session.compile is not None and not json:
@@ -432,36 +456,41 @@ def dashboard(
     host: Annotated[str, typer.Option(help="Address to bind; the default serves this machine only.")] = "127.0.0.1",
     max_upload_mb: Annotated[int, typer.Option(min=1, help="Largest trace the page accepts as an upload, MiB.")] = 512,
     compile_log: Annotated[Path | None, typer.Option(help="A TORCH_TRACE directory (torch.compile's structured logs) for the Compiler page.")] = None,
+    max_bytes: MaxBytes = None,
 ) -> None:
     """Serve the Dash dashboard: overview, roofline, timeline, ops, compare, memory, LLM and compiler pages."""
+    from profiler.model.files import check_regular
+
     paths = list(traces or [])
     for p in paths:
-        if not p.exists():
-            fail("no such file or directory", str(p))
+        if not p.is_dir():  # a FIFO or a device would block or never end the first read
+            with one_line_errors(p):
+                check_regular(p)
     report = None
     if compile_log is not None:
         from profiler.api import compile_report
 
         with one_line_errors(compile_log):  # read now: a bad log is a one-line error, not a broken page
-            report = compile_report(compile_log)
+            report = compile_report(compile_log, max_bytes=max_bytes)
     from dashboard.app import serve
 
     print(f"perf dashboard: http://{host}:{port}/ (Ctrl+C to stop)", file=sys.stderr)
     with one_line_errors(paths[0] if paths else Path(".")):
-        serve(paths, host=host, port=port, upload_cap=max_upload_mb * 2**20, compile_report=report)
+        serve(paths, host=host, port=port, upload_cap=max_upload_mb * 2**20, compile_report=report, max_bytes=max_bytes)
 
 
 @app.command("compile-report")
 def compile_report_cmd(
     logdir: Annotated[Path, typer.Argument(help="A TORCH_TRACE directory (or one of its .log files): torch.compile's structured logs.")],
     json: Annotated[bool, typer.Option("--json", help="Write the tables as JSON (schema perf.compile_report, version 1).")] = False,
+    max_bytes: MaxBytes = None,
 ) -> None:
     """torch.compile's own story from its structured log: phases, graph breaks (reason, file:line),
     recompiles (failed guard), cache hits and misses, and the fusion map (kernel = ATen ops, from source)."""
     from profiler.api import compile_report
 
     with one_line_errors(logdir):
-        report = compile_report(logdir)
+        report = compile_report(logdir, max_bytes=max_bytes)
         if json:
             import orjson
 
@@ -473,7 +502,5 @@ def compile_report_cmd(
             from profiler.render.compile import render_report
 
             console().print(render_report(report))
-    from profiler.model.redact import redact_text
-
     for line in report.problems.lines():  # unreadable lines are counted, not fatal
-        print(f"perf: {redact_text(f'{logdir}: {line}')}", file=sys.stderr)
+        print(one_line(f"{logdir}: {line}"), file=sys.stderr)

@@ -388,6 +388,9 @@ EDGE_TOPS = {
     "base near int64 max": {"baseTimeNanoseconds": 2**63 - 10},
     "base negative": {"baseTimeNanoseconds": -(2**63)},
     "rank huge": {"distributedInfo": {"rank": 2**64, "world_size": "eight"}},
+    # found by fuzzing (issue 11): a KeyError before, 'internal error' in the CLI
+    "computeMajor without computeMinor": {"deviceProperties": [{"id": 0, "name": "gpu", "computeMajor": 8}]},
+    "computeMinor null": {"deviceProperties": [{"id": 0, "computeMajor": 9, "computeMinor": None}]},
 }
 
 

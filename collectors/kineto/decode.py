@@ -21,10 +21,10 @@ from pathlib import Path
 from typing import Any
 
 import msgspec
-from isal import isal_zlib
 from msgspec import Raw, Struct, field
 
 from profiler.model.errors import InputError
+from profiler.model.files import read_bounded
 from profiler.model.trace import Problems
 
 
@@ -99,34 +99,10 @@ def no_gc() -> Iterator[None]:
             gc.enable()
 
 
-def read_bytes(path: Path) -> bytes:
-    """The file's JSON bytes, gunzipped when it is gzip (by magic number, not by name)."""
-    try:
-        data = path.read_bytes()
-    except OSError as e:
-        raise InputError(path, f"cannot read: {e.strerror or e}") from None
-    if not data:
-        raise InputError(path, "empty file (0 bytes)")
-    if data[:2] == b"\x1f\x8b":
-        data = _gunzip(path, data)
-    return data
-
-
-def _gunzip(path: Path, data: bytes) -> bytes:
-    """All gzip members of `data`, CRCs checked. ISA-L inflates 2.5x faster than zlib here."""
-    out = []
-    try:
-        while data:
-            d = isal_zlib.decompressobj(wbits=31)
-            out.append(d.decompress(data))
-            if not d.eof:
-                raise InputError(path, "corrupt gzip data (truncated: the file ended before the end of the gzip stream)")
-            data = d.unused_data.lstrip(b"\x00")  # members may follow, padding may too
-    except InputError:
-        raise
-    except Exception as e:  # isal raises its own IsalError (not zlib.error) for bad streams
-        raise InputError(path, f"corrupt gzip data ({e or type(e).__name__})") from None
-    return out[0] if len(out) == 1 else b"".join(out)
+def read_bytes(path: Path, max_bytes: int | None = None) -> bytes:
+    """The file's JSON bytes, gunzipped when it is gzip (by magic number, not by name); only a
+    regular file, never more than `max_bytes` (profiler.model.files.read_bounded)."""
+    return read_bounded(path, max_bytes)
 
 
 def split_top(path: Path, data: bytes, problems: Problems) -> dict[str, Raw]:

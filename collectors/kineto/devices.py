@@ -26,9 +26,7 @@ def device_table(events: pd.DataFrame, metadata_by_rank: dict[int, dict[str, Any
                 "device": str(device),
                 "name": str(props.get("name", "cpu" if device == "cpu" else "")),
                 "sm_count": _int(props.get("numSms")),
-                "compute_capability": (
-                    f"{props['computeMajor']}.{props['computeMinor']}" if "computeMajor" in props else ""
-                ),
+                "compute_capability": _capability(props),
                 "memory_bytes": _int(props.get("totalGlobalMem"), np.int64),
                 "warp_size": _int(props.get("warpSize")),
             }
@@ -56,3 +54,10 @@ def _properties(meta: dict[str, Any], device: str) -> dict[str, Any]:
 def _int(v: Any, dtype: type = np.int32) -> int:
     ok = isinstance(v, int) and not isinstance(v, bool) and np.iinfo(dtype).min <= v <= np.iinfo(dtype).max
     return int(v) if ok else -1
+
+
+def _capability(props: dict[str, Any]) -> str:
+    """'major.minor' from computeMajor / computeMinor; '' unless both are recorded (the same rule
+    as profiler.model.hardware_match)."""
+    major, minor = props.get("computeMajor"), props.get("computeMinor")
+    return f"{major}.{minor}" if major is not None and minor is not None else ""

@@ -6,6 +6,7 @@ file's `baseTimeNanoseconds` (Kineto writes ts = (t_ns - base) / 1000, so t_ns =
 
 from __future__ import annotations
 
+import sys
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,26 +41,35 @@ class RankFile:
     problems: Problems
 
 
-def load_kineto(path: str | Path) -> Trace:
-    """A Kineto trace from a file (plain or gzip JSON) or a directory of per-rank files."""
+def load_kineto(path: str | Path, max_bytes: int | None = None) -> Trace:
+    """A Kineto trace from a file (plain or gzip JSON) or a directory of per-rank files; each
+    file's (decompressed) bytes at most `max_bytes` (default: half the memory available)."""
     path = Path(path)
     if path.is_dir():
-        files = sorted(p for p in path.iterdir() if p.is_file() and p.name.endswith(TRACE_SUFFIXES))
+        try:
+            files = sorted(p for p in path.iterdir() if p.is_file() and p.name.endswith(TRACE_SUFFIXES))
+        except OSError as e:
+            raise InputError(path, f"cannot read the directory: {e.strerror or e}") from None
         if not files:
             raise InputError(path, "no trace files (*.json, *.json.gz) in this directory")
-    elif path.exists():
+    else:  # missing, special (a FIFO, a device) or unreadable: read_bounded says which
         files = [path]
-    else:
-        raise InputError(path, "no such file or directory")
-    parts = [read_rank_file(f) for f in files]
+    parts = [read_rank_file(f, max_bytes) for f in files]
     _assign_ranks(parts)
     return redact_trace(_merge(parts)).validate()  # every string scrubbed once, here, for every output
 
 
-def read_rank_file(path: Path) -> RankFile:
+def read_rank_file(path: Path, max_bytes: int | None = None) -> RankFile:
     """Decode and build one file's tables, a chunk of events at a time."""
+    try:
+        return _read_rank_file(path, max_bytes)
+    except RecursionError:  # msgspec decodes nested values recursively, up to Python's limit
+        raise InputError(path, f"not a trace: JSON nested deeper than {sys.getrecursionlimit()} levels") from None
+
+
+def _read_rank_file(path: Path, max_bytes: int | None) -> RankFile:
     problems = Problems()
-    data = decode.read_bytes(path)
+    data = decode.read_bytes(path, max_bytes)
     top = decode.split_top(path, data, problems)
     meta = {k: decode.decode_value(v) for k, v in top.items() if k != "traceEvents"}
     raw = top.pop("traceEvents")

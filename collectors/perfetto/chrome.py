@@ -19,6 +19,7 @@ distributedInfo.rank, so the directory reads back as a multi-rank trace.
 from __future__ import annotations
 
 import gzip
+from collections.abc import Iterable
 from pathlib import Path
 
 import numpy as np
@@ -27,7 +28,7 @@ import pandas as pd
 
 from collectors.perfetto import fields as F
 from collectors.perfetto.annotate import PerfColumns, perf_columns
-from profiler.model.errors import InputError
+from profiler.model.files import check_writable, write_atomic
 from profiler.model.schema import Kind
 from profiler.model.trace import Trace
 
@@ -36,24 +37,24 @@ _OWN_KEYS = {"traceEvents", "baseTimeNanoseconds", "process_names", "rank_source
 _MEMORY = {"allocated": "Total Allocated", "reserved": "Total Reserved", "alloc_delta": "Bytes"}
 
 
-def write_chrome_json(trace: Trace, path: str | Path, units: pd.DataFrame | None = None) -> list[Path]:
-    """Write one Kineto-style JSON file per rank (gzip when the name ends in .gz); the paths."""
+def write_chrome_json(trace: Trace, path: str | Path, units: pd.DataFrame | None = None, *, force: bool = False,
+                      inputs: Iterable[str | Path] = ()) -> list[Path]:
+    """Write one Kineto-style JSON file per rank (gzip when the name ends in .gz); the paths.
+    Each is written whole or not at all, never over one of `inputs`, over an existing file only
+    with `force` (files.write_atomic); every target is checked before the first is written."""
     path = Path(path)
     perf = perf_columns(trace.events, units)
     ranks = sorted(set(trace.events["rank"].unique().tolist()) | set(trace.counters["rank"].unique().tolist())) or [0]
-    out = []
-    for r in ranks:
-        target = path if len(ranks) == 1 else _rank_path(path, r)
+    targets = [path if len(ranks) == 1 else _rank_path(path, r) for r in ranks]
+    for target in targets:
+        check_writable(target, force=force, inputs=inputs)
+    for r, target in zip(ranks, targets):
         doc = chrome_document(trace, r, perf, multi=len(ranks) > 1)
         data = orjson.dumps(doc, option=orjson.OPT_SERIALIZE_NUMPY)
         if target.name.endswith(".gz"):
             data = gzip.compress(data, compresslevel=6)
-        try:
-            target.write_bytes(data)
-        except OSError as e:
-            raise InputError(target, f"cannot write: {e.strerror or e}") from None
-        out.append(target)
-    return out
+        write_atomic(target, data, force=force, inputs=inputs)
+    return targets
 
 
 def _rank_path(path: Path, rank: int) -> Path:

@@ -5,6 +5,9 @@ from __future__ import annotations
 import zlib
 from pathlib import Path
 
+from profiler.model.errors import InputError
+from profiler.model.files import open_regular
+
 PERFETTO_SUFFIXES = (".pftrace", ".perfetto-trace", ".perfetto", ".pb")
 #: a Perfetto trace is `repeated TracePacket packet = 1`: its first byte is field 1, length-delimited
 PACKET_TAG = 0x0A
@@ -21,9 +24,9 @@ def is_perfetto(path: str | Path) -> bool:
     if path.name.removesuffix(".gz").endswith(PERFETTO_SUFFIXES):
         return True
     try:
-        with path.open("rb") as f:
+        with open_regular(path) as f:  # never blocks, even on a FIFO swapped in after is_file
             head = f.read(4096)
-    except OSError:
+    except (OSError, InputError):
         return False
     if head[:2] == b"\x1f\x8b":
         try:

@@ -123,16 +123,16 @@ def read_packets(trace: pb.Trace) -> Raw:
         elif which == "thread_descriptor":  # legacy: the sequence's default thread
             d = p.thread_descriptor
             uuid = _thread_uuid(d.pid, d.tid)
-            raw.tracks.setdefault(uuid, Track(uuid, name=d.thread_name, pid=d.pid, tid=d.tid))
+            raw.tracks.setdefault(uuid, Track(uuid, name=_text(d.thread_name), pid=d.pid, tid=d.tid))
             st.default_track = st.default_track or uuid
         elif which == "process_descriptor":
-            raw.processes[p.process_descriptor.pid] = p.process_descriptor.process_name
+            raw.processes[p.process_descriptor.pid] = _text(p.process_descriptor.process_name)
         elif which == "clock_snapshot":
             _clocks(st, p.clock_snapshot)
         elif which == "chrome_events":
             for m in p.chrome_events.metadata:
                 kind = m.WhichOneof("value")
-                raw.metadata[m.name] = getattr(m, kind) if kind else None
+                raw.metadata[_text(m.name)] = _text(getattr(m, kind)) if kind else None
         elif which is not None and which not in QUIET:
             raw.problems.add(f"packets of type '{which}' skipped (not TrackEvent data)")
     raw.problems.add("packets skipped: their sequence's interned state was never cleared", skipped_state)
@@ -158,11 +158,11 @@ def _defaults(st: _Sequence, d) -> None:
 
 def _intern(st: _Sequence, d) -> None:
     for e in d.event_names:
-        st.names[e.iid] = e.name
+        st.names[e.iid] = _text(e.name)
     for e in d.event_categories:
-        st.cats[e.iid] = e.name
+        st.cats[e.iid] = _text(e.name)
     for e in d.debug_annotation_names:
-        st.anames[e.iid] = e.name
+        st.anames[e.iid] = _text(e.name)
     for e in d.debug_annotation_string_values:
         st.strings[e.iid] = e.str.decode("utf-8", "replace")
 
@@ -190,15 +190,15 @@ def _timestamp(st: _Sequence, p) -> int:
 
 def _descriptor(raw: Raw, d) -> None:
     t = raw.tracks.get(d.uuid) or Track(d.uuid)
-    t.name = d.name or d.static_name or d.atrace_name or t.name
+    t.name = _text(d.name or d.static_name or d.atrace_name) or t.name
     t.parent = d.parent_uuid or t.parent
     if d.HasField("process"):
-        t.pid, t.process_name = d.process.pid, d.process.process_name
-        if d.process.process_name:
-            raw.processes[d.process.pid] = d.process.process_name
+        t.pid, t.process_name = d.process.pid, _text(d.process.process_name)
+        if t.process_name:
+            raw.processes[d.process.pid] = t.process_name
     if d.HasField("thread"):
         t.pid, t.tid = d.thread.pid, d.thread.tid
-        t.name = t.name or d.thread.thread_name
+        t.name = t.name or _text(d.thread.thread_name)
     if d.HasField("counter"):
         t.counter = True
         t.incremental = d.counter.is_incremental
@@ -243,12 +243,12 @@ def _track_event(raw: Raw, st: _Sequence, stacks: dict[int, list[int]], p, ts: i
         raw.ts.append(ts)
         raw.dur.append(dur)
         raw.track.append(track)
-        name = te.name if te.HasField("name") else st.names.get(te.name_iid, "")
+        name = _text(te.name) if te.HasField("name") else st.names.get(te.name_iid, "")
         if legacy and not name:
             name = st.names.get(te.legacy_event.name_iid, "")
         raw.name.append(name)
         cats = te.category_iids
-        raw.cat.append(",".join(st.cats.get(i, "") for i in cats) if cats else ",".join(te.categories))
+        raw.cat.append(",".join(st.cats.get(i, "") for i in cats) if cats else ",".join(map(_text, te.categories)))
         if dur < 0:
             stacks.setdefault(track, []).append(row)
     else:
@@ -258,7 +258,7 @@ def _track_event(raw: Raw, st: _Sequence, stacks: dict[int, list[int]], p, ts: i
     if anns:
         args = raw.args.setdefault(row, {})
         for a in anns:
-            args[st.anames.get(a.name_iid, "") if a.HasField("name_iid") else a.name] = _value(a, st)
+            args[st.anames.get(a.name_iid, "") if a.HasField("name_iid") else _text(a.name)] = _value(a, st)
     for ids, term in ((te.flow_ids, False), (te.flow_ids_old, False), (te.terminating_flow_ids, True), (te.terminating_flow_ids_old, True)):
         for fid in ids:
             raw.flow_ends.append((fid, row, term))
@@ -302,7 +302,7 @@ def _counter(raw: Raw, track: int, ts: int, value: float) -> None:
 def _value(a, st: _Sequence) -> Any:
     """A debug annotation's value: scalars as Python values, dicts and arrays nested."""
     if a.dict_entries:
-        return {(st.anames.get(e.name_iid, "") if e.HasField("name_iid") else e.name): _value(e, st) for e in a.dict_entries}
+        return {(st.anames.get(e.name_iid, "") if e.HasField("name_iid") else _text(e.name)): _value(e, st) for e in a.dict_entries}
     if a.array_values:
         return [_value(e, st) for e in a.array_values]
     kind = a.WhichOneof("value")
@@ -312,5 +312,12 @@ def _value(a, st: _Sequence) -> Any:
         try:
             return json.loads(a.legacy_json_value)
         except ValueError:
-            return a.legacy_json_value
-    return getattr(a, kind) if kind else None
+            return _text(a.legacy_json_value)
+    return _text(getattr(a, kind)) if kind else None
+
+
+def _text(value: Any) -> Any:
+    """A string field as str. Perfetto's protos are proto2, whose strings are not checked for
+    UTF-8: protobuf hands back bytes for invalid UTF-8; its bad bytes become U+FFFD here, as the
+    Kineto reader shows them. Values of other types pass through."""
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else value

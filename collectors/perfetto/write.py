@@ -18,6 +18,7 @@ back exactly (see docs/perfetto.md).
 from __future__ import annotations
 
 import gzip
+from collections.abc import Iterable
 from pathlib import Path
 
 import numpy as np
@@ -30,7 +31,7 @@ from collectors.perfetto import fields as F
 from collectors.perfetto.annotate import PerfColumns, perf_columns
 from collectors.perfetto.lanes import assign_lanes
 from collectors.perfetto.tracks import TrackPlan, counter_track, rows_of, slice_tracks
-from profiler.model.errors import InputError
+from profiler.model.files import check_writable, write_atomic
 from profiler.model.trace import Trace
 
 SEQ = 1
@@ -49,18 +50,16 @@ class _Interner:
         return iid
 
 
-def write_perfetto(trace: Trace, path: str | Path, units: pd.DataFrame | None = None) -> Path:
+def write_perfetto(trace: Trace, path: str | Path, units: pd.DataFrame | None = None, *, force: bool = False,
+                   inputs: Iterable[str | Path] = ()) -> Path:
     """Write `trace` as a Perfetto protobuf file (gzip when the name ends in .gz); `units` is the
-    classified units table (Analysis.units) whose figures the slices carry."""
-    path = Path(path)
+    classified units table (Analysis.units) whose figures the slices carry. Written whole or not
+    at all, never over one of `inputs`, over an existing file only with `force` (files.write_atomic)."""
+    path = check_writable(path, force=force, inputs=inputs)
     data = perfetto_bytes(trace, units)
     if path.name.endswith(".gz"):
         data = gzip.compress(data, compresslevel=6)
-    try:
-        path.write_bytes(data)
-    except OSError as e:
-        raise InputError(path, f"cannot write: {e.strerror or e}") from None
-    return path
+    return write_atomic(path, data, force=force, inputs=inputs)
 
 
 def perfetto_bytes(trace: Trace, units: pd.DataFrame | None = None) -> bytes:

@@ -29,6 +29,7 @@ import pandas as pd
 from collectors.torch_compile.report import CompileReport, compile_report, report_doc
 from collectors.torch_compile.tlparse import Log, capture
 from profiler.model.errors import InputError
+from profiler.model.files import GZIP_MAGIC, default_max_bytes, gunzip_bounded, read_bounded, write_atomic
 
 CATEGORY = "compile_pass"
 DOC_KEY = "perfCompile"
@@ -59,10 +60,10 @@ def attach(path: str | Path, log: Log) -> CompileReport | None:
     report = compile_report(log)
     path = Path(path)
     try:
-        raw = path.read_bytes()
-        gz = raw[:2] == b"\x1f\x8b"
-        doc = orjson.loads(gzip.decompress(raw) if gz else raw)
-    except (OSError, EOFError, gzip.BadGzipFile, orjson.JSONDecodeError) as e:
+        raw = read_bounded(path, gunzip=False)
+        gz = raw[:2] == GZIP_MAGIC
+        doc = orjson.loads(gunzip_bounded(raw, default_max_bytes(), path) if gz else raw)
+    except orjson.JSONDecodeError as e:
         raise InputError(path, f"cannot add the compile passes to the trace: {e}") from None
     if not isinstance(doc, dict) or not isinstance(doc.get("traceEvents"), list):
         raise InputError(path, "cannot add the compile passes: not a Kineto trace (no traceEvents list)")
@@ -71,13 +72,8 @@ def attach(path: str | Path, log: Log) -> CompileReport | None:
     doc["traceEvents"].extend(kineto_events(report.phases, base, _host_pid(doc["traceEvents"])))
     doc[DOC_KEY] = report_doc(report, with_phases=False)
     data = orjson.dumps(doc)
-    tmp = path.with_name(path.name + ".tmp")
-    try:
-        tmp.write_bytes(gzip.compress(data, compresslevel=6) if gz else data)
-        tmp.replace(path)  # whole or not at all: a reader never sees half a file
-    except OSError as e:
-        tmp.unlink(missing_ok=True)
-        raise InputError(path, f"cannot write: {e.strerror or e}") from None
+    # our own file, just written: replaced whole or not at all, a reader never sees half a file
+    write_atomic(path, gzip.compress(data, compresslevel=6) if gz else data, force=True)
     return report
 
 

@@ -43,6 +43,8 @@ _RULES: tuple[tuple[str, re.Pattern[str]], ...] = tuple((p, re.compile(rx)) for 
                         r"|insert_deferred_runtime_asserts|bytecode_hooks_\d+|compile_inner)$")),
 ))
 
+#: |ts| in µs below which ns (ts * 1000), and a duration between two of them, fit an int64
+_MAX_US = 2**62 / 1000
 PHASE_COLUMNS = ["compile_id", "name", "phase", "start_ns", "dur_ns", "self_ns", "depth", "parent", "thread"]
 
 
@@ -71,7 +73,11 @@ def phase_table(log: Log) -> pd.DataFrame:
         ev = r.json_payload()
         if not isinstance(ev, dict) or ev.get("ph") not in ("B", "E") or not isinstance(ev.get("ts"), (int, float)):
             continue
-        name, ts = str(ev.get("name", "")), round(float(ev["ts"]) * 1000)  # us -> ns
+        us = float(ev["ts"])
+        if not -_MAX_US < us < _MAX_US:  # the ns would not fit the int64 column (or it is not finite)
+            log.problems.add("compile events with a time past int64 nanoseconds skipped")
+            continue
+        name, ts = str(ev.get("name", "")), round(us * 1000)  # us -> ns
         args = ev.get("args") if isinstance(ev.get("args"), dict) else {}
         cid = r.compile_id or str(args.get("compile_id") or "")
         cid = "" if cid == "None" else cid

@@ -44,9 +44,9 @@ def compile_report(log: Log) -> CompileReport:
     )
 
 
-def read_compile_report(path: str | Path) -> CompileReport:
-    """The tables of a TORCH_TRACE directory (or one of its .log files)."""
-    return compile_report(read_torch_trace(path))
+def read_compile_report(path: str | Path, max_bytes: int | None = None) -> CompileReport:
+    """The tables of a TORCH_TRACE directory (or one of its .log files, each at most `max_bytes`)."""
+    return compile_report(read_torch_trace(path, max_bytes))
 
 
 #: The tables a report carries as JSON (in a trace file's `perfCompile` field and `perf compile-report --json`).

@@ -17,6 +17,7 @@ A record's kind is its first metadata key (`chromium_event`, `dynamo_start`, `ar
 
 from __future__ import annotations
 
+import io
 import logging
 import re
 from collections.abc import Iterator
@@ -28,6 +29,7 @@ from typing import Any
 import orjson
 
 from profiler.model.errors import InputError
+from profiler.model.files import read_bounded
 from profiler.model.trace import Problems
 
 _PREFIX = re.compile(r"^[VIWEC]\d{4} \d\d:\d\d:\d\d\.\d+ +(?P<thread>\d+) [^\]]*\] ")
@@ -124,6 +126,9 @@ def parse_lines(lines: Iterator[str], log: Log) -> None:
             log.problems.add("structured-log lines without a glog prefix skipped")
             continue
         thread = int(m["thread"])
+        if thread >= 2**63:  # glog writes a 64-bit id; more digits would not fit the tables' int64 column
+            log.problems.add("structured-log lines with a thread id past 64 bits skipped")
+            continue
         try:
             meta = orjson.loads(line[m.end():])
         except orjson.JSONDecodeError:
@@ -131,24 +136,24 @@ def parse_lines(lines: Iterator[str], log: Log) -> None:
     flush()
 
 
-def read_torch_trace(path: str | Path) -> Log:
-    """The records of a TORCH_TRACE directory (every `*.log` in it, by name) or of one file."""
+def read_torch_trace(path: str | Path, max_bytes: int | None = None) -> Log:
+    """The records of a TORCH_TRACE directory (every `*.log` in it, by name) or of one file; only
+    regular files, each at most `max_bytes` (profiler.model.files.read_bounded)."""
     path = Path(path)
     if path.is_dir():
-        files = sorted(p for p in path.iterdir() if p.is_file() and p.suffix == ".log")
+        try:
+            files = sorted(p for p in path.iterdir() if p.is_file() and p.suffix == ".log")
+        except OSError as e:
+            raise InputError(path, f"cannot read the directory: {e.strerror or e}") from None
         if not files:
             raise InputError(path, "no structured-log files (*.log) in this TORCH_TRACE directory")
-    elif path.is_file():
+    else:  # missing, special (a FIFO, a device) or unreadable: read_bounded says which
         files = [path]
-    else:
-        raise InputError(path, "no such file or directory")
     log = Log(source=str(path))
     for f in files:
-        try:
-            with f.open(encoding="utf-8", errors="replace") as fh:
-                parse_lines(fh, log)
-        except OSError as e:
-            raise InputError(f, f"cannot read: {e.strerror or e}") from None
+        text = read_bounded(f, max_bytes).decode("utf-8", "replace")
+        parse_lines(io.StringIO(text), log)
+        del text
     number_generations(log)
     if not any(r.kind != "str" for r in log.records):
         why = "; ".join(log.problems.lines()) or "no records"

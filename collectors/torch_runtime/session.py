@@ -26,6 +26,7 @@ from torch.profiler import ProfilerAction, ProfilerActivity
 
 from collectors.torch_runtime.native import NESTED, filtered_stderr, refuse_nested_profilers
 from profiler.model.errors import InputError
+from profiler.model.files import atomic_path
 from profiler.model.trace import Trace
 
 _active: Session | None = None
@@ -143,8 +144,10 @@ class Session:
         return False  # exceptions propagate; the partial trace is already written
 
     def _export(self, prof: torch.profiler.profile) -> None:
-        # torch gzips when the name ends in .gz (export_chrome_trace)
-        prof.export_chrome_trace(str(self.path))
+        # written beside the target and renamed: a kill or a full disk leaves the old file or none;
+        # torch gzips when the name ends in .gz (export_chrome_trace), and the temporary name does
+        with atomic_path(self.path, force=True) as tmp:
+            prof.export_chrome_trace(str(tmp))
         self.written = True
         self._trace = None
 

@@ -22,6 +22,7 @@ A model module: imports nothing of ours but `profiler.model.errors` (stdlib and 
 from __future__ import annotations
 
 import math
+import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
@@ -33,8 +34,11 @@ import yaml
 
 from profiler.model.dtypes import dtype_name
 from profiler.model.errors import InputError
+from profiler.model.files import read_bounded, write_atomic
 
 PRESETS_DIR = Path(__file__).resolve().parent / "presets"
+#: A spec is a few KiB of YAML; anything past this is not one (and is not read into memory).
+SPEC_MAX_BYTES = 4 * 2**20
 
 KINDS = ("gpu", "cpu", "npu")
 UNITS = ("matrix", "vector")
@@ -346,14 +350,16 @@ def _one_line(text: str) -> str:
 
 
 def _load_file(path: Path) -> HardwareSpec:
+    if not os.path.lexists(path):
+        raise InputError(path, f"no such file (and no preset of that name; presets: {', '.join(presets())})")
     try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise InputError(path, f"no such file (and no preset of that name; presets: {', '.join(presets())})") from None
-    except (OSError, UnicodeDecodeError) as e:
+        text = read_bounded(path, SPEC_MAX_BYTES, gunzip=False).decode("utf-8")
+    except UnicodeDecodeError as e:
         raise InputError(path, f"cannot read hardware spec: {_one_line(e)}") from None
     try:
         doc = yaml.safe_load(text)
+    except RecursionError:
+        raise InputError(path, "invalid YAML: nested too deeply") from None
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         where = f" at line {mark.line + 1}" if mark is not None else ""
@@ -387,8 +393,7 @@ def load_spec(path_or_name: str | Path) -> HardwareSpec:
     return _load_file(Path(path_or_name))
 
 
-def save_spec(spec: HardwareSpec, path: str | Path) -> Path:
-    """Write `spec` as YAML (what `perf calibrate` produces); `load_spec(path)` reads it back."""
-    path = Path(path)
-    path.write_text(yaml.safe_dump(spec.to_dict(), sort_keys=False), encoding="utf-8")
-    return path
+def save_spec(spec: HardwareSpec, path: str | Path, *, force: bool = False) -> Path:
+    """Write `spec` as YAML (what `perf calibrate` produces), whole or not at all, over an existing
+    file only with `force` (profiler.model.files.write_atomic); `load_spec(path)` reads it back."""
+    return write_atomic(path, yaml.safe_dump(spec.to_dict(), sort_keys=False).encode("utf-8"), force=force)
