@@ -28,8 +28,13 @@ def __getattr__(name: str) -> Any:
         from profiler import api
 
         return getattr(api, name)
-    if name in ("profile", "step"):  # the live collector (imports torch): only when asked for
-        from collectors.torch_runtime import session
+    if name in ("profile", "step"):  # the live collector (imports torch, an optional extra): only when asked for
+        try:
+            from collectors.torch_runtime import session
+        except ModuleNotFoundError as e:
+            if e.name != "torch":
+                raise
+            raise ModuleNotFoundError(f"profiler.{name} needs torch: pip install 'perf-suite[profile]'", name="torch") from None
 
         if name == "step":
             return session.step

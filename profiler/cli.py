@@ -29,6 +29,15 @@ def fail(problem: str, path: str | None = None) -> None:
     raise typer.Exit(2)
 
 
+def require_torch(command: str) -> None:
+    """`perf profile` and `perf calibrate` run torch, an optional extra: without it, one line, exit 2."""
+    import importlib.util
+
+    if importlib.util.find_spec("torch") is None:
+        print(f"perf {command} needs torch: pip install 'perf-suite[profile]'", file=sys.stderr)
+        raise typer.Exit(2)
+
+
 def _print_version(value: bool) -> None:
     if value:
         from profiler import __version__
@@ -148,6 +157,7 @@ def calibrate(
     links: Annotated[bool, typer.Option(help="Also measure gloo all_reduce between two local processes.")] = True,
 ) -> None:
     """Measure this machine's ceilings (matmul FLOP/s per dtype, bandwidth, op time, link) into a spec."""
+    require_torch("calibrate")
     from rich.progress import Progress
 
     from profiler import calibrate as cal
@@ -301,6 +311,7 @@ def profile(
     compare_compile: Annotated[bool, typer.Option("--compare-compile", help="Model: run it eager and torch.compiled and show, per fused kernel, the ops it replaced, time before and after, and its bound.")] = False,
 ) -> None:
     """Run a script (or --model factory) under torch.profiler, write the trace, then analyze it as `perf analyze` does."""
+    require_torch("profile")
     if compare_compile:
         _compare_compile(model, input or [], dtype, steps, backward, hardware, json)
         return
