@@ -122,9 +122,8 @@ def analyze(
         top_kernels=top_kernels(trace, gpu_busy, top) if "ops" in sections else pd.DataFrame(),
         problems=trace.problems,
     )
-    base = _memory_and_llm(trace, base, hardware, sections)
     if not _CLASSIFIED & set(sections):
-        return base
+        return _memory_and_llm(trace, base, hardware, sections)
     return _roofline(trace, base, hardware, dtype, sections)
 
 
@@ -149,13 +148,11 @@ def _roofline(trace: Trace, base: Analysis, hardware: str | None, dtype: str | N
     """The classification passes, and the timeline and advice that build on them."""
     from dataclasses import replace
 
-    from analysis.advice import advise
     from analysis.attribution import attribute
     from analysis.cost import cost_table
     from analysis.cost_comm import apply_comm, comm_table
     from analysis.cost_kernels import with_kernel_costs
-    from analysis.roofline import MATRIX_FAMILIES, by, classify, drop_carried_costs, groups, iterations, utilization
-    from analysis.timeline import communication_overlap, launch_delays, streams
+    from analysis.roofline import MATRIX_FAMILIES, by, classify, drop_carried_costs, groups, utilization
     from analysis.units import units as find_units
 
     spec_for = spec_resolver(trace, hardware)
@@ -188,14 +185,36 @@ def _roofline(trace: Trace, base: Analysis, hardware: str | None, dtype: str | N
         by_family=by(classified, "family"), by_dtype=by(classified, "dtype"), hardware=names, whatif_dtype=dtype,
         utilization=utilization(classified, equation, spec_for),
     )
-    if "critical_path" in sections:
+    paths = lambda: ()  # noqa: E731
+    if "critical_path" in sections:  # the longest pass and independent of the rest: on the second core
         from analysis.critical_path import critical_path
+        from profiler.overlap import in_background
 
-        out = replace(out, critical_path=tuple(critical_path(trace, r, classified) for r in trace.ranks))
+        paths = in_background(lambda: tuple(critical_path(trace, r, classified) for r in trace.ranks),
+                              worth_it=len(trace.events) >= _BACKGROUND_EVENTS)
+    out = _memory_and_llm(trace, out, hardware, sections)
     if "modules" in sections:
         from analysis.modules import module_tree
 
         out = replace(out, modules=module_tree(trace, classified))
+    out = _timeline_and_advice(trace, out, classified, unit_bound, spec_for, sections)
+    return replace(out, critical_path=paths()) if "critical_path" in sections else out
+
+
+#: Below this many events the critical path takes less than forking and pickling it back would save.
+_BACKGROUND_EVENTS = 50_000
+
+
+def _timeline_and_advice(trace: Trace, out: Analysis, classified: pd.DataFrame, unit_bound: pd.Series,
+                         spec_for: Callable[[int, str], HardwareSpec | None], sections: tuple[str, ...]) -> Analysis:
+    """The timeline tables and the advice, on the classified units."""
+    from dataclasses import replace
+
+    from analysis.advice import advise
+    from analysis.attribution import attribute
+    from analysis.roofline import iterations
+    from analysis.timeline import communication_overlap, launch_delays, streams
+
     if not {"timeline", "advice"} & set(sections):
         return out
     communication = communication_overlap(trace, classified)
