@@ -155,6 +155,12 @@ def _roofline(trace: Trace, base: Analysis, hardware: str | None, dtype: str | N
     from analysis.roofline import MATRIX_FAMILIES, by, classify, drop_carried_costs, groups, utilization
     from analysis.units import units as find_units
 
+    if "critical_path" in sections:  # the longest pass, and its path needs no units: on the second core from here
+        from analysis.critical_path import critical_path
+        from profiler.overlap import in_background
+
+        paths = in_background(lambda: tuple(critical_path(trace, r) for r in trace.ranks),
+                              worth_it=len(trace.events) >= _BACKGROUND_EVENTS)
     spec_for = spec_resolver(trace, hardware)
     u = find_units(trace)
     # the fusion map `perf profile --compile` carries per rank (metadata 'perfCompile', as plain
@@ -185,20 +191,17 @@ def _roofline(trace: Trace, base: Analysis, hardware: str | None, dtype: str | N
         by_family=by(classified, "family"), by_dtype=by(classified, "dtype"), hardware=names, whatif_dtype=dtype,
         utilization=utilization(classified, equation, spec_for),
     )
-    paths = lambda: ()  # noqa: E731
-    if "critical_path" in sections:  # the longest pass and independent of the rest: on the second core
-        from analysis.critical_path import critical_path
-        from profiler.overlap import in_background
-
-        paths = in_background(lambda: tuple(critical_path(trace, r, classified) for r in trace.ranks),
-                              worth_it=len(trace.events) >= _BACKGROUND_EVENTS)
     out = _memory_and_llm(trace, out, hardware, sections)
     if "modules" in sections:
         from analysis.modules import module_tree
 
         out = replace(out, modules=module_tree(trace, classified))
     out = _timeline_and_advice(trace, out, classified, unit_bound, spec_for, sections)
-    return replace(out, critical_path=paths()) if "critical_path" in sections else out
+    if "critical_path" in sections:
+        from analysis.critical_path import with_units
+
+        out = replace(out, critical_path=tuple(with_units(cp, classified) for cp in paths()))
+    return out
 
 
 #: Below this many events the critical path takes less than forking and pickling it back would save.

@@ -83,3 +83,21 @@ def counting(fn, calls: list):
         calls.append(1)
         return fn(*a)
     return wrapper
+
+
+@pytest.mark.parametrize("folder", ["vllm_graphs_mi300x", "dlrm_8rank_v100"])
+def test_path_classed_afterwards_is_the_same(folder):
+    # the forked pass computes the path before the units are classified; with_units then
+    # classes its unit work: the same result as computing it with the units
+    from analysis.critical_path import critical_path, with_units
+
+    trace = api.load_trace(real_trace(folder))
+    units = api.analyze(trace, sections=("roofline",)).units
+    for rank in trace.ranks:
+        at_once, unclassed = critical_path(trace, rank, units), critical_path(trace, rank)
+        assert (at_once.segments["class"] != unclassed.segments["class"]).any()  # the units do change classes
+        later = with_units(unclassed, units)
+        fields = ("rank", "length_ns", "work_ns", "wall_ns", "on_host_ns", "on_device_ns", "waiting_ns", "verdict")
+        assert [getattr(later, f) for f in fields] == [getattr(at_once, f) for f in fields]
+        pd.testing.assert_frame_equal(later.segments, at_once.segments)
+        pd.testing.assert_frame_equal(later.by_class, at_once.by_class)
