@@ -1,10 +1,11 @@
 """Run a command as a whole process and measure what its user waits for: wall time from spawn
 to exit (imports included), CPU time, and peak memory.
 
-Peak memory is sampled every 5 ms as the sum of PSS (proportional set size: a page shared by n
-processes counts 1/n in each) over the process and its descendants, so a forked decoder's own
-pages count and the pages it shares with its parent count once; `ru_maxrss` of the main process
-(wait4) stands in when no sample was taken. A sample can miss a spike shorter than 5 ms. Standard library only: it also drives the HTA venv's python.
+Peak memory is sampled every 5 ms as the RSS of the process plus the private memory
+(Private_Clean + Private_Dirty) of each descendant: a forked child's own pages count, the pages
+it still shares with its parent (the trace's bytes, the interpreter) count once. The larger of
+that and `ru_maxrss` of the main process (wait4, exact) is reported; a sample can miss a
+spike shorter than 5 ms in a child. Standard library only: it also drives the HTA venv's python.
 """
 
 from __future__ import annotations
@@ -28,22 +29,36 @@ class Run:
     rc: int
 
 
-def _tree_pss(pid: int) -> int:
-    """PSS of `pid` and its descendants, bytes (0 once gone)."""
-    total, todo = 0, [pid]
+def _field_kib(path: str, names: tuple[str, ...]) -> int:
+    """Sum of the 'kB' fields `names` in a /proc status-style file (0 when gone)."""
+    total = 0
+    try:
+        with open(path) as fh:
+            for line in fh:
+                if line.startswith(names):
+                    total += int(line.split()[1])
+    except (OSError, ValueError):
+        pass
+    return total
+
+
+def _children(pid: int) -> list[int]:
+    try:
+        with open(f"/proc/{pid}/task/{pid}/children") as fh:
+            return [int(c) for c in fh.read().split()]
+    except (OSError, ValueError):
+        return []
+
+
+def _tree_memory(pid: int) -> int:
+    """RSS of `pid` + private memory of its descendants, bytes."""
+    total = _field_kib(f"/proc/{pid}/status", ("VmRSS:",))
+    todo = _children(pid)
     while todo:
         p = todo.pop()
-        try:
-            with open(f"/proc/{p}/smaps_rollup") as fh:
-                for line in fh:
-                    if line.startswith("Pss:"):
-                        total += int(line.split()[1]) * KiB
-                        break
-            with open(f"/proc/{p}/task/{p}/children") as fh:
-                todo += [int(c) for c in fh.read().split()]
-        except (OSError, ValueError):
-            pass
-    return total
+        total += _field_kib(f"/proc/{p}/smaps_rollup", ("Private_Clean:", "Private_Dirty:"))
+        todo += _children(p)
+    return total * KiB
 
 
 def run(cmd: list[str], *, env: dict[str, str] | None = None, cwd: Path | None = None, timeout: float = 1800) -> Run:
@@ -56,7 +71,7 @@ def run(cmd: list[str], *, env: dict[str, str] | None = None, cwd: Path | None =
     def sample() -> None:
         nonlocal peak
         while not done.is_set():
-            peak = max(peak, _tree_pss(proc.pid))
+            peak = max(peak, _tree_memory(proc.pid))
             done.wait(0.005)
 
     sampler = threading.Thread(target=sample, daemon=True)
@@ -73,7 +88,7 @@ def run(cmd: list[str], *, env: dict[str, str] | None = None, cwd: Path | None =
     err = proc.stderr.read().decode(errors="replace") if proc.stderr else ""
     if proc.returncode != 0:
         raise RuntimeError(f"{' '.join(cmd)} exited {proc.returncode}: {err[-2000:]}")
-    return Run(seconds, usage.ru_utime + usage.ru_stime, peak or usage.ru_maxrss * KiB, proc.returncode)
+    return Run(seconds, usage.ru_utime + usage.ru_stime, max(peak, usage.ru_maxrss * KiB), proc.returncode)
 
 
 @dataclass(frozen=True)
