@@ -89,7 +89,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--contenders", default="bare,ours,hta", help="comma list of bare, ours, hta")
     ap.add_argument("--ours-repo", type=Path, default=REPO, help="run ours from this checkout (e.g. an older commit)")
     args = ap.parse_args(argv)
-    traces = list(args.traces) or [DEFAULT]
+    traces = [t.resolve() for t in args.traces] or [DEFAULT]
     if args.big:
         if not BIG.exists():
             subprocess.run([sys.executable, str(HERE / "make_big_trace.py"), str(BIG)], check=True)
