@@ -13,7 +13,7 @@ trap 'rm -rf "$TMP"' EXIT
 "$PYTHON" -m venv "$TMP/venv"
 BIN="$TMP/venv/bin"
 # a copy of the tree without the in-tree venvs: pip's in-tree build must not see .venv or HTA's
-tar -C "$REPO" --exclude=./.venv --exclude=./benchmarks/.venv-hta --exclude=./benchmarks/data \
+tar -C "$REPO" --exclude=./.git --exclude=./.venv --exclude=./benchmarks/.venv-hta --exclude=./benchmarks/data \
     --exclude=./build --exclude='*.egg-info' -cf - . | { mkdir "$TMP/src" && tar -C "$TMP/src" -xf -; }
 "$BIN/python" -m pip install --quiet "$TMP/src" 2>&1 | { grep -v "is ignored: it is neither a file nor a directory" || true; }
 
