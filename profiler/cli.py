@@ -13,11 +13,16 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
 
 from profiler.model.errors import InputError
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="Performance profiling and bottleneck analysis for ML compilers and accelerators.")
+
+
+def Console(**options):  # noqa: N802 - rich's Console, imported only when text is printed (not for --json)
+    from rich.console import Console as RichConsole
+
+    return RichConsole(**options)
 
 
 def fail(problem: str, path: str | None = None) -> None:
