@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 DEMO_TRACE ?= examples/traces/mlp_cpu.json.gz
 
-.PHONY: setup browser demo test bench bench-big clean
+.PHONY: setup browser demo test test-lean bench bench-big clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -13,7 +13,7 @@ $(BIN)/python:
 $(VENV)/.installed: pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet torch==2.13.0
-	$(BIN)/python -m pip install --quiet -e '.[test]'
+	$(BIN)/python -m pip install --quiet -e '.[test,profile]'
 	touch $@
 
 setup: $(VENV)/.installed
@@ -31,6 +31,10 @@ demo: setup
 test: setup browser
 	$(BIN)/python -m pytest -q -n 2 -m "not serial"
 	$(BIN)/python -m pytest -q -m serial
+
+# The lean install: `pip install .` (no torch) in a fresh venv runs perf analyze (a few minutes).
+test-lean:
+	PYTHON=$(PYTHON) bash .ci/lean_install.sh
 
 # The peer (HolisticTraceAnalysis) lives in its own venv, benchmarks/.venv-hta.
 bench: setup

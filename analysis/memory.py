@@ -86,16 +86,14 @@ def memory_summary(trace: Trace) -> pd.DataFrame:
       peak_op_note: why not, '' when derived.
     NaN where the trace does not record the total a column needs.
     """
-    wide = _samples(trace)
-    if wide.empty:
+    groups = _sample_groups(trace)
+    if not groups:
         return pd.DataFrame({c: pd.Series(dtype=object) for c in SUMMARY_COLUMNS})
     cap = {(int(r), str(d)): float(m) if m > 0 else np.nan
            for r, d, m in trace.devices[["rank", "device", "memory_bytes"]].itertuples(index=False)}
     rows = []
-    for (rank, device), g in wide.groupby(["rank", "device"], sort=True):
-        ts = g["ts"].to_numpy()
-        alloc, res, above = (g[c].to_numpy(dtype=np.float64)
-                             for c in ("allocated_bytes", "reserved_bytes", "above_start_bytes"))
+    for rank, device, g in groups:
+        ts, alloc, res, above = g["ts"], g["allocated_bytes"], g["reserved_bytes"], g["above_start_bytes"]
         peak_a, peak_a_ts = _peak(alloc, ts)
         peak_r, peak_r_ts = _peak(res, ts)
         peak_s, peak_s_ts = _peak(above, ts)
@@ -105,7 +103,7 @@ def memory_summary(trace: Trace) -> pd.DataFrame:
         at = peak_a_ts if peak_a_ts >= 0 else peak_s_ts
         op, op_id, note = _op_at(trace, int(rank), at)
         rows.append({
-            "rank": int(rank), "device": str(device), "samples": len(g),
+            "rank": int(rank), "device": str(device), "samples": len(ts),
             "peak_allocated_bytes": peak_a, "peak_allocated_ts": peak_a_ts,
             "peak_reserved_bytes": peak_r, "peak_reserved_ts": peak_r_ts,
             "final_allocated_bytes": alloc[-1], "final_reserved_bytes": res[-1],
@@ -117,29 +115,95 @@ def memory_summary(trace: Trace) -> pd.DataFrame:
 
 
 def _samples(trace: Trace) -> pd.DataFrame:
-    """The memory counters, one row per sample (TIMELINE_COLUMNS), in time order per device.
+    """The memory counters, one row per sample (TIMELINE_COLUMNS), in time order per device."""
+    groups = _sample_groups(trace)
+    if not groups:
+        return pd.DataFrame({col: pd.Series(dtype="int64" if col in ("rank", "ts") else
+                                            (object if col == "device" else "float64")) for col in TIMELINE_COLUMNS})
+    cols = {c: np.concatenate([g[c] for _, _, g in groups]) for c in TIMELINE_COLUMNS[2:]}
+    return pd.DataFrame({
+        "rank": np.concatenate([np.full(len(g["ts"]), r, dtype=np.int64) for r, _, g in groups]),
+        "device": np.concatenate([np.full(len(g["ts"]), d, dtype=object) for _, d, g in groups]),
+        **cols,
+    })
+
+
+def _sample_groups(trace: Trace) -> list[tuple[int, str, dict[str, np.ndarray]]]:
+    """The memory counters as samples, per (rank, device) in sorted order: (rank, device,
+    {ts, allocated_bytes, reserved_bytes, delta_bytes, above_start_bytes} arrays), each in
+    (ts, file) order.
 
     The reader writes one counter row per recorded field of a sample; rows of one sample share
     (rank, device, ts), and samples at the same ts keep file order, so the k-th row of each name
-    at that ts belongs to the k-th sample there.
+    at that ts belongs to the k-th sample there. Plain numpy (sorts and scatters): pandas'
+    groupby / unstack over string keys took most of the memory section's time.
     """
     c = trace.counters
-    c = c[(c["name"].astype(object).isin(list(_COUNTERS)) & c["track"].astype(str).str.endswith("/memory")).to_numpy()]
-    if c.empty:
-        return pd.DataFrame({col: pd.Series(dtype="int64" if col in ("rank", "ts") else
-                                            (object if col == "device" else "float64")) for col in TIMELINE_COLUMNS})
-    df = pd.DataFrame({
-        "rank": c["rank"].to_numpy(dtype=np.int64), "device": c["device"].astype(object).to_numpy(),
-        "ts": c["ts"].to_numpy(), "name": c["name"].astype(object).to_numpy(), "value": c["value"].to_numpy(),
-    })
-    df = df.sort_values(["rank", "device", "name", "ts"], kind="stable")  # stable: file order within a ts
-    df["k"] = df.groupby(["rank", "device", "name", "ts"], sort=False).cumcount()
-    wide = df.set_index(["rank", "device", "ts", "k", "name"])["value"].unstack("name")
-    wide = wide.reindex(columns=list(_COUNTERS)).rename(columns=_COUNTERS).reset_index()
-    wide = wide.sort_values(["rank", "device", "ts", "k"], kind="stable").drop(columns="k")
-    wide["above_start_bytes"] = wide.groupby(["rank", "device"], sort=False)["delta_bytes"].cumsum()
-    wide.columns.name = None
-    return wide[TIMELINE_COLUMNS].reset_index(drop=True)
+    keep = _per_string(c["name"], lambda v: v.isin(list(_COUNTERS))) & _per_string(c["track"], lambda v: v.str.endswith("/memory"))
+    if not keep.any():
+        return []
+    rank = c["rank"].to_numpy(dtype=np.int64)[keep]
+    ts = c["ts"].to_numpy()[keep]
+    value = c["value"].to_numpy(dtype=np.float64)[keep]
+    dev_key, devices = _sorted_codes(c["device"].astype(object).to_numpy()[keep])
+    name_key, names = _sorted_codes(c["name"].astype(object).to_numpy()[keep])
+    # k: the row's place among the rows of its (rank, device, name, ts), in file order (stable sort)
+    o = np.lexsort((ts, name_key, dev_key, rank))
+    new = _starts(rank[o], dev_key[o], name_key[o], ts[o])
+    k = np.empty(len(o), dtype=np.int64)
+    k[o] = np.arange(len(o)) - np.maximum.accumulate(np.where(new, np.arange(len(o)), 0))
+    # one sample per (rank, device, ts, k), in that order; each name's value scattered into it
+    o = np.lexsort((k, ts, dev_key, rank))
+    sample = np.empty(len(o), dtype=np.int64)
+    sample[o] = np.cumsum(_starts(rank[o], dev_key[o], ts[o], k[o])) - 1
+    n = int(sample.max()) + 1
+    first = np.full(n, -1, dtype=np.int64)
+    first[sample[o][::-1]] = o[::-1]  # a row of each sample, for its keys
+    wide = {col: np.full(n, np.nan) for col in _COUNTERS.values()}
+    for i, name in enumerate(names):
+        at = name_key == i
+        wide[_COUNTERS[name]][sample[at]] = value[at]
+    s_rank, s_dev, s_ts = rank[first], dev_key[first], ts[first]
+    out = []
+    for lo, hi in zip(*_bounds(_starts(s_rank, s_dev))):
+        delta = wide["delta_bytes"][lo:hi]
+        above = np.nancumsum(delta)  # a running sum that skips missing deltas, as pandas' cumsum does
+        above[np.isnan(delta)] = np.nan
+        out.append((int(s_rank[lo]), devices[s_dev[lo]], {
+            "ts": s_ts[lo:hi], **{col: v[lo:hi] for col, v in wide.items()}, "above_start_bytes": above}))
+    return out
+
+
+def _per_string(col: pd.Series, test) -> np.ndarray:
+    """`test` (Series of str -> bool Series) per row; once per category when the column is categorical."""
+    if isinstance(col.dtype, pd.CategoricalDtype):
+        per_category = test(pd.Series(col.cat.categories.astype(object))).to_numpy(dtype=bool)
+        return np.append(per_category, False)[col.cat.codes.to_numpy()]  # code -1 (missing) -> False
+    return test(col.astype(object)).to_numpy(dtype=bool)
+
+
+def _sorted_codes(values: np.ndarray) -> tuple[np.ndarray, list]:
+    """Codes that sort as the values do, and the distinct values in that order."""
+    codes, uniques = pd.factorize(values)
+    order = np.argsort(np.asarray(uniques, dtype=object), kind="stable")
+    place = np.empty(len(order), dtype=np.int64)
+    place[order] = np.arange(len(order))
+    return place[codes], [uniques[i] for i in order]
+
+
+def _starts(*keys: np.ndarray) -> np.ndarray:
+    """True where a row's keys differ from the previous row's (and at the first row)."""
+    new = np.zeros(len(keys[0]), dtype=bool)
+    new[:1] = True
+    for key in keys:
+        new[1:] |= key[1:] != key[:-1]
+    return new
+
+
+def _bounds(new: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(starts, ends) of the runs that `new` (from _starts) begins."""
+    lo = np.flatnonzero(new)
+    return lo, np.append(lo[1:], len(new))
 
 
 def _peak(values: np.ndarray, ts: np.ndarray) -> tuple[float, int]:

@@ -163,9 +163,8 @@ def analyze(
         problems=trace.problems,
         hardware_notes=hardware_notes(trace, hardware),
     )
-    base = _memory_and_llm(trace, base, hardware, sections)
     if not _CLASSIFIED & set(sections):
-        return base
+        return _memory_and_llm(trace, base, hardware, sections)
     return _roofline(trace, base, hardware, dtype, sections, collectives)
 
 
@@ -207,17 +206,21 @@ def _roofline(trace: Trace, base: Analysis, hardware: str | None, dtype: str | N
     """The classification passes, and the timeline and advice that build on them."""
     from dataclasses import replace
 
-    from analysis.advice import advise
     from analysis.attribution import attribute
     from analysis.cost import cost_table
     from analysis.cost.comm import apply_comm, comm_groups, comm_table, unit_work_names
     from analysis.cost.kernels import with_kernel_costs
     from analysis.precision import with_tf32
-    from analysis.roofline import MATRIX_FAMILIES, by, classify, drop_carried_costs, groups, iterations, utilization
-    from analysis.timeline import communication_overlap, launch_delays, streams
+    from analysis.roofline import MATRIX_FAMILIES, by, classify, drop_carried_costs, groups, utilization
     from analysis.unknown import unknown_summary
     from analysis.units import units as find_units
 
+    if "critical_path" in sections:  # the longest pass, and its path needs no units: on the second core from here
+        from analysis.critical_path import critical_path
+        from profiler.overlap import in_background
+
+        paths = in_background(lambda: tuple(critical_path(trace, r) for r in trace.ranks),
+                              worth_it=len(trace.events) >= _BACKGROUND_EVENTS)
     spec_for = spec_resolver(trace, hardware)
     u = find_units(trace)
     # the fusion map `perf profile --compile` carries per rank (metadata 'perfCompile', as plain
@@ -267,16 +270,35 @@ def _roofline(trace: Trace, base: Analysis, hardware: str | None, dtype: str | N
         by_family=by(classified, "family"), by_dtype=by(classified, "dtype"), hardware=names, whatif_dtype=dtype,
         utilization=utilization(classified, equation, spec_for), whatif=whatif,
     )
-    if "critical_path" in sections:
-        from analysis.critical_path import critical_path
-
-        out = replace(out, critical_path=tuple(critical_path(trace, r, classified) for r in trace.ranks))
+    out = _memory_and_llm(trace, out, hardware, sections)
     if "modules" in sections:
         from analysis.modules import module_tree
 
         out = replace(out, modules=module_tree(trace, classified))
-    if not {"timeline", "advice"} & set(sections):
+    if "critical_path" in sections:  # before the verdict, which cites it
+        from analysis.critical_path import with_units
+
+        out = replace(out, critical_path=tuple(with_units(cp, classified) for cp in paths()))
+    return _timeline_and_advice(trace, out, classified, unit_bound, spec_for, sections)
+
+
+#: Below this many events the critical path takes less than forking and pickling it back would save.
+_BACKGROUND_EVENTS = 50_000
+
+
+def _timeline_and_advice(trace: Trace, out: Analysis, classified: pd.DataFrame, unit_bound: pd.Series,
+                         spec_for: Callable[[int, str], HardwareSpec | None], sections: tuple[str, ...]) -> Analysis:
+    """The timeline tables and the advice, on the classified units."""
+    from dataclasses import replace
+
+    from analysis.advice import advise
+    from analysis.attribution import attribute
+    from analysis.roofline import iterations
+    from analysis.timeline import communication_overlap, launch_delays, streams
+
+    if not {"timeline", "advice", "verdict"} & set(sections):
         return out
+    equation = out.equation
     communication = communication_overlap(trace, classified)
     has_steps = bool((trace.events["step"] >= 0).any())
     out = replace(out, communication=communication)

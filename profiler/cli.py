@@ -28,11 +28,26 @@ MaxBytes = Annotated[int | None, typer.Option(
 Force = Annotated[bool, typer.Option("--force", help="Overwrite the output file if it exists (never one of the inputs).")]
 
 
+def Console(**options):  # noqa: N802 - rich's Console, imported only when text is printed (not for --json)
+    from rich.console import Console as RichConsole
+
+    return RichConsole(**options)
+
+
 def fail(problem: str, path: str | None = None) -> None:
     """Print `perf: <path>: <problem>` on stderr (one line: control characters escaped) and exit 2."""
     msg = f"{path}: {problem}" if path else problem
     print(one_line(msg), file=sys.stderr)
     raise typer.Exit(2)
+
+
+def require_torch(command: str) -> None:
+    """`perf profile` and `perf calibrate` run torch, an optional extra: without it, one line, exit 2."""
+    import importlib.util
+
+    if importlib.util.find_spec("torch") is None:
+        print(f"perf {command} needs torch: pip install 'perf-suite[profile]'", file=sys.stderr)
+        raise typer.Exit(2)
 
 
 def _print_version(value: bool) -> None:
@@ -166,6 +181,7 @@ def calibrate(
     force: Force = False,
 ) -> None:
     """Measure this machine's ceilings (matmul FLOP/s per dtype, bandwidth, op time, link) into a spec."""
+    require_torch("calibrate")
     from rich.progress import Progress
 
     from profiler import calibrate as cal
@@ -387,6 +403,7 @@ def profile(
     force: Force = False,
 ) -> None:
     """Run a script (or --model factory) under torch.profiler, write the trace, then analyze it as `perf analyze` does."""
+    require_torch("profile")
     if compare_compile:
         _compare_compile(model, input or [], dtype, steps, backward, hardware, json)
         return

@@ -347,3 +347,23 @@ def test_not_a_mapping(tmp_path):
     _assert_one_line(ei.value, p, "mapping")
     with pytest.raises(ValueError):
         from_dict(None)
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED_PRESETS))
+def test_match_block_read_alone_is_the_presets(name):
+    # matching a device parses only each preset's `match:` block; it must be the block the whole
+    # file gives (lists frozen to tuples there), or a preset could match differently than it reads
+    from profiler.model.hardware import _freeze, preset_match
+
+    assert _freeze(preset_match(name)) == load_spec(name).match
+    assert preset_match(name) or name == "generic-x86-cpu"
+
+
+def test_matching_loads_only_the_winner(monkeypatch):
+    import profiler.model.hardware as hw
+    import profiler.model.hardware_match as hm
+
+    loaded = []
+    monkeypatch.setattr(hm, "_preset", lambda name: loaded.append(name) or hw._preset(name))
+    assert match_device("Tesla V100-SXM2-32GB", 80, "7.0", 34089730048).name == "v100-sxm2-32gb"
+    assert loaded == ["v100-sxm2-32gb"]  # not the other ten presets

@@ -11,7 +11,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from profiler.model.hardware import HardwareSpec, _preset, presets
+from profiler.model.hardware import HardwareSpec, _preset, preset_match, presets
 
 
 def _numbers_fit(m: Mapping, sm_count: int, cc: str, memory_bytes: int) -> tuple[bool, int]:
@@ -51,8 +51,7 @@ def match_device(name: str, sm_count: int, compute_capability: str, memory_bytes
     name = name or ""
     scored = []
     for p in presets():
-        spec = _preset(p)
-        m = spec.match
+        m = preset_match(p)  # the match block alone; only the winner is loaded whole
         if not m:
             continue
         if any(re.search(rx, name, re.IGNORECASE) for rx in m.get("exclude") or ()):
@@ -61,14 +60,14 @@ def match_device(name: str, sm_count: int, compute_capability: str, memory_bytes
         named = bool(name) and any(re.search(rx, name, re.IGNORECASE) for rx in m.get("names") or ())
         if not ok or (pinned == 0 and not named):
             continue
-        scored.append((named, pinned, spec))
+        scored.append((named, pinned, p))
     if not scored:
         return None
     scored.sort(key=lambda t: (t[0], t[1]), reverse=True)
     best = scored[0]
     if len(scored) > 1 and (scored[1][0], scored[1][1]) == (best[0], best[1]):
         return None
-    return best[2]
+    return _preset(best[2])
 
 
 def match_note(name: str, sm_count: int, compute_capability: str, memory_bytes: int) -> tuple[HardwareSpec | None, str]:
