@@ -56,6 +56,8 @@ BOUNDS = {
 #: Which critical-path split each bound should show: host work, device work or waiting.
 PATH_SIDE = {"host": "host", "runtime": "device", "sync": "waiting", "idle": "waiting", "compute": "device",
              "memory": "device", "communication": "device", "unknown": "device"}
+#: Actions saving less than this share of the wall are noise, not shown.
+NOISE = 0.001
 #: Idle-gap categories merged into one action (they share a lever: take the host off the loop).
 _LAUNCH_BOUND = ("python", "dispatch", "launch")
 #: group -> (title, lever, what the host ran)
@@ -149,11 +151,13 @@ def _gap_sentences(g: pd.Series) -> list[str]:
     device idled, what that means (module docstring), on a second line."""
     where = f"before {_short(_bare(g['next_name']), 28)}" if g["next_name"] else "after the last device work"
     if g["sync_ns"] > g["dur_ns"] / 2:
-        head = f"largest gap {fmt_ns(g['dur_ns'])}: host blocked in {_short(str(g['activity']).split(' (')[0], 28)}, device idle"
-        queued = f", {_short(_bare(g['next_name']), 87 - len(head))} queued" if g["next_name"] and g["host_ns"] < g["sync_ns"] else ""
-        return [head + queued,
-                "not device work: another stream, thread, process or rank, or no requests; trace can't tell"]
-    return [f"largest gap {fmt_ns(g['dur_ns'])} {where}; the host ran {_short(_first_activity(g['activity']), 36)}"]
+        call = _short(str(g["activity"]).split(" (")[0], 40)
+        queued = g["next_name"] and g["host_ns"] < g["sync_ns"]
+        return [f"largest gap {fmt_ns(g['dur_ns'])}: host blocked in {call} while the device idled",
+                f"{_short(_bare(g['next_name']), 48)} sat queued, so " * bool(queued) + "the wait was not on device work:",
+                "another stream, thread, process or rank, or no requests; the trace cannot tell which"]
+    head = f"largest gap {fmt_ns(g['dur_ns'])} {where}; the host ran "
+    return [head + _short(_first_activity(g["activity"]), 94 - len(head))]
 
 
 def _bare(name: str) -> str:
@@ -171,7 +175,7 @@ def _first_activity(activity: str) -> str:
     """'name (1.2 ms)' of the host's largest piece in a gap, with numfmt's time."""
     head = str(activity).split("; ")[0]
     if head.startswith("(no host event"):
-        return "untraced code (no host event recorded)"
+        return "untraced code"
     name, _, t = head.rpartition(" (")
     try:
         return f"{name} ({fmt_ns(float(t.removesuffix(' ms)')) * 1e6)})"
@@ -218,6 +222,7 @@ def _actions(advice: tuple, idle: IdleGaps | None, eq: pd.DataFrame, top: int) -
            for a in advice if a.saving_ns > 0]
     if idle is not None and not idle.by_category.empty:
         out += _idle_actions(idle, eq)
+    out = [a for a in out if a.saving_ns >= NOISE * wall]
     return tuple(sorted(out, key=lambda a: -a.saving_ns)[:top])
 
 
@@ -249,8 +254,8 @@ def _idle_actions(idle: IdleGaps, eq: pd.DataFrame) -> list[Action]:
         if group == "sync":
             call = _sync_call(idle, rank, device)
             out.append(Action(f"find what {call} waits on ({where})", s,
-                              "profile all threads, processes, ranks (server: last batch? no requests?)",
-                              "saved only if avoidable", "idle:sync"))
+                              "profile all threads, processes, ranks (server: prior batch? idle?)",
+                              "saves only if avoidable", "idle:sync"))
         else:
             title, lever, what = _HOST_ACTIONS[group]
             out.append(Action(f"{title} ({where})", s, lever,
