@@ -62,9 +62,9 @@ NOISE = 0.001
 _LAUNCH_BOUND = ("python", "dispatch", "launch")
 #: group -> (title, lever, what the host ran)
 _HOST_ACTIONS = {
-    "launch-bound": ("cut Python and dispatch between launches", "CUDA/HIP graphs or torch.compile", "Python/dispatch"),
-    "input": ("take input loading/preprocessing off the device's path", "DataLoader workers, pin_memory, prefetch",
-              "input work"),
+    "launch-bound": ("cut Python and dispatch between launches", "CUDA graphs/torch.compile", "Python/dispatch"),
+    "input": ("take input loading/preprocessing off the device's path", "DataLoader workers, pinned memory",
+              "input"),
 }
 
 
@@ -121,6 +121,9 @@ def verdict(equation: pd.DataFrame, critical_paths: tuple = (), advice: tuple = 
     scope = labels[0] if len(labels) == 1 else f"{len(labels)} devices summed"
     evidence = [_balance(eq, window, times, "CPU busy" if cpu else "device busy")]
     evidence += _idle_evidence(idle, bound)
+    if times["idle_other_ns"] >= 0.2 * window:  # large enough to need a word, whatever the bound
+        evidence.append(f"idle {fmt_ns(times['idle_other_ns'])} with its work already launched: it started late "
+                        "(another process? clock skew?)")
     path, agrees = _path_evidence(critical_paths, bound, times, window)
     actions = _actions(advice, idle, eq, top)
     return Verdict(bound=bound, label=label, share=share, window_ns=window, scope=scope, shares=shares,
@@ -259,7 +262,7 @@ def _idle_actions(idle: IdleGaps, eq: pd.DataFrame) -> list[Action]:
         else:
             title, lever, what = _HOST_ACTIONS[group]
             out.append(Action(f"{title} ({where})", s, lever,
-                              f"host late {fmt_ns(e['idle_host_ns'])}: {fmt_ns(s)} {what}, device busy "
+                              f"{fmt_ns(s)} of {fmt_ns(e['idle_host_ns'])} host-late: {what}; device busy "
                               f"{fmt_ns(e['busy_ns'])}", f"idle:{group}"))
     return out
 

@@ -252,3 +252,19 @@ def test_verdict_and_critical_path_agree_or_say_why(folder):
     assert all(0 < x.saving_ns <= walls for x in v.actions)
     eq = a.equation  # device windows; the verdict's walls contain them
     assert v.window_ns >= int(eq.loc[eq["device"] != "cpu", "window_ns"].sum())
+
+
+def test_dashboard_overview_opens_with_the_api_verdict():
+    """The Overview page's first block is the verdict the API computed (one computation): its
+    heading names the bound and share, and each action shows its title, saving, lever and assumption."""
+    from dashboard.pages.overview import body
+    from profiler.model.numfmt import fmt_ns, fmt_pct
+
+    a = analyze(load_trace(real_trace("sglang_qwen3_decode_mi300x")))
+    first = body(a, "sglang", {})[0]
+    assert first.id == "overview-verdict"
+    text = str(first)
+    v = a.verdict
+    assert f"Verdict: {v.label} bounds this run — {fmt_pct(v.share)}" in text
+    for x in v.actions:
+        assert x.title in text and fmt_ns(x.saving_ns) in text and x.lever in text and x.assumption in text
