@@ -18,6 +18,13 @@ that union, inside the device's window) is split by what the next work was waiti
 
 So per device: window = compute + memory + communication + runtime + unknown
                         + idle_host + idle_sync + idle_other.
+
+The window runs from the device's first work to its last (span='device', what the device-time
+tables show), or over the whole rank (span='rank': its first to last host or device event, the
+critical path's wall time): then the host work before the first device work (preprocessing,
+model set-up) and after the last is idle time too, split the same way (host until the first
+work's launch is issued; after the last work, host). The verdict reads the rank span: a run
+whose device waits 50 ms on preprocessing before its first kernel is host-bound.
 Shares are floats summed per device and rounded once; everything else is exact integer ns.
 """
 
@@ -41,7 +48,12 @@ SYNC_CALL = r"(?i)synchronize|streamwaitevent|eventquery|^(?:cuda|hip|cu)memcpy(
 SYNC_OP = r"^aten::(?:item|_local_scalar_dense)$"
 
 
-def attribute(trace: Trace, unit_bound: pd.Series, *, by_step: bool = False) -> pd.DataFrame:
+#: Events that make up a rank's span (span='rank'): host work and labels, and device work.
+_SPAN_KINDS = (Kind.OP.value, Kind.RUNTIME.value, Kind.ANNOTATION.value, Kind.PYTHON.value, Kind.COLLECTIVE.value,
+               *(k.value for k in DEVICE_WORK_KINDS))
+
+
+def attribute(trace: Trace, unit_bound: pd.Series, *, by_step: bool = False, span: str = "device") -> pd.DataFrame:
     """The wall-time equation per device (and per ProfilerStep iteration with `by_step`).
 
     `unit_bound` maps unit_id (as analysis.units.units gives it) to a Bound value; units it does
@@ -49,7 +61,8 @@ def attribute(trace: Trace, unit_bound: pd.Series, *, by_step: bool = False) -> 
     device work (CPU-only): work = the self-time pieces of its ops on any thread, and its idle
     time (no op running: Python and framework code between ops) is host time. With `by_step`,
     each iteration's window runs from its first work start to its last work end (device work
-    belongs to the step that launched it); work outside every step is step -1.
+    belongs to the step that launched it); work outside every step is step -1. `span` 'rank'
+    widens each accelerator's window to its rank's span (module docstring; not with by_step).
     Columns: rank, device, [step,] window_ns, busy_ns, compute_ns, memory_ns, communication_ns,
     runtime_ns, unknown_ns, idle_host_ns, idle_sync_ns, idle_other_ns (all ns, int64).
     """
@@ -59,6 +72,9 @@ def attribute(trace: Trace, unit_bound: pd.Series, *, by_step: bool = False) -> 
     launch = _launch_times(trace, work)
     sync = _sync_calls(ev)
     unit_bound = _BoundCodes(unit_bound)
+    if span not in ("device", "rank") or (by_step and span == "rank"):
+        raise ValueError(f"span must be 'device' or 'rank' (not with by_step), not {span!r}")
+    spans = rank_spans(ev) if span == "rank" else {}
     keys = ["rank", "device", "step"] if by_step else ["rank", "device"]
     rows = []
     for key, w in work.groupby(keys, observed=True, sort=True):
@@ -66,7 +82,8 @@ def attribute(trace: Trace, unit_bound: pd.Series, *, by_step: bool = False) -> 
         unit = np.where(w["op_id"].to_numpy() >= 0, w["op_id"].to_numpy(), w["id"].to_numpy())
         start = w["ts"].to_numpy()
         lt = launch.reindex(w["id"].to_numpy()).to_numpy()
-        row = _equation(rank, device, start, start + w["dur"].to_numpy(), unit, unit_bound, lt, sync.get(rank))
+        row = _equation(rank, device, start, start + w["dur"].to_numpy(), unit, unit_bound, lt, sync.get(rank),
+                        spans.get(rank))
         rows.append(row | ({"step": int(key[2])} if by_step else {}))
     cpu_only = ~ev["rank"].isin(set(work["rank"].unique().tolist())).to_numpy()
     if cpu_only.any():
@@ -95,9 +112,9 @@ class _BoundCodes:
 
 
 def _equation(rank: int, device: str, start: np.ndarray, end: np.ndarray, unit: np.ndarray, unit_bound: _BoundCodes,
-              launch: np.ndarray | None, sync: tuple | None) -> dict:
+              launch: np.ndarray | None, sync: tuple | None, span: tuple[int, int] | None = None) -> dict:
     """One device's row: shares by bound, busy, window, and the idle split. Without launch
-    times (a CPU), every gap is host time."""
+    times (a CPU), every gap is host time. `span` (first, last ns of the rank) widens the window."""
     order = list(Bound)
     bound = unit_bound.codes_of(unit)
     per = np.bincount(bound, weights=equal_shares(start, end), minlength=len(order))
@@ -105,9 +122,9 @@ def _equation(rank: int, device: str, start: np.ndarray, end: np.ndarray, unit: 
     for i, b in enumerate(order):
         row[f"{b.value}_ns"] = float(per[i])
     _round_to_busy(row, busy := union_length(start, end))
-    row["window_ns"] = int(end.max() - start.min())
+    row["window_ns"] = int(end.max() - start.min()) if span is None else int(span[1] - span[0])
     row["busy_ns"] = busy
-    row.update(_idle(start, end, start if launch is None else launch, sync, all_host=launch is None))
+    row.update(_idle(start, end, start if launch is None else launch, sync, all_host=launch is None, span=span))
     return row
 
 
@@ -149,6 +166,13 @@ def _launch_times(trace: Trace, work: pd.DataFrame) -> pd.Series:
     return pd.Series(values, index=out.index)
 
 
+def rank_spans(ev: pd.DataFrame) -> dict[int, tuple[int, int]]:
+    """Per rank, (first start, last end) of its host and device events (_SPAN_KINDS), ns."""
+    e = ev.loc[ev["kind"].isin(_SPAN_KINDS).to_numpy(), ["rank", "ts", "dur"]]
+    g = e.assign(end=e["ts"] + e["dur"]).groupby("rank", observed=True).agg(lo=("ts", "min"), hi=("end", "max"))
+    return {int(r): (int(lo), int(hi)) for r, lo, hi in g.itertuples()}
+
+
 def _sync_calls(ev: pd.DataFrame) -> dict[int, tuple[np.ndarray, np.ndarray]]:
     """Per rank, the union of host calls that wait for the device (SYNC_CALL runtime calls,
     SYNC_OP ops), as sorted disjoint runs."""
@@ -181,11 +205,16 @@ def _covered(runs: tuple[np.ndarray, np.ndarray] | None, a: np.ndarray, b: np.nd
 
 
 def gap_split(start: np.ndarray, end: np.ndarray, launch: np.ndarray, sync: tuple | None,
-              all_host: bool = False) -> dict[str, np.ndarray]:
-    """Each gap of the device's work union, split into host, sync and other (ns arrays).
+              all_host: bool = False, span: tuple[int, int] | None = None) -> dict[str, np.ndarray]:
+    """Each gap of the device's work union, split into host, sync and other (ns arrays); with
+    `span` (lo, hi), also the gaps [lo, first work) and [last work end, hi) (module docstring).
 
-    Keys: start, end (the gap), next (index into the inputs of the work that ends the gap),
-    host_ns, sync_ns, other_ns (host + sync + other = end - start)."""
+    Keys: start, end (the gap), next (index into the inputs of the work that ends the gap; -1
+    for the gap after the last work), host_ns, sync_ns, other_ns (host + sync + other = end - start)."""
+    n = len(start)
+    if span is not None:  # empty work at both ends, 'launched' when it starts: the host's time
+        lo, hi = min(span[0], int(start.min())), max(span[1], int(end.max()))
+        start, end, launch = (np.append(a, [lo, hi]) for a in (start, end, launch))
     order = np.lexsort((launch, start))
     s, e, lt = start[order], end[order], launch[order]
     reach = np.maximum.accumulate(e)
@@ -193,24 +222,27 @@ def gap_split(start: np.ndarray, end: np.ndarray, launch: np.ndarray, sync: tupl
     g0, g1 = reach[gap - 1], s[gap]
     issued = g1 if all_host else np.clip(lt[gap], g0, g1)  # when the next work's launch was issued
     sync_ns = _covered(sync, issued, g1)
-    return {"start": g0, "end": g1, "next": order[gap], "host_ns": issued - g0, "sync_ns": sync_ns,
+    nxt = order[gap]
+    return {"start": g0, "end": g1, "next": np.where(nxt < n, nxt, -1), "host_ns": issued - g0, "sync_ns": sync_ns,
             "other_ns": g1 - issued - sync_ns}
 
 
-def _idle(start: np.ndarray, end: np.ndarray, launch: np.ndarray, sync: tuple | None, all_host: bool = False) -> dict[str, int]:
+def _idle(start: np.ndarray, end: np.ndarray, launch: np.ndarray, sync: tuple | None, all_host: bool = False,
+          span: tuple[int, int] | None = None) -> dict[str, int]:
     """Split the gaps of the device's work union into host, sync and other (ns)."""
-    g = gap_split(start, end, launch, sync, all_host)
+    g = gap_split(start, end, launch, sync, all_host, span)
     return {"idle_host_ns": int(g["host_ns"].sum()), "idle_sync_ns": int(g["sync_ns"].sum()),
             "idle_other_ns": int(g["other_ns"].sum())}
 
 
-def device_gaps(trace: Trace) -> pd.DataFrame:
-    """Every idle gap of every accelerator (the same split as `attribute`'s idle columns).
+def device_gaps(trace: Trace, span: str = "rank") -> pd.DataFrame:
+    """Every idle gap of every accelerator (the same split as `attribute`'s idle columns, over
+    the rank's span by default: the gaps before the first work and after the last included).
 
     Columns: rank, device, start_ns, end_ns, dur_ns, host_ns (the next work's launch not yet
     issued), sync_ns (a host call blocked on the device), other_ns (queued work waiting on
-    something the trace does not show), next_id (event id of the work that ends the gap),
-    launch_id (event id of its launch call, -1 if not recorded). All ns, int64.
+    something the trace does not show), next_id (event id of the work that ends the gap; -1
+    after the last work), launch_id (event id of its launch call, -1 if not recorded). All ns, int64.
     """
     ev = trace.events
     is_work = ev["kind"].isin([k.value for k in DEVICE_WORK_KINDS]).to_numpy()
@@ -220,11 +252,13 @@ def device_gaps(trace: Trace) -> pd.DataFrame:
     launch_id = pd.Series(fl["src"].to_numpy(), index=fl["dst"].to_numpy())
     launch_id = launch_id[~launch_id.index.duplicated()]
     sync = _sync_calls(ev)
+    spans = rank_spans(ev) if span == "rank" else {}
     frames = []
     for (rank, device), w in work.groupby(["rank", "device"], observed=True, sort=True):
         start = w["ts"].to_numpy()
-        g = gap_split(start, start + w["dur"].to_numpy(), launch.reindex(w["id"].to_numpy()).to_numpy(), sync.get(int(rank)))
-        nxt = w["id"].to_numpy()[g["next"]]
+        g = gap_split(start, start + w["dur"].to_numpy(), launch.reindex(w["id"].to_numpy()).to_numpy(), sync.get(int(rank)),
+                      span=spans.get(int(rank)))
+        nxt = np.where(g["next"] >= 0, w["id"].to_numpy()[g["next"]], -1)
         frames.append(pd.DataFrame({
             "rank": int(rank), "device": str(device), "start_ns": g["start"], "end_ns": g["end"],
             "dur_ns": g["end"] - g["start"], "host_ns": g["host_ns"], "sync_ns": g["sync_ns"], "other_ns": g["other_ns"],

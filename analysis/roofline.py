@@ -7,6 +7,10 @@ device whose ceilings are a HardwareSpec:
                                                  vector for everything else
     t_memory  = max over memory levels of bytes_level / bandwidth_level   (analysis.memory_levels:
                  compulsory bytes at every level; GEMMs add the I/O lower bound of the inner levels)
+                and, for a unit that copies between host and device memory (HtoD, DtoH),
+                host_copy_bytes / host_link.bandwidth: such a copy crosses PCIe or NVLink-C2C,
+                never only HBM (memory_level names the host link when it binds; device-to-device
+                copies stay on HBM; a spec without a host link keeps the HBM floor)
     t_comm    = latency + steps * hop latency + algorithm bytes / bandwidth (analysis.cost.comm; first link)
     t_runtime = spec.min_op_time                 one op's minimum time on that device
 
@@ -104,6 +108,7 @@ def _floors(u: pd.DataFrame, spec: HardwareSpec) -> tuple[np.ndarray, np.ndarray
     peaks = np.where(matrix, peak_m[codes], peak_v[codes]) if len(u) else np.zeros(0)
     t_compute = u["flops_effective"].to_numpy() / peaks * 1e9
     t_memory, level, _ = memory_floor(u, spec)
+    t_memory, level = _host_link_floor(u, spec, t_memory, level)
     algo = u["algo_bytes"].to_numpy(dtype=np.float64) if "algo_bytes" in u else np.full(len(u), np.nan)
     link = spec.links[0] if spec.links else None
     has = ~np.isnan(algo)
@@ -115,6 +120,19 @@ def _floors(u: pd.DataFrame, spec: HardwareSpec) -> tuple[np.ndarray, np.ndarray
         t_comm[has] = np.nan
     t_runtime = np.full(len(u), spec.min_op_time * 1e9)
     return np.stack([t_compute, t_memory, t_comm, t_runtime], axis=1), level
+
+
+def _host_link_floor(u: pd.DataFrame, spec: HardwareSpec, t_memory: np.ndarray, level: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """t_memory raised to the host-link time of the units' host-device copies (module docstring).
+    The bytes are the copies' recorded sizes (NaN: a copy recorded none), else the bytes the
+    unit writes (the destination)."""
+    if spec.host_link is None or "host_copy_bytes" not in u:
+        return t_memory, level
+    recorded = u["host_copy_bytes"].to_numpy(dtype=np.float64)
+    copied = np.where(np.isnan(recorded), u["bytes_written"].to_numpy(dtype=np.float64), recorded)
+    t_host = copied / spec.host_link.bandwidth * 1e9
+    take = (np.isnan(recorded) | (recorded > 0)) & ~np.isnan(t_host) & ~(t_memory > t_host)
+    return np.where(take, t_host, t_memory), np.where(take, spec.host_link.name, level)
 
 
 def by(classified: pd.DataFrame, key: str) -> pd.DataFrame:

@@ -18,7 +18,11 @@ from profiler.model.trace import Trace
 
 _LABELS = ["name", "shapes", "dtypes", "concrete", "collective", "msg_dtype"]
 _NUMBERS = ["msg_in_nelems", "msg_out_nelems", "group_size"]  # collective message, as recorded
-UNIT_COLUMNS = ["unit_id", "rank", "device", "kind", *_LABELS, *_NUMBERS, "step", "start_ns", "end_ns", "time_ns", "work_events"]
+UNIT_COLUMNS = ["unit_id", "rank", "device", "kind", *_LABELS, *_NUMBERS, "step", "start_ns", "end_ns", "time_ns", "work_events",
+                "host_copy_bytes"]
+#: Copies between host and device memory, as Kineto and roctracer name them ('Memcpy HtoD
+#: (Pinned -> Device)', 'Memcpy DtoH (Device -> Host)'): they cross the host link, not HBM.
+HOST_COPY = r"(?i)\b(?:HtoD|DtoH)\b|(?:host|pinned|pageable)\s*->\s*device|device\s*->\s*(?:host|pinned|pageable)"
 #: Host events that are units on a CPU-only rank: ops, and collectives run by a backend's
 #: worker threads (gloo's 'gloo:all_reduce' regions).
 _CPU_WORK = (Kind.OP.value, Kind.COLLECTIVE.value)
@@ -36,7 +40,9 @@ def units(trace: Trace) -> pd.DataFrame:
       step: ProfilerStep number (of the op, or of the step that launched the work; -1 outside),
       start_ns, end_ns: first start and last end of the unit's work (ns),
       time_ns: device units: union of the work's intervals; CPU units: self time (ns),
-      work_events: device events in the unit (0 for CPU units).
+      work_events: device events in the unit (0 for CPU units),
+      host_copy_bytes: bytes the unit's work copies between host and device memory (HtoD, DtoH
+        copies; their recorded sizes, NaN where a host copy recorded none; 0 without one).
     """
     ev = trace.events
     is_work = ev["kind"].isin([k.value for k in DEVICE_WORK_KINDS]).to_numpy()
@@ -47,7 +53,8 @@ def units(trace: Trace) -> pd.DataFrame:
         frames.append(_cpu_units(ev, cpu_only))
     frames = [f for f in frames if len(f)]
     if not frames:
-        return pd.DataFrame({c: pd.Series(dtype="int64" if c.endswith(("_ns", "_id", "events")) else object) for c in UNIT_COLUMNS})
+        return pd.DataFrame({c: pd.Series(dtype="int64" if c.endswith(("_ns", "_id", "events")) else
+                                          "float64" if c.endswith("bytes") else object) for c in UNIT_COLUMNS})
     return pd.concat(frames, ignore_index=True)[UNIT_COLUMNS]
 
 
@@ -78,6 +85,7 @@ def _device_units(ev: pd.DataFrame, is_work: np.ndarray) -> pd.DataFrame:
         "start_ns": lo, "end_ns": hi,
         "time_ns": grouped_union_length(codes, start, end).reindex(np.arange(len(unit_ids))).to_numpy(),
         "work_events": np.bincount(codes, minlength=len(unit_ids)),
+        "host_copy_bytes": _host_copy_bytes(ev, work_rows, codes, len(unit_ids)),
     })
     for c in _LABELS:
         values = _labels(ev, c, label_row)
@@ -88,6 +96,17 @@ def _device_units(ev: pd.DataFrame, is_work: np.ndarray) -> pd.DataFrame:
         col = ev[c].to_numpy()
         out[c] = np.where(col[label_row] >= 0, col[label_row], col[work_rows[first]])
     return out
+
+
+def _host_copy_bytes(ev: pd.DataFrame, work_rows: np.ndarray, codes: np.ndarray, n: int) -> np.ndarray:
+    """Per unit (codes index the units), the recorded bytes of its host-device copies; NaN
+    where one of them recorded no size."""
+    names = ev["name"].cat.categories
+    host = np.isin(ev["name"].cat.codes.to_numpy()[work_rows], np.flatnonzero(names.str.contains(HOST_COPY, regex=True)))
+    host &= ev["kind"].to_numpy()[work_rows] == Kind.MEMCPY.value
+    size = ev["bytes_recorded"].to_numpy()[work_rows].astype(np.float64)
+    size = np.where(size >= 0, size, np.nan)
+    return np.bincount(codes[host], weights=size[host], minlength=n) if host.any() else np.zeros(n)
 
 
 def _text(values: np.ndarray) -> pd.Series:
@@ -119,6 +138,7 @@ def _cpu_units(ev: pd.DataFrame, rows: np.ndarray) -> pd.DataFrame:
             "end_ns": (ops["ts"] + ops["dur"]).to_numpy(),
             "time_ns": self_ns.reindex(ops["id"].to_numpy(), fill_value=0).to_numpy().astype(np.int64),
             "work_events": 0,
+            "host_copy_bytes": 0.0,
         }
     )
     for c in _LABELS:

@@ -314,7 +314,8 @@ def _timeline_and_advice(trace: Trace, out: Analysis, classified: pd.DataFrame, 
         from analysis.verdict import verdict
 
         idle = idle_gaps(trace)
-        out = replace(out, idle=idle, verdict=verdict(equation, out.critical_path, out.advice, idle))
+        wall = attribute(trace, unit_bound, span="rank")  # host work before the first kernel counts
+        out = replace(out, idle=idle, verdict=verdict(wall, out.critical_path, out.advice, idle))
     return out
 
 

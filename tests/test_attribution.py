@@ -114,3 +114,20 @@ def test_equation_per_iteration(tmp_path):
     assert per.loc[2, ["window_ns", "busy_ns", "idle_host_ns", "idle_other_ns"]].tolist() == [14_000, 8_000, 0, 6_000]
     whole = attribute(t, pd.Series(dtype=object)).iloc[0]
     assert whole["busy_ns"] == per["busy_ns"].sum()  # the steps split the work, nothing lost
+
+
+def test_rank_span_counts_host_time_before_and_after_the_device_work(tmp_path):
+    """Times in us. Host op A [0, 30) launches K [22, 32) at 20 (cudaLaunchKernel [20, 21));
+    then the host runs B [40, 100). Device window: [22, 32), 10 us busy. Rank span [0, 100):
+    before K, 20 us host late (launch issued at 20) + 2 us queued (other); after K, 68 us of
+    host time (nothing left to launch). 10 + 20 + 2 + 68 = 100."""
+    events = [x("A", "cpu_op", 0, 30), x("cudaLaunchKernel", "cuda_runtime", 20, 1, correlation=1),
+              x("B", "cpu_op", 40, 60), kernel("K", 22, 10, 7, 1)]
+    t = load_trace(write_trace(tmp_path / "t.json", events))
+    device = attribute(t, pd.Series(dtype=object)).iloc[0]
+    assert (device["window_ns"], device["idle_host_ns"]) == (10_000, 0)
+    row = attribute(t, pd.Series(dtype=object), span="rank").iloc[0]
+    assert (row["window_ns"], row["busy_ns"], row["idle_host_ns"], row["idle_sync_ns"], row["idle_other_ns"]) == (
+        100_000, 10_000, 88_000, 0, 2_000)
+    with pytest.raises(ValueError):
+        attribute(t, pd.Series(dtype=object), by_step=True, span="rank")

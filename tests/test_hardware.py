@@ -77,7 +77,7 @@ def test_every_number_has_a_source_comment(name):
     for line in path.read_text().splitlines():
         if line and not line.startswith((" ", "#")):
             section = line.split(":")[0]
-        if section not in ("peak_flops", "memory", "links", "min_op_time"):
+        if section not in ("peak_flops", "memory", "links", "min_op_time", "host_link"):
             continue
         key, _, rest = line.strip().partition(":")
         value = rest.split("#")[0].strip()
@@ -162,6 +162,23 @@ def test_spot_link_per_direction(name, link):
     assert load_spec(name).links[0].bandwidth == pytest.approx(link)
 
 
+# Host links, per direction: PCIe lanes x rate x 128b/130b / 8 bits (PCI-SIG base specifications):
+# Gen3 x16 16 x 8e9 x 128/130 / 8 = 15.754 GB/s, Gen4 twice that, Gen5 four times.
+@pytest.mark.parametrize(
+    "name,link,gbps",
+    [("v100-sxm2-16gb", "pcie3-x16", 15.754), ("v100-sxm2-32gb", "pcie3-x16", 15.754), ("a100-sxm-40gb", "pcie4-x16", 31.508),
+     ("a100-sxm-80gb", "pcie4-x16", 31.508), ("mi250x", "pcie4-x16", 31.508), ("h100-sxm", "pcie5-x16", 63.015),
+     ("h100-pcie", "pcie5-x16", 63.015), ("h200", "pcie5-x16", 63.015), ("b200", "pcie5-x16", 63.015),
+     ("mi300x", "pcie5-x16", 63.015)],
+)
+def test_spot_host_link_per_direction(name, link, gbps):
+    s = load_spec(name)
+    assert (s.host_link.name, s.host_link.topology) == (link, "host")
+    assert s.host_link.bandwidth == pytest.approx(16 * 8e9 * 128 / 130 / 8 * gbps / 15.754, rel=1e-4)
+    assert from_dict(s.to_dict()).host_link == s.host_link  # written and read back
+    assert load_spec("generic-x86-cpu").host_link is None  # the CPU is the host
+
+
 def test_capacities():
     assert load_spec("a100-sxm-40gb").memory[0].capacity_bytes == 40 * 2**30
     assert load_spec("a100-sxm-80gb").memory[0].capacity_bytes == 80 * 2**30
@@ -222,6 +239,7 @@ def test_describe():
     assert d["memory hbm"] == "42.9 GB, 1,555 GB/s"  # 40 GiB = 40 * 2**30 B = 42.9e9 B (decimal SI, one base)
     assert d["link nvlink3"].startswith("300 GB/s per direction")
     assert d["min op time"] == "1 µs"
+    assert d["host link pcie4-x16"] == "31.51 GB/s per direction"
     assert any(k.startswith("source") and "datasheet" in v for k, v in rows)
     assert dict(describe(load_spec("h100-sxm")))["peak matrix bf16"] == "989.5 TFLOP/s"
 
@@ -326,6 +344,8 @@ def _good() -> dict:
         (lambda d: d["links"][0].pop("topology"), "links[0].topology"),
         (lambda d: d.update(min_op_time=4), "min_op_time"),
         (lambda d: d.update(bogus=1), "bogus"),
+        (lambda d: d.update(host_link={"name": "pcie4-x16", "bandwidth": 0}), "host_link.bandwidth"),
+        (lambda d: d.update(host_link="pcie"), "host_link must be a mapping"),
         (lambda d: d["match"].update(names=["(unclosed"]), "regex"),
     ],
 )

@@ -55,3 +55,40 @@ def test_unknown_cost_has_no_memory_floor():
 def test_partitions_survive_a_spec_round_trip(tmp_path):
     back = load_spec(str(save_spec(A100, tmp_path / "a100.yaml")))
     assert [m.partitions for m in back.memory] == [1, 1, 108]
+
+
+def test_host_device_copy_is_floored_by_the_host_link_not_hbm():
+    """ResNet-50 on a V100 (real trace): each step copies the input batch host -> device, one
+    'Memcpy HtoD (Pageable -> Device)' of 19,267,584 B (32 x 3 x 224 x 224 fp32) in ~1.94 ms.
+    Host link PCIe Gen3 x16: 15.754e9 B/s per direction -> floor 19,267,584 / 15.754e9 = 1.2230 ms,
+    efficiency ~0.63. Against HBM (2 x 19,267,584 B read + written / 900e9 B/s = 42.8 µs) it
+    would read 2% efficient and send the reader after the wrong ceiling."""
+    from profiler.api import analyze, load_trace
+    from tests.conftest import real_trace
+
+    t = load_trace(real_trace("resnet50_legacy_v100"))
+    ev = t.events
+    htod = ev[ev["name"].astype(str).str.startswith("Memcpy HtoD") & (ev["bytes_recorded"] == 19_267_584)]
+    assert len(htod) == 6  # one per step
+    u = analyze(t, sections=("roofline",)).units.set_index("unit_id").loc[htod["op_id"].to_numpy()]
+    assert (u["host_copy_bytes"] == 19_267_584).all()
+    assert (u["memory_level"] == "pcie3-x16").all() and (u["bound"] == "memory").all()
+    assert u["t_memory_ns"].to_numpy() == pytest.approx(19_267_584 / 15.754e9 * 1e9)  # 1,223,028 ns
+    eff = u["efficiency"].to_numpy()
+    assert eff == pytest.approx(1_223_028 / u["time_ns"].to_numpy(), rel=1e-6)
+    assert ((eff > 0.6) & (eff < 0.7)).all()  # 1.223 / 1.94 ms; never above the link's ceiling
+
+
+def test_device_to_device_copy_stays_on_hbm():
+    """nccl_meta_a100 (real trace): its 960 copies are all 'Memcpy DtoD': no host bytes, floored on HBM."""
+    from profiler.api import analyze, load_trace
+    from tests.conftest import real_trace
+
+    t = load_trace(real_trace("nccl_meta_a100"))
+    ev = t.events
+    dtod = ev[ev["kind"] == "memcpy"]
+    assert dtod["name"].astype(str).str.startswith("Memcpy DtoD").all()
+    u = analyze(t, sections=("roofline",)).units
+    u = u[u["unit_id"].isin(dtod["op_id"])]
+    assert len(u) and (u["host_copy_bytes"] == 0).all()
+    assert not u["memory_level"].str.startswith("pcie").any()

@@ -44,7 +44,8 @@ def verdict_block(a: Any) -> html.Div:
         html.H3(f"Verdict: {v.label} bounds this run — {fmt_pct(v.share)} of {fmt_ns(v.window_ns)} on {v.scope}"),
         html.P(f"Time by bound: {split}"),
         html.Ul([html.Li(redact_text(e)) for e in v.evidence]),
-        html.Ol([html.Li([html.B(redact_text(x.title)), f" — saves at most {fmt_ns(x.saving_ns)}. ", html.Span(redact_text(x.evidence))])
+        html.Ol([html.Li([html.B(redact_text(x.title)), f" — saves at most {fmt_ns(x.saving_ns)}. ",
+                          html.Span(redact_text("; ".join(p for p in (x.lever, x.assumption) if p)))])
                  for x in v.actions]),
     ], id="overview-verdict", className="verdict")
 

@@ -11,6 +11,8 @@ empty op on a CPU). Those are the floors of docs/architecture.md, "How time is c
     t_comm    = link.latency + steps * link.hop_latency + algorithm bytes / link.bandwidth
                 (analysis.cost.comm: steps and algorithm bytes per collective)
     t_runtime = min_op_time
+    t_host    = bytes copied between host and device / host_link.bandwidth
+                (HtoD / DtoH copies: analysis.roofline; device-to-device copies stay on HBM)
 
 Presets live in `profiler/model/presets/*.yaml`, every number with its source beside it. Vendor
 sheets quote "with sparsity" figures for tensor cores; presets hold dense figures only.
@@ -127,6 +129,7 @@ class HardwareSpec:
     memory: tuple[MemoryLevel, ...]  # outermost first
     links: tuple[Link, ...] = ()
     min_op_time: float = 0.0  # s, one empty kernel launch / op dispatch
+    host_link: Link | None = None  # the link to host memory (PCIe, NVLink-C2C); None when unknown
     match: Mapping[str, Any] = field(default_factory=dict)
     sources: tuple[str, ...] = ()
     description: str = ""
@@ -139,7 +142,8 @@ class HardwareSpec:
         object.__setattr__(self, "sources", tuple(self.sources))
 
     def __hash__(self) -> int:
-        return hash((self.name, self.kind, self.vendor, self.memory, self.links, self.min_op_time, self.sources))
+        return hash((self.name, self.kind, self.vendor, self.memory, self.links, self.host_link, self.min_op_time,
+                     self.sources))
 
     def peak(self, dtype: str, unit: str = "matrix") -> float:
         """Dense peak FLOP/s for `dtype` on `unit` ('matrix' or 'vector').
@@ -207,6 +211,8 @@ class HardwareSpec:
                 for lk in self.links
             ],
             "min_op_time": self.min_op_time,
+            **({"host_link": {"name": self.host_link.name, "bandwidth": self.host_link.bandwidth,
+                              "latency": self.host_link.latency}} if self.host_link else {}),
             "match": _thaw(self.match),
             "sources": list(self.sources),
         }
@@ -305,6 +311,7 @@ def from_dict(doc: Any) -> HardwareSpec:
             )
         )
 
+    host_link = _host_link(doc.get("host_link"))
     min_op = _num(doc.get("min_op_time"), "min_op_time", allow_zero=True)
     if min_op > 1.0:
         raise _SpecProblem(f"min_op_time is in seconds; {min_op} s is not plausible")
@@ -339,10 +346,21 @@ def from_dict(doc: Any) -> HardwareSpec:
         memory=tuple(levels),
         links=tuple(links),
         min_op_time=min_op,
+        host_link=host_link,
         match=dict(match),
         sources=tuple(s.strip() for s in sources),
         description=str(doc.get("description") or ""),
     )
+
+
+def _host_link(lk: Any) -> Link | None:
+    """host_link: {name, bandwidth (bytes/s per direction), latency (s, default 0)}, or absent."""
+    if lk is None:
+        return None
+    if not isinstance(lk, Mapping):
+        raise _SpecProblem("host_link must be a mapping with name, bandwidth (bytes/s per direction)")
+    return Link(_str(lk, "name", "host_link."), _num(lk.get("bandwidth"), "host_link.bandwidth"),
+                _num(lk.get("latency", 0.0), "host_link.latency", allow_zero=True), "host")
 
 
 def _one_line(text: str) -> str:

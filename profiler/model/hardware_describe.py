@@ -35,6 +35,8 @@ def describe(spec: HardwareSpec) -> list[tuple[str, str]]:
                 f"{_fmt(lk.bandwidth / 1e9)} GB/s per direction, {lk.latency * 1e6:.2g} µs, {lk.topology}",
             )
         )
+    if spec.host_link:
+        rows.append((f"host link {spec.host_link.name}", f"{_fmt(spec.host_link.bandwidth / 1e9)} GB/s per direction"))
     rows.append(("min op time", f"{spec.min_op_time * 1e6:.2g} µs"))
     for i, s in enumerate(spec.sources, 1):
         rows.append((f"source {i}", s))

@@ -94,9 +94,9 @@ def _verdict(v: Any) -> dict[str, Any] | None:
     return {
         "bound": v.bound, "label": v.label, "share": float(v.share), "window_ns": int(v.window_ns), "scope": v.scope,
         "shares": [{"bound": b, "label": lab, "time_ns": int(t), "share": float(sh)} for b, lab, t, sh in v.shares],
-        "evidence": list(v.evidence),
-        "actions": [{"title": x.title, "saving_ns": float(x.saving_ns), "evidence": x.evidence, "source": x.source}
-                    for x in v.actions],
+        "evidence": list(v.evidence), "path_agrees": v.path_agrees,
+        "actions": [{"title": x.title, "saving_ns": float(x.saving_ns), "lever": x.lever, "assumption": x.assumption,
+                     "source": x.source} for x in v.actions],
     }
 
 
