@@ -93,24 +93,6 @@ def critical_path(trace: Trace, rank: int, units: pd.DataFrame | None = None) ->
     return _result(rank, g.wall_ns, L[last], seg, dropped, g.has_device)
 
 
-def with_units(cp: CriticalPath, units: pd.DataFrame | None) -> CriticalPath:
-    """`cp` (computed without units) with its unit work classed by `units`' bounds: the same
-    result as critical_path(trace, rank, units), since the path itself does not depend on the
-    classes (so it can be computed while the units are classified)."""
-    seg = cp.segments
-    unit = seg["unit_id"].to_numpy(dtype=np.int64) if len(seg) else np.zeros(0, dtype=np.int64)
-    if not (unit >= 0).any():
-        return cp
-    bound = _bounds(units)
-    cls = seg["class"].to_numpy(dtype=object).copy()
-    has = np.flatnonzero(unit >= 0)
-    at = pd.Index(bound.index).get_indexer(unit[has]) if len(bound) else np.full(len(has), -1)
-    values = np.array([*(str(b) for b in bound.to_numpy(dtype=object)), Bound.UNKNOWN.value], dtype=object)
-    cls[has] = values[at]  # -1 (a unit the table does not name) picks the appended 'unknown'
-    seg = seg.assign(**{"class": pd.array(cls, dtype="str")})
-    return _result(cp.rank, cp.wall_ns, cp.work_ns, seg, cp.dropped_edges, cp.verdict != "cpu-only")
-
-
 def _last(L: np.ndarray, R: np.ndarray) -> int:
     """The node where the path ends: the largest L; ties: the later frontier R, then the
     higher node."""

@@ -215,12 +215,6 @@ def _roofline(trace: Trace, base: Analysis, hardware: str | None, dtype: str | N
     from analysis.unknown import unknown_summary
     from analysis.units import units as find_units
 
-    if "critical_path" in sections:  # the longest pass, and its path needs no units: on the second core from here
-        from analysis.critical_path import critical_path
-        from profiler.overlap import in_background
-
-        paths = in_background(lambda: tuple(critical_path(trace, r) for r in trace.ranks),
-                              worth_it=len(trace.events) >= _BACKGROUND_EVENTS)
     spec_for = spec_resolver(trace, hardware)
     u = find_units(trace)
     # the fusion map `perf profile --compile` carries per rank (metadata 'perfCompile', as plain
@@ -276,14 +270,10 @@ def _roofline(trace: Trace, base: Analysis, hardware: str | None, dtype: str | N
 
         out = replace(out, modules=module_tree(trace, classified))
     if "critical_path" in sections:  # before the verdict, which cites it
-        from analysis.critical_path import with_units
+        from analysis.critical_path import critical_path
 
-        out = replace(out, critical_path=tuple(with_units(cp, classified) for cp in paths()))
+        out = replace(out, critical_path=tuple(critical_path(trace, r, classified) for r in trace.ranks))
     return _timeline_and_advice(trace, out, classified, unit_bound, spec_for, sections)
-
-
-#: Below this many events the critical path takes less than forking and pickling it back would save.
-_BACKGROUND_EVENTS = 50_000
 
 
 def _timeline_and_advice(trace: Trace, out: Analysis, classified: pd.DataFrame, unit_bound: pd.Series,
