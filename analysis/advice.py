@@ -62,8 +62,15 @@ class Advice:
     devices: tuple[str, ...] = ()
 
 
-def advise(classified: pd.DataFrame, communication: pd.DataFrame, spec_for: Callable[[int, str], HardwareSpec | None],
-           limit: int = 10, *, trace: Trace | None = None, equation: pd.DataFrame | None = None) -> list[Advice]:
+def advise(
+    classified: pd.DataFrame,
+    communication: pd.DataFrame,
+    spec_for: Callable[[int, str], HardwareSpec | None],
+    limit: int = 10,
+    *,
+    trace: Trace | None = None,
+    equation: pd.DataFrame | None = None,
+) -> list[Advice]:
     """Advice for `classified` units (analysis.roofline.classify), most saving first.
 
     `trace` gives each unit's host thread and enclosing regions (fusion stays inside one;
@@ -100,8 +107,10 @@ def _busy_and_wall(classified: pd.DataFrame, equation: pd.DataFrame | None) -> t
     if equation is not None and len(equation) and {"busy_ns", "window_ns"} <= set(equation.columns):
         busy = {f"rank{r}/{d}": float(b) for r, d, b in equation[["rank", "device", "busy_ns"]].itertuples(index=False)}
         return busy, float(equation["window_ns"].max())
-    busy = {f"rank{r}/{d}": float(union_length(g["start_ns"].to_numpy(), g["end_ns"].to_numpy()))
-            for (r, d), g in classified.groupby(["rank", "device"], sort=True)}
+    busy = {
+        f"rank{r}/{d}": float(union_length(g["start_ns"].to_numpy(), g["end_ns"].to_numpy()))
+        for (r, d), g in classified.groupby(["rank", "device"], sort=True)
+    }
     wall = float(classified["end_ns"].max() - classified["start_ns"].min()) if len(classified) else 0.0
     return busy, wall
 
@@ -141,10 +150,15 @@ def _merge_devices(per_device: dict[str, list[Draft]]) -> list[Advice]:
         where, top = max(same, key=lambda x: x[1].saving_ns)
         devices = tuple(w for w, _ in same)
         count = max(d.count for _, d in same)
-        label = f"{title}{f' (× {count})' if count > 1 else ''} on {where if len(same) == 1 else f'{len(same)} devices'}"
+        label = (
+            f"{title}{f' (× {count})' if count > 1 else ''} on {where if len(same) == 1 else f'{len(same)} devices'}"
+        )
         evidence = top.evidence if len(same) == 1 else f"on {len(same)} devices, the most on {where}: {top.evidence}"
-        assumption = top.assumption + ("" if len(same) == 1 else "; devices run concurrently, so the wall time "
-                                       "saved is the largest device's, not their sum")
+        assumption = top.assumption + (
+            ""
+            if len(same) == 1
+            else "; devices run concurrently, so the wall time saved is the largest device's, not their sum"
+        )
         units = tuple(u for _, d in same for u in d.units)
         if kind in ("runtime", "precision"):
             units = units[:_SHOWN_UNITS]
@@ -159,8 +173,13 @@ def _cap_total(advice: list[Advice], wall: float) -> list[Advice]:
         saving = min(a.saving_ns, left)
         left -= saving
         if saving > 0:
-            out.append(a if saving == a.saving_ns else replace(a, saving_ns=saving, evidence=a.evidence + " (capped: "
-                                                                 "all advice together is at most the wall time)"))
+            out.append(
+                a
+                if saving == a.saving_ns
+                else replace(
+                    a, saving_ns=saving, evidence=a.evidence + " (capped: all advice together is at most the wall time)"
+                )
+            )
     return out
 
 
@@ -170,13 +189,20 @@ def _communication(r: dict, busy: float) -> list[Draft]:
     saving = min(exposed, other)
     if saving <= 0:
         return []
-    return [Draft("communication", "overlap communication with computation", saving,
-                  f"{comm / 1e6:.3g} ms of collectives, {exposed / 1e6:.3g} ms with no other work; "
-                  f"{other / 1e6:.3g} ms of other device work could hide them",
-                  "saving = min(exposed communication, busy - communication)",
-                  "the collectives can run while other work does (bucketed all-reduce during backward, "
-                  "prefetch, async collectives); only device work not already overlapping one can hide it",
-                  (), ())]
+    return [
+        Draft(
+            "communication",
+            "overlap communication with computation",
+            saving,
+            f"{comm / 1e6:.3g} ms of collectives, {exposed / 1e6:.3g} ms with no other work; "
+            f"{other / 1e6:.3g} ms of other device work could hide them",
+            "saving = min(exposed communication, busy - communication)",
+            "the collectives can run while other work does (bucketed all-reduce during backward, "
+            "prefetch, async collectives); only device work not already overlapping one can hide it",
+            (),
+            (),
+        )
+    ]
 
 
 def _runtime(u: pd.DataFrame) -> list[Draft]:
@@ -185,11 +211,18 @@ def _runtime(u: pd.DataFrame) -> list[Draft]:
         return []
     work = rt[["t_compute_ns", "t_memory_ns", "t_comm_ns"]].fillna(0).max(axis=1)
     shares = (rt["time_ns"] - work).clip(lower=0).to_numpy(np.float64)
-    return [Draft("runtime", "cut dispatch overhead: fuse small ops, use CUDA graphs or a larger batch", float(shares.sum()),
-                  f"{len(rt)} runtime-bound ops, {rt['time_ns'].sum() / 1e6:.3g} ms",
-                  "saving = sum(time - max(t_compute, t_memory, t_comm))",
-                  "the dispatch (launch, framework) part of each op's time goes away; the work itself stays",
-                  tuple(int(i) for i in rt["unit_id"]), tuple(shares.tolist()))]
+    return [
+        Draft(
+            "runtime",
+            "cut dispatch overhead: fuse small ops, use CUDA graphs or a larger batch",
+            float(shares.sum()),
+            f"{len(rt)} runtime-bound ops, {rt['time_ns'].sum() / 1e6:.3g} ms",
+            "saving = sum(time - max(t_compute, t_memory, t_comm))",
+            "the dispatch (launch, framework) part of each op's time goes away; the work itself stays",
+            tuple(int(i) for i in rt["unit_id"]),
+            tuple(shares.tolist()),
+        )
+    ]
 
 
 def _tiling(u: pd.DataFrame) -> list[Draft]:
@@ -205,11 +238,20 @@ def _tiling(u: pd.DataFrame) -> list[Draft]:
     out = []
     for g in range(len(first)):
         mine = codes == g
-        out.append(Draft("tiling", f"speed up {names[g]} {shapes[g]} (tiles, layout, kernel choice)", float(gain[mine].sum()),
-                         f"{int(calls[g])} calls at {efficiency[g]:.0%} of the compute floor", "saving = sum(time - floor)",
-                         "an upper bound: the kernel reaching its compute floor (the matrix peak); tuned kernels "
-                         "reach 60-90% of it", tuple(int(i) for i in uid[mine]), tuple(gain[mine].tolist()),
-                         int(calls[g])))
+        out.append(
+            Draft(
+                "tiling",
+                f"speed up {names[g]} {shapes[g]} (tiles, layout, kernel choice)",
+                float(gain[mine].sum()),
+                f"{int(calls[g])} calls at {efficiency[g]:.0%} of the compute floor",
+                "saving = sum(time - floor)",
+                "an upper bound: the kernel reaching its compute floor (the matrix peak); tuned kernels "
+                "reach 60-90% of it",
+                tuple(int(i) for i in uid[mine]),
+                tuple(gain[mine].tolist()),
+                int(calls[g]),
+            )
+        )
     return out
 
 
@@ -219,8 +261,15 @@ def _precision(u: pd.DataFrame, spec: HardwareSpec) -> list[Draft]:
         return []
     lower = fp32["flops_effective"] / spec.peak("bf16", "matrix") * 1e9
     shares = np.minimum(fp32["t_compute_ns"] - lower, fp32["time_ns"]).clip(lower=0).to_numpy(np.float64)
-    return [Draft("precision", "run fp32 GEMMs/convolutions/attention in bf16", float(shares.sum()),
-                  f"{len(fp32)} fp32 units, {fp32['time_ns'].sum() / 1e6:.3g} ms",
-                  "saving = sum(t_compute(fp32) - t_compute(bf16)), at most each unit's time",
-                  "accuracy allows bf16 (autocast); the matrix time scales with the bf16/fp32 peak ratio",
-                  tuple(int(i) for i in fp32["unit_id"]), tuple(shares.tolist()))]
+    return [
+        Draft(
+            "precision",
+            "run fp32 GEMMs/convolutions/attention in bf16",
+            float(shares.sum()),
+            f"{len(fp32)} fp32 units, {fp32['time_ns'].sum() / 1e6:.3g} ms",
+            "saving = sum(t_compute(fp32) - t_compute(bf16)), at most each unit's time",
+            "accuracy allows bf16 (autocast); the matrix time scales with the bf16/fp32 peak ratio",
+            tuple(int(i) for i in fp32["unit_id"]),
+            tuple(shares.tolist()),
+        )
+    ]

@@ -51,8 +51,18 @@ _MATCH = 0.02  # relative size tolerance of a handed-over tensor (norm side outp
 _BATCHED_MATMUL = {"bmm", "baddbmm", "matmul"}
 _SOFTMAX = {"softmax", "_softmax", "_safe_softmax"}
 #: ops whose first tensor input is only written (the destination): not a consumer of it
-_OVERWRITES_FIRST = {"fill_", "zero_", "copy_", "normal_", "uniform_", "random_", "bernoulli_", "index_put_",
-                     "masked_scatter_", "set_"}
+_OVERWRITES_FIRST = {
+    "fill_",
+    "zero_",
+    "copy_",
+    "normal_",
+    "uniform_",
+    "random_",
+    "bernoulli_",
+    "index_put_",
+    "masked_scatter_",
+    "set_",
+}
 
 
 @dataclass(frozen=True)
@@ -78,8 +88,10 @@ def _chain_evidence(kind: str, stats: tuple[float, ...], count: int) -> str:
     each = "" if count == 1 else f"{count} chains (one per layer or iteration), in all: "
     if kind == "attention":
         return f"unfused attention: {each}chain {chain / 1e6:.3g} ms, fused floor {floor / 1e6:.3g} ms"
-    return (f"{members:.0f} memory-bound op{'s' if members != 1 else ''} in a producer-consumer chain; {each}chain "
-            f"{chain / 1e6:.3g} ms, fused floor {floor / 1e6:.3g} ms; {inter / 1e6:.3g} MB of intermediates")
+    return (
+        f"{members:.0f} memory-bound op{'s' if members != 1 else ''} in a producer-consumer chain; {each}chain "
+        f"{chain / 1e6:.3g} ms, fused floor {floor / 1e6:.3g} ms; {inter / 1e6:.3g} MB of intermediates"
+    )
 
 
 def unit_scopes(events: pd.DataFrame, unit_ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -91,7 +103,9 @@ def unit_scopes(events: pd.DataFrame, unit_ids: np.ndarray) -> tuple[np.ndarray,
     names = events["name"].astype(object).to_numpy()
     kind = events["kind"].astype(object).to_numpy()
     parent_pos = pd.Index(ids).get_indexer(events["parent_id"].to_numpy())
-    is_region = (kind == Kind.ANNOTATION.value) & ~pd.Series(names).astype(str).str.startswith("ProfilerStep#").to_numpy()
+    is_region = (kind == Kind.ANNOTATION.value) & ~pd.Series(names).astype(str).str.startswith(
+        "ProfilerStep#"
+    ).to_numpy()
     optim_name = pd.Series(names).astype(str).str.startswith("Optimizer.").to_numpy()
     ok = pos >= 0
     cur = np.where(ok, pos, -1)
@@ -151,8 +165,9 @@ def fusion_drafts(u: pd.DataFrame, spec: HardwareSpec, scope: np.ndarray, optimi
     compute = np.isin(fam, list(MATRIX_FAMILIES))
     memory = np.isin(fam, list(MEMORY_FAMILIES)) & np.isin(bound, ["memory", "compute"])
     written = v["bytes_written"].to_numpy(np.float64)
-    codes, uniq = pd.factorize(pd.Series(list(zip(v["shapes"].astype(object), v["dtypes"].astype(object),
-                                                   v["name"].astype(str)))))
+    codes, uniq = pd.factorize(
+        pd.Series(list(zip(v["shapes"].astype(object), v["dtypes"].astype(object), v["name"].astype(str))))
+    )
     ins = [_input_bytes(*uniq[c]) for c in range(len(uniq))]
     step = v["step"].to_numpy()
     handed = np.zeros(n)  # handed[i]: bytes unit i-1 hands to unit i (0: no edge)
@@ -173,8 +188,9 @@ def fusion_drafts(u: pd.DataFrame, spec: HardwareSpec, scope: np.ndarray, optimi
     return merge_repeats(drafts)
 
 
-def _chain_draft(v: pd.DataFrame, run: list[int], handed: np.ndarray, memory: np.ndarray, compute: np.ndarray,
-                 spec: HardwareSpec) -> list[Draft]:
+def _chain_draft(
+    v: pd.DataFrame, run: list[int], handed: np.ndarray, memory: np.ndarray, compute: np.ndarray, spec: HardwareSpec
+) -> list[Draft]:
     """The advice for one chain `run` (positions in v); [] when it holds nothing to fuse."""
     if not any(memory[j] for j in run) or len(run) < 2:
         return []
@@ -199,22 +215,39 @@ def _chain_draft(v: pd.DataFrame, run: list[int], handed: np.ndarray, memory: np
     shares = np.minimum(shares, time_ns)
     shares *= saving / shares.sum() if shares.sum() > 0 else 0.0
     stats = (chain_time, floor, inter, float(sum(bool(memory[j]) for j in run)))
-    return [Draft("fusion", f"fuse {' -> '.join(names)}", saving, _chain_evidence("fusion", stats, 1),
-                  "saving = min(inter / bandwidth, chain time - max(sum t_compute, (bytes - inter) / bandwidth)); "
-                  "inter = sum 2 * bytes handed over",
-                  "fused, each intermediate is neither written nor read back (torch.compile or a fused kernel); "
-                  "the compute stays", ids, tuple(float(s) for s in shares), 1, stats)]
+    return [
+        Draft(
+            "fusion",
+            f"fuse {' -> '.join(names)}",
+            saving,
+            _chain_evidence("fusion", stats, 1),
+            "saving = min(inter / bandwidth, chain time - max(sum t_compute, (bytes - inter) / bandwidth)); "
+            "inter = sum 2 * bytes handed over",
+            "fused, each intermediate is neither written nor read back (torch.compile or a fused kernel); "
+            "the compute stays",
+            ids,
+            tuple(float(s) for s in shares),
+            1,
+            stats,
+        )
+    ]
 
 
 def _is_attention(names: list[str], compute: np.ndarray) -> bool:
     """batched matmul -> ... softmax ... -> batched matmul, nothing else computing between."""
     bare = [n.split("::")[-1] for n in names]
-    return (len(names) >= 3 and bare[0] in _BATCHED_MATMUL and bare[-1] in _BATCHED_MATMUL
-            and any(b in _SOFTMAX for b in bare[1:-1]) and not compute[1:-1].any())
+    return (
+        len(names) >= 3
+        and bare[0] in _BATCHED_MATMUL
+        and bare[-1] in _BATCHED_MATMUL
+        and any(b in _SOFTMAX for b in bare[1:-1])
+        and not compute[1:-1].any()
+    )
 
 
-def _attention_draft(v: pd.DataFrame, run: list[int], names: list[str], chain_time: float, ids: tuple[int, ...],
-                     bw: float) -> Draft:
+def _attention_draft(
+    v: pd.DataFrame, run: list[int], names: list[str], chain_time: float, ids: tuple[int, ...], bw: float
+) -> Draft:
     first, last = v.iloc[run[0]], v.iloc[run[-1]]
     qk = _input_bytes(first["shapes"], first["dtypes"])
     pv = _input_bytes(last["shapes"], last["dtypes"])
@@ -228,14 +261,20 @@ def _attention_draft(v: pd.DataFrame, run: list[int], names: list[str], chain_ti
     time_ns = v["time_ns"].to_numpy(np.float64)[run]
     shares = time_ns * (saving / chain_time) if chain_time > 0 else time_ns * 0
     stats = (chain_time, floor, io, 0.0)
-    return Draft("attention", f"use fused attention (F.scaled_dot_product_attention / FlashAttention) for "
-                 f"{' -> '.join(names)}", saving,
-                 f"{_chain_evidence('attention', stats, 1)} (matmuls {t_compute / 1e6:.3g} ms at the matrix peak, "
-                 f"Q+K+V+O {io / 1e6:.3g} MB at {bw / 1e9:.3g} GB/s)",
-                 "saving = chain time - max(t_compute(QK^T) + t_compute(PV), bytes(Q+K+V+O) / bandwidth)",
-                 "a fused kernel keeps the score matrix on chip (FlashAttention I/O: Q, K, V read once, O written "
-                 "once) and reaches the floor; a real kernel lands between the floor and today",
-                 ids, tuple(float(s) for s in shares), 1, stats)
+    return Draft(
+        "attention",
+        f"use fused attention (F.scaled_dot_product_attention / FlashAttention) for {' -> '.join(names)}",
+        saving,
+        f"{_chain_evidence('attention', stats, 1)} (matmuls {t_compute / 1e6:.3g} ms at the matrix peak, "
+        f"Q+K+V+O {io / 1e6:.3g} MB at {bw / 1e9:.3g} GB/s)",
+        "saving = chain time - max(t_compute(QK^T) + t_compute(PV), bytes(Q+K+V+O) / bandwidth)",
+        "a fused kernel keeps the score matrix on chip (FlashAttention I/O: Q, K, V read once, O written "
+        "once) and reaches the floor; a real kernel lands between the floor and today",
+        ids,
+        tuple(float(s) for s in shares),
+        1,
+        stats,
+    )
 
 
 def merge_repeats(drafts: list[Draft]) -> list[Draft]:
@@ -251,6 +290,18 @@ def merge_repeats(drafts: list[Draft]) -> list[Draft]:
         if stats:
             stats = (*stats[:3], first.stats[3])  # memory-bound ops of one chain
         evidence = first.evidence if count == 1 or not stats else _chain_evidence(kind, stats, count)
-        out.append(Draft(kind, title, float(sum(d.saving_ns for d in same)), evidence, first.formula, first.assumption,
-                         tuple(u for d in same for u in d.units), tuple(s for d in same for s in d.shares), count, stats))
+        out.append(
+            Draft(
+                kind,
+                title,
+                float(sum(d.saving_ns for d in same)),
+                evidence,
+                first.formula,
+                first.assumption,
+                tuple(u for d in same for u in d.units),
+                tuple(s for d in same for s in d.shares),
+                count,
+                stats,
+            )
+        )
     return out

@@ -49,8 +49,14 @@ SYNC_OP = r"^aten::(?:item|_local_scalar_dense)$"
 
 
 #: Events that make up a rank's span (span='rank'): host work and labels, and device work.
-_SPAN_KINDS = (Kind.OP.value, Kind.RUNTIME.value, Kind.ANNOTATION.value, Kind.PYTHON.value, Kind.COLLECTIVE.value,
-               *(k.value for k in DEVICE_WORK_KINDS))
+_SPAN_KINDS = (
+    Kind.OP.value,
+    Kind.RUNTIME.value,
+    Kind.ANNOTATION.value,
+    Kind.PYTHON.value,
+    Kind.COLLECTIVE.value,
+    *(k.value for k in DEVICE_WORK_KINDS),
+)
 
 
 def attribute(trace: Trace, unit_bound: pd.Series, *, by_step: bool = False, span: str = "device") -> pd.DataFrame:
@@ -82,15 +88,18 @@ def attribute(trace: Trace, unit_bound: pd.Series, *, by_step: bool = False, spa
         unit = np.where(w["op_id"].to_numpy() >= 0, w["op_id"].to_numpy(), w["id"].to_numpy())
         start = w["ts"].to_numpy()
         lt = launch.reindex(w["id"].to_numpy()).to_numpy()
-        row = _equation(rank, device, start, start + w["dur"].to_numpy(), unit, unit_bound, lt, sync.get(rank),
-                        spans.get(rank))
+        row = _equation(
+            rank, device, start, start + w["dur"].to_numpy(), unit, unit_bound, lt, sync.get(rank), spans.get(rank)
+        )
         rows.append(row | ({"step": int(key[2])} if by_step else {}))
     cpu_only = ~ev["rank"].isin(set(work["rank"].unique().tolist())).to_numpy()
     if cpu_only.any():
         seg = self_segments(ev, cpu_only)
         for key, g in seg.groupby(keys, sort=True):
             start = g["start"].to_numpy()
-            row = _equation(int(key[0]), str(key[1]), start, g["end"].to_numpy(), g["op"].to_numpy(), unit_bound, None, None)
+            row = _equation(
+                int(key[0]), str(key[1]), start, g["end"].to_numpy(), g["op"].to_numpy(), unit_bound, None, None
+            )
             rows.append(row | ({"step": int(key[2])} if by_step else {}))
     cols = ["rank", "device", *(["step"] if by_step else []), "window_ns", "busy_ns", *BOUND_COLUMNS, *IDLE_COLUMNS]
     return pd.DataFrame(rows, columns=cols)
@@ -103,16 +112,30 @@ class _BoundCodes:
     def __init__(self, unit_bound: pd.Series):
         order = [b.value for b in Bound]
         values, distinct = pd.factorize(unit_bound.to_numpy(dtype=object))
-        to_order = np.array([order.index(d) if d in order else order.index(Bound.UNKNOWN.value) for d in distinct] or [0], dtype=np.int64)
+        to_order = np.array(
+            [order.index(d) if d in order else order.index(Bound.UNKNOWN.value) for d in distinct] or [0],
+            dtype=np.int64,
+        )
         self.index = pd.Index(unit_bound.index)
-        self.codes = np.append(to_order[values] if len(values) else np.zeros(0, dtype=np.int64), order.index(Bound.UNKNOWN.value))
+        self.codes = np.append(
+            to_order[values] if len(values) else np.zeros(0, dtype=np.int64), order.index(Bound.UNKNOWN.value)
+        )
 
     def codes_of(self, unit: np.ndarray) -> np.ndarray:
         return self.codes[self.index.get_indexer(unit)]  # -1 (not named) picks the appended 'unknown'
 
 
-def _equation(rank: int, device: str, start: np.ndarray, end: np.ndarray, unit: np.ndarray, unit_bound: _BoundCodes,
-              launch: np.ndarray | None, sync: tuple | None, span: tuple[int, int] | None = None) -> dict:
+def _equation(
+    rank: int,
+    device: str,
+    start: np.ndarray,
+    end: np.ndarray,
+    unit: np.ndarray,
+    unit_bound: _BoundCodes,
+    launch: np.ndarray | None,
+    sync: tuple | None,
+    span: tuple[int, int] | None = None,
+) -> dict:
     """One device's row: shares by bound, busy, window, and the idle split. Without launch
     times (a CPU), every gap is host time. `span` (first, last ns of the rank) widens the window."""
     order = list(Bound)
@@ -181,7 +204,9 @@ def _sync_calls(ev: pd.DataFrame) -> dict[int, tuple[np.ndarray, np.ndarray]]:
     waiting = np.flatnonzero(names.str.contains(SYNC_CALL, regex=True))
     reading = np.flatnonzero(names.str.contains(SYNC_OP, regex=True))
     kind = ev["kind"].to_numpy()
-    is_sync = ((kind == Kind.RUNTIME.value) & np.isin(codes, waiting)) | ((kind == Kind.OP.value) & np.isin(codes, reading))
+    is_sync = ((kind == Kind.RUNTIME.value) & np.isin(codes, waiting)) | (
+        (kind == Kind.OP.value) & np.isin(codes, reading)
+    )
     calls = ev.loc[is_sync, ["rank", "ts", "dur"]]
     out = {}
     for rank, c in calls.groupby("rank", observed=True):
@@ -204,8 +229,14 @@ def _covered(runs: tuple[np.ndarray, np.ndarray] | None, a: np.ndarray, b: np.nd
     return upto(b) - upto(a)
 
 
-def gap_split(start: np.ndarray, end: np.ndarray, launch: np.ndarray, sync: tuple | None,
-              all_host: bool = False, span: tuple[int, int] | None = None) -> dict[str, np.ndarray]:
+def gap_split(
+    start: np.ndarray,
+    end: np.ndarray,
+    launch: np.ndarray,
+    sync: tuple | None,
+    all_host: bool = False,
+    span: tuple[int, int] | None = None,
+) -> dict[str, np.ndarray]:
     """Each gap of the device's work union, split into host, sync and other (ns arrays); with
     `span` (lo, hi), also the gaps [lo, first work) and [last work end, hi) (module docstring).
 
@@ -223,16 +254,31 @@ def gap_split(start: np.ndarray, end: np.ndarray, launch: np.ndarray, sync: tupl
     issued = g1 if all_host else np.clip(lt[gap], g0, g1)  # when the next work's launch was issued
     sync_ns = _covered(sync, issued, g1)
     nxt = order[gap]
-    return {"start": g0, "end": g1, "next": np.where(nxt < n, nxt, -1), "host_ns": issued - g0, "sync_ns": sync_ns,
-            "other_ns": g1 - issued - sync_ns}
+    return {
+        "start": g0,
+        "end": g1,
+        "next": np.where(nxt < n, nxt, -1),
+        "host_ns": issued - g0,
+        "sync_ns": sync_ns,
+        "other_ns": g1 - issued - sync_ns,
+    }
 
 
-def _idle(start: np.ndarray, end: np.ndarray, launch: np.ndarray, sync: tuple | None, all_host: bool = False,
-          span: tuple[int, int] | None = None) -> dict[str, int]:
+def _idle(
+    start: np.ndarray,
+    end: np.ndarray,
+    launch: np.ndarray,
+    sync: tuple | None,
+    all_host: bool = False,
+    span: tuple[int, int] | None = None,
+) -> dict[str, int]:
     """Split the gaps of the device's work union into host, sync and other (ns)."""
     g = gap_split(start, end, launch, sync, all_host, span)
-    return {"idle_host_ns": int(g["host_ns"].sum()), "idle_sync_ns": int(g["sync_ns"].sum()),
-            "idle_other_ns": int(g["other_ns"].sum())}
+    return {
+        "idle_host_ns": int(g["host_ns"].sum()),
+        "idle_sync_ns": int(g["sync_ns"].sum()),
+        "idle_other_ns": int(g["other_ns"].sum()),
+    }
 
 
 def device_gaps(trace: Trace, span: str = "rank") -> pd.DataFrame:
@@ -256,12 +302,29 @@ def device_gaps(trace: Trace, span: str = "rank") -> pd.DataFrame:
     frames = []
     for (rank, device), w in work.groupby(["rank", "device"], observed=True, sort=True):
         start = w["ts"].to_numpy()
-        g = gap_split(start, start + w["dur"].to_numpy(), launch.reindex(w["id"].to_numpy()).to_numpy(), sync.get(int(rank)),
-                      span=spans.get(int(rank)))
+        g = gap_split(
+            start,
+            start + w["dur"].to_numpy(),
+            launch.reindex(w["id"].to_numpy()).to_numpy(),
+            sync.get(int(rank)),
+            span=spans.get(int(rank)),
+        )
         nxt = np.where(g["next"] >= 0, w["id"].to_numpy()[g["next"]], -1)
-        frames.append(pd.DataFrame({
-            "rank": int(rank), "device": str(device), "start_ns": g["start"], "end_ns": g["end"],
-            "dur_ns": g["end"] - g["start"], "host_ns": g["host_ns"], "sync_ns": g["sync_ns"], "other_ns": g["other_ns"],
-            "next_id": nxt, "launch_id": launch_id.reindex(nxt).fillna(-1).to_numpy(dtype=np.int64)}))
+        frames.append(
+            pd.DataFrame(
+                {
+                    "rank": int(rank),
+                    "device": str(device),
+                    "start_ns": g["start"],
+                    "end_ns": g["end"],
+                    "dur_ns": g["end"] - g["start"],
+                    "host_ns": g["host_ns"],
+                    "sync_ns": g["sync_ns"],
+                    "other_ns": g["other_ns"],
+                    "next_id": nxt,
+                    "launch_id": launch_id.reindex(nxt).fillna(-1).to_numpy(dtype=np.int64),
+                }
+            )
+        )
     cols = ["rank", "device", "start_ns", "end_ns", "dur_ns", "host_ns", "sync_ns", "other_ns", "next_id", "launch_id"]
     return pd.concat(frames, ignore_index=True)[cols] if frames else pd.DataFrame(columns=cols)

@@ -19,9 +19,9 @@ TOLERANCE = 0.10
 #: The likely cause of an op above its ceiling, by the bound of its floor.
 CAUSES = {
     "compute": "above compute ceiling: fewer operations than counted (Winograd/FFT convolution), a wrong "
-               "recorded shape or dtype (e.g. TF32 or a lower precision than recorded), or a wrong preset",
+    "recorded shape or dtype (e.g. TF32 or a lower precision than recorded), or a wrong preset",
     "memory": "above memory ceiling: data served from a cache level the spec lacks, a wrong recorded shape "
-              "or dtype, or a wrong preset (perf calibrate measures the levels)",
+    "or dtype, or a wrong preset (perf calibrate measures the levels)",
     "runtime": "above runtime ceiling: shorter than the spec's minimum op time (a wrong preset; perf calibrate)",
     "communication": "above link ceiling: a faster link or algorithm than the preset's (wrong preset, in-switch reduction)",
 }

@@ -18,8 +18,19 @@ import yaml
 from profiler.model.errors import InputError
 
 BUNDLED = Path(__file__).with_name("collectives.yaml")
-KINDS = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast", "reduce", "gather", "scatter",
-         "send_recv", "barrier", "collective")
+KINDS = (
+    "all_reduce",
+    "all_gather",
+    "reduce_scatter",
+    "all_to_all",
+    "broadcast",
+    "reduce",
+    "gather",
+    "scatter",
+    "send_recv",
+    "barrier",
+    "collective",
+)
 
 
 @dataclass(frozen=True)

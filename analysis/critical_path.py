@@ -116,11 +116,27 @@ def critical_paths(trace: Trace, units: pd.DataFrame | None = None) -> pd.DataFr
     rows = []
     for r in trace.ranks:
         cp = critical_path(trace, r, units)
-        row = {"rank": r, "length_ns": cp.length_ns, "work_ns": cp.work_ns, "wall_ns": cp.wall_ns,
-               "on_host_ns": cp.on_host_ns, "on_device_ns": cp.on_device_ns}
+        row = {
+            "rank": r,
+            "length_ns": cp.length_ns,
+            "work_ns": cp.work_ns,
+            "wall_ns": cp.wall_ns,
+            "on_host_ns": cp.on_host_ns,
+            "on_device_ns": cp.on_device_ns,
+        }
         row.update({f"{c}_ns": int(t) for c, t in zip(cp.by_class["class"], cp.by_class["time_ns"])})
         rows.append(row | {"verdict": cp.verdict, "segments": len(cp.segments)})
-    cols = ["rank", "length_ns", "work_ns", "wall_ns", "on_host_ns", "on_device_ns", *(f"{c}_ns" for c in CLASSES), "verdict", "segments"]
+    cols = [
+        "rank",
+        "length_ns",
+        "work_ns",
+        "wall_ns",
+        "on_host_ns",
+        "on_device_ns",
+        *(f"{c}_ns" for c in CLASSES),
+        "verdict",
+        "segments",
+    ]
     return pd.DataFrame(rows, columns=cols)
 
 
@@ -203,12 +219,12 @@ def _longest(g: Graph) -> tuple[list[int], list[int], list[int], int]:
             nxt = ready.pop()
         if nxt >= 0:
             v, nxt = nxt, -1
-            preds = [v - 1] if run_end[v] >= 0 else pred[pptr[v]:pptr[v + 1]]
+            preds = [v - 1] if run_end[v] >= 0 else pred[pptr[v] : pptr[v + 1]]
         else:  # stuck on a cycle: release the earliest unfinished node
             by_start = by_start or np.argsort(g.start, kind="stable").tolist()
             cursor = _first_unfinished(indeg, by_start, cursor)
             v = by_start[cursor]
-            every = [v - 1] if run_end[v] >= 0 else pred[pptr[v]:pptr[v + 1]]
+            every = [v - 1] if run_end[v] >= 0 else pred[pptr[v] : pptr[v + 1]]
             preds = [u for u in every if indeg[u] <= 0]
             dropped += len(every) - len(preds)
             _cut_run(run_end, v)
@@ -238,7 +254,7 @@ def _longest(g: Graph) -> tuple[list[int], list[int], list[int], int]:
             else:
                 nxt = w
         unfinished -= done_to - v
-        for x in succ[sptr[v]:sptr[done_to]]:
+        for x in succ[sptr[v] : sptr[done_to]]:
             left = indeg[x] - 1
             indeg[x] = left
             if left == 0:
@@ -295,18 +311,24 @@ def _segments(g: Graph, chain: np.ndarray, bound: pd.Series) -> pd.DataFrame:
     untraced_kind, wait_kind = len(g.kind_labels), len(g.kind_labels) + 1
     on = (~g.on_host[chain]).astype(np.int64)  # 0 host, 1 device
     host, waiting = cls_labels.index("host"), cls_labels.index("waiting")
-    seg = pd.DataFrame({
-        "event_id": pick(-1, np.where(label, ids, -1), ids),
-        "unit_id": pick(-1, -1, unit),
-        "name": _strings([*g.name_labels, "(untraced host)", "(waiting)"],
-                         pick(untraced_name, np.where(label, names, waiting_name), names)),
-        "kind": _strings([*g.kind_labels, "untraced", "wait"], pick(untraced_kind, np.where(label, kinds, wait_kind), kinds)),
-        "track": _strings(g.track_labels, g.track_code[pos][node]),
-        "on": _strings(["host", "device"], pick(0, np.where(label, 0, on), on)),
-        "class": _strings(cls_labels, pick(host, np.where(label, host, waiting), cls)),
-        "start_ns": pick(prev_r, cut, seg_s),
-        "end_ns": pick(cut, seg_s, end),
-    })
+    seg = pd.DataFrame(
+        {
+            "event_id": pick(-1, np.where(label, ids, -1), ids),
+            "unit_id": pick(-1, -1, unit),
+            "name": _strings(
+                [*g.name_labels, "(untraced host)", "(waiting)"],
+                pick(untraced_name, np.where(label, names, waiting_name), names),
+            ),
+            "kind": _strings(
+                [*g.kind_labels, "untraced", "wait"], pick(untraced_kind, np.where(label, kinds, wait_kind), kinds)
+            ),
+            "track": _strings(g.track_labels, g.track_code[pos][node]),
+            "on": _strings(["host", "device"], pick(0, np.where(label, 0, on), on)),
+            "class": _strings(cls_labels, pick(host, np.where(label, host, waiting), cls)),
+            "start_ns": pick(prev_r, cut, seg_s),
+            "end_ns": pick(cut, seg_s, end),
+        }
+    )
     seg["dur_ns"] = seg["end_ns"] - seg["start_ns"]
     return seg
 
@@ -346,8 +368,21 @@ def _result(rank: int, wall: int, work: int, seg: pd.DataFrame, dropped: int, ha
     host = int(seg.loc[work_rows & (seg["on"] == "host"), "dur_ns"].sum()) if len(seg) else 0
     device = int(seg.loc[work_rows & (seg["on"] == "device"), "dur_ns"].sum()) if len(seg) else 0
     waiting = int(per.get("waiting", 0))
-    verdict = "cpu-only" if not has_device else (
-        "waiting-bound" if waiting > max(host, device) else "host-bound" if host > device else "device-bound")
-    return CriticalPath(rank=rank, length_ns=length, work_ns=work, wall_ns=wall, on_host_ns=host, on_device_ns=device,
-                        waiting_ns=waiting, verdict=verdict, segments=seg, by_class=by_class,
-                        dropped_edges=dropped)
+    verdict = (
+        "cpu-only"
+        if not has_device
+        else ("waiting-bound" if waiting > max(host, device) else "host-bound" if host > device else "device-bound")
+    )
+    return CriticalPath(
+        rank=rank,
+        length_ns=length,
+        work_ns=work,
+        wall_ns=wall,
+        on_host_ns=host,
+        on_device_ns=device,
+        waiting_ns=waiting,
+        verdict=verdict,
+        segments=seg,
+        by_class=by_class,
+        dropped_edges=dropped,
+    )

@@ -219,7 +219,6 @@ class Graph:
             after[mine] = np.where(j < len(on_t), on_t[np.minimum(j, len(on_t) - 1)], -1)
         add(self.last_piece[gloo], after, True)
 
-
     def _resume_edges(self, add) -> None:
         """A thread's work resuming after untraced time (a gap, or only labels) follows the last
         work another thread of the rank finished by then: Kineto records no wake-ups, and the
@@ -275,5 +274,5 @@ def _group_cummax_prev(group: np.ndarray, values: np.ndarray) -> np.ndarray:
     out = np.empty_like(values)
     for a, b in zip(np.flatnonzero(first), [*np.flatnonzero(first)[1:], len(values)]):
         out[a] = lo
-        out[a + 1:b] = np.maximum.accumulate(values[a:b - 1])
+        out[a + 1 : b] = np.maximum.accumulate(values[a : b - 1])
     return out

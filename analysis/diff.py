@@ -9,7 +9,18 @@ import numpy as np
 import pandas as pd
 
 KEYS = ["kind", "name", "shapes"]
-DIFF_COLUMNS = [*KEYS, "count_a", "count_b", "time_a_ns", "time_b_ns", "delta_ns", "delta_pct", "bound_a", "bound_b", "change"]
+DIFF_COLUMNS = [
+    *KEYS,
+    "count_a",
+    "count_b",
+    "time_a_ns",
+    "time_b_ns",
+    "delta_ns",
+    "delta_pct",
+    "bound_a",
+    "bound_b",
+    "change",
+]
 
 
 def op_times(top_ops: pd.DataFrame, top_kernels: pd.DataFrame) -> pd.DataFrame:
@@ -48,9 +59,15 @@ def diff(a: pd.DataFrame, b: pd.DataFrame, threshold: float = 0.0) -> pd.DataFra
         m["delta_pct"] = np.where(m["time_a_ns"] > 0, 100.0 * m["delta_ns"] / m["time_a_ns"], np.inf)
     side = m.pop("_merge").astype(str).to_numpy()
     change = np.select(
-        [side == "right_only", side == "left_only", m["count_a"] != m["count_b"], m["bound_a"] != m["bound_b"],
-         np.abs(m["delta_ns"]) > threshold * m["time_a_ns"]],
-        ["added", "removed", "count", "bound", "time"], default="",
+        [
+            side == "right_only",
+            side == "left_only",
+            m["count_a"] != m["count_b"],
+            m["bound_a"] != m["bound_b"],
+            np.abs(m["delta_ns"]) > threshold * m["time_a_ns"],
+        ],
+        ["added", "removed", "count", "bound", "time"],
+        default="",
     )
     m["change"] = change
     m = m[m["change"] != ""]
@@ -97,15 +114,26 @@ def setup(overview, metadata: dict, by_dtype: pd.DataFrame, top_ops: pd.DataFram
         key = "device_ns" if top_ops["device_ns"].sum() > 0 else "total_ns"
         top = top_ops.loc[top_ops[key].idxmax()]
         shapes = f"{top['name']} {top['shapes']}" if top["shapes"] else str(top["name"])
-    return {"hardware": ", ".join(names), "ranks": str(len(overview.ranks)),
-            "world_size": str(overview.world_size or ""), "dtypes": dtypes, "software": _software(first), "shapes": shapes}
+    return {
+        "hardware": ", ".join(names),
+        "ranks": str(len(overview.ranks)),
+        "world_size": str(overview.world_size or ""),
+        "dtypes": dtypes,
+        "software": _software(first),
+        "shapes": shapes,
+    }
 
 
 def _software(meta: dict) -> str:
     """Versions Kineto records: CUDA/HIP runtime and driver, CUPTI, NCCL ('' when none)."""
     out = []
-    for key, label in (("cuda_runtime_version", "CUDA runtime"), ("cuda_driver_version", "CUDA driver"),
-                       ("hip_runtime_version", "HIP runtime"), ("roctracer_version", "roctracer"), ("cupti_version", "CUPTI")):
+    for key, label in (
+        ("cuda_runtime_version", "CUDA runtime"),
+        ("cuda_driver_version", "CUDA driver"),
+        ("hip_runtime_version", "HIP runtime"),
+        ("roctracer_version", "roctracer"),
+        ("cupti_version", "CUPTI"),
+    ):
         v = meta.get(key)
         if isinstance(v, int) and key.startswith("cuda"):
             out.append(f"{label} {v // 1000}.{v % 1000 // 10}")  # 12090 -> 12.9 (CUDA's encoding)
@@ -119,8 +147,12 @@ def _software(meta: dict) -> str:
 
 def compare_setup(a: dict[str, str], b: dict[str, str]) -> SetupDiff:
     """The two setups (`setup`) side by side, and whether the comparison is like-for-like."""
-    rows = pd.DataFrame([{"field": f, "a": a.get(f, ""), "b": b.get(f, ""), "same": a.get(f, "") == b.get(f, "")}
-                         for f in SETUP_FIELDS])
-    reasons = tuple(f"{f.replace('_', ' ')} differs: {a.get(f) or '-'} vs {b.get(f) or '-'}"
-                    for f in NOT_LIKE_FOR_LIKE if a.get(f) and b.get(f) and a[f] != b[f])  # unrecorded: not a difference
+    rows = pd.DataFrame(
+        [{"field": f, "a": a.get(f, ""), "b": b.get(f, ""), "same": a.get(f, "") == b.get(f, "")} for f in SETUP_FIELDS]
+    )
+    reasons = tuple(
+        f"{f.replace('_', ' ')} differs: {a.get(f) or '-'} vs {b.get(f) or '-'}"
+        for f in NOT_LIKE_FOR_LIKE
+        if a.get(f) and b.get(f) and a[f] != b[f]
+    )  # unrecorded: not a difference
     return SetupDiff(rows, not reasons, reasons)

@@ -62,7 +62,11 @@ def samples(units_by_trace: list[pd.DataFrame], walls: list[pd.DataFrame] | None
         if walls is not None:
             w = walls[t]
             w = w[w["step"].isin(steps)] if steps != [-1] else w[w["step"] == -1]
-            rows.append(pd.DataFrame({"sample": [f"{t}:{s}" for s in w["step"]], "name": WALL, "time_ns": w["wall_ns"].to_numpy()}))
+            rows.append(
+                pd.DataFrame(
+                    {"sample": [f"{t}:{s}" for s in w["step"]], "name": WALL, "time_ns": w["wall_ns"].to_numpy()}
+                )
+            )
     return pd.concat(rows, ignore_index=True) if rows else pd.DataFrame(columns=["sample", "name", "time_ns"])
 
 
@@ -73,16 +77,25 @@ def step_walls(events: pd.DataFrame) -> pd.DataFrame:
     marks = events[names.str.match(r"^ProfilerStep#\d+$").to_numpy() & (events["kind"] == "annotation").to_numpy()]
     if len(marks):
         steps = marks["name"].astype(str).str.slice(len("ProfilerStep#")).astype(int)
-        return pd.DataFrame({"step": steps.to_numpy(), "wall_ns": marks["dur"].to_numpy(dtype=np.int64)}).groupby(
-            "step", as_index=False)["wall_ns"].max()
+        return (
+            pd.DataFrame({"step": steps.to_numpy(), "wall_ns": marks["dur"].to_numpy(dtype=np.int64)})
+            .groupby("step", as_index=False)["wall_ns"]
+            .max()
+        )
     if events.empty:
         return pd.DataFrame({"step": [], "wall_ns": []})
     span = int((events["ts"] + events["dur"]).max() - events["ts"].min())
     return pd.DataFrame({"step": [-1], "wall_ns": [span]})
 
 
-def compare(base: pd.DataFrame, new: pd.DataFrame, max_regression: float, min_share: float = 0.05,
-            runs: tuple[int, int] = (MIN_RUNS, MIN_RUNS), tolerance: float | None = None) -> list[Verdict]:
+def compare(
+    base: pd.DataFrame,
+    new: pd.DataFrame,
+    max_regression: float,
+    min_share: float = 0.05,
+    runs: tuple[int, int] = (MIN_RUNS, MIN_RUNS),
+    tolerance: float | None = None,
+) -> list[Verdict]:
     """Verdicts for the wall time, the total and every op holding at least `min_share` of BASE's
     total time, most regressed first. `max_regression` and `tolerance` are fractions (0.1 for 10%).
     `runs`: traces a side; with fewer than MIN_RUNS on either, a verdict is the ratio against
@@ -106,8 +119,19 @@ def compare(base: pd.DataFrame, new: pd.DataFrame, max_regression: float, min_sh
         boot = b[ib].mean(axis=1) / np.maximum(a[ia].mean(axis=1), 1e-9) - 1
         low, high = np.percentile(boot, [2.5, 97.5])
         regression = ratio > max_regression and low > 0 if statistical else ratio > limit
-        out.append(Verdict(str(name), float(a.mean()), float(b.mean()), float(ratio), float(low), float(high),
-                           (len(a), len(b)), bool(regression), "bootstrap" if statistical else "tolerance"))
+        out.append(
+            Verdict(
+                str(name),
+                float(a.mean()),
+                float(b.mean()),
+                float(ratio),
+                float(low),
+                float(high),
+                (len(a), len(b)),
+                bool(regression),
+                "bootstrap" if statistical else "tolerance",
+            )
+        )
     return sorted(out, key=lambda v: -v.ratio)
 
 

@@ -37,17 +37,19 @@ from profiler.model.schema import Kind
 from profiler.model.trace import Trace
 
 #: Names of input-pipeline work (data loading, decoding, preprocessing, tokenisation).
-INPUT_NAMES = (r"(?i)dataloader|_next_data|_get_data|collate|__getitem__|dataset|fetch|transforms?\b|torchvision|"
-               r"\bPIL\b|Image\.|imread|cv2\.|decode_|read_image|load_image|preprocess|augment|tokeni[sz]|"
-               r"pin_memory|numpy|np\.")
+INPUT_NAMES = (
+    r"(?i)dataloader|_next_data|_get_data|collate|__getitem__|dataset|fetch|transforms?\b|torchvision|"
+    r"\bPIL\b|Image\.|imread|cv2\.|decode_|read_image|load_image|preprocess|augment|tokeni[sz]|"
+    r"pin_memory|numpy|np\."
+)
 CATEGORIES = ("input", "sync", "launch", "dispatch", "python", "untraced")
 LEVERS = {
     "input": "overlap input processing with device work: DataLoader(num_workers>0, pin_memory=True, prefetch_factor), "
-             "non_blocking copies, or preprocess on the device",
+    "non_blocking copies, or preprocess on the device",
     "sync": "remove the synchronisation from the loop: no .item() / .cpu() / print of device tensors per step, "
-            "non_blocking copies, events instead of synchronize",
+    "non_blocking copies, events instead of synchronize",
     "launch": "launch-bound: capture the step in a CUDA/HIP graph (torch.compile(mode='reduce-overhead') or "
-              "torch.cuda.graphs) or fuse small ops with torch.compile",
+    "torch.cuda.graphs) or fuse small ops with torch.compile",
     "dispatch": "launch-bound: fewer, larger ops (torch.compile, CUDA graphs, a larger batch) cut framework dispatch",
     "python": "Python overhead between launches: torch.compile or a CUDA graph for the loop, move host work off the critical path",
     "untraced": "host time outside any recorded event: profile with with_stack=True to see the Python frames",
@@ -88,7 +90,9 @@ def idle_gaps(trace: Trace, top: int = 5) -> IdleGaps:
     for (rank, device, thread), g in gaps.groupby(["rank", "device", "thread"], sort=True):
         g = g.sort_values("start_ns")
         p = pieces[(pieces["rank"] == rank) & (pieces["thread"] == thread)]
-        inside = _covered((g["start_ns"].to_numpy(), g["end_ns"].to_numpy()), p["start"].to_numpy(), p["end"].to_numpy())
+        inside = _covered(
+            (g["start_ns"].to_numpy(), g["end_ns"].to_numpy()), p["start"].to_numpy(), p["end"].to_numpy()
+        )
         hit = p.assign(time_ns=inside)[inside > 0]
         untraced = int(g["dur_ns"].sum() - inside.sum())
         a = hit.groupby(["category", "name", "kind"], sort=False)["time_ns"].sum().reset_index()
@@ -97,7 +101,9 @@ def idle_gaps(trace: Trace, top: int = 5) -> IdleGaps:
         acts.append(a.assign(rank=int(rank), device=str(device)))
         per_gap.append(_describe(g.nlargest(top, "dur_ns"), p))
     activity = pd.concat(acts, ignore_index=True)
-    activity = activity.groupby(["rank", "device", "category", "name", "kind"], sort=False)["time_ns"].sum().reset_index()
+    activity = (
+        activity.groupby(["rank", "device", "category", "name", "kind"], sort=False)["time_ns"].sum().reset_index()
+    )
     activity = activity.sort_values(["rank", "device", "time_ns"], ascending=[True, True, False], ignore_index=True)
     idle = gaps.groupby(["rank", "device"])["dur_ns"].sum()
     by = activity.groupby(["rank", "device", "category"], sort=False)["time_ns"].sum().reset_index()
@@ -107,9 +113,24 @@ def idle_gaps(trace: Trace, top: int = 5) -> IdleGaps:
     names = ev.set_index("id")["name"].astype(str)
     described = pd.concat(per_gap, ignore_index=True).nlargest(top, "dur_ns")
     described["next_name"] = names.reindex(described["next_id"]).fillna("").to_numpy()
-    cols = ["rank", "device", "start_ns", "end_ns", "dur_ns", "host_ns", "sync_ns", "other_ns", "next_name", "activity", "category"]
-    return IdleGaps(by_category=by, top_gaps=described[cols].reset_index(drop=True),
-                    activity=activity[["rank", "device", "category", "name", "kind", "time_ns"]])
+    cols = [
+        "rank",
+        "device",
+        "start_ns",
+        "end_ns",
+        "dur_ns",
+        "host_ns",
+        "sync_ns",
+        "other_ns",
+        "next_name",
+        "activity",
+        "category",
+    ]
+    return IdleGaps(
+        by_category=by,
+        top_gaps=described[cols].reset_index(drop=True),
+        activity=activity[["rank", "device", "category", "name", "kind", "time_ns"]],
+    )
 
 
 def _all_gaps(trace: Trace) -> pd.DataFrame:
@@ -123,8 +144,22 @@ def _all_gaps(trace: Trace) -> pd.DataFrame:
         if len(s) < 2:
             continue
         g0, g1 = e[:-1], s[1:]
-        extra.append(pd.DataFrame({"rank": int(rank), "device": "cpu", "start_ns": g0, "end_ns": g1, "dur_ns": g1 - g0,
-                                   "host_ns": g1 - g0, "sync_ns": 0, "other_ns": 0, "next_id": -1, "launch_id": -1}))
+        extra.append(
+            pd.DataFrame(
+                {
+                    "rank": int(rank),
+                    "device": "cpu",
+                    "start_ns": g0,
+                    "end_ns": g1,
+                    "dur_ns": g1 - g0,
+                    "host_ns": g1 - g0,
+                    "sync_ns": 0,
+                    "other_ns": 0,
+                    "next_id": -1,
+                    "launch_id": -1,
+                }
+            )
+        )
     out = pd.concat([g for g in (gaps, *extra) if len(g)], ignore_index=True) if extra else gaps
     ints = ["rank", "start_ns", "end_ns", "dur_ns", "host_ns", "sync_ns", "other_ns", "next_id", "launch_id"]
     return out.astype(dict.fromkeys(ints, np.int64)) if len(out) else out
@@ -176,13 +211,27 @@ def _self_pieces(host: pd.DataFrame, threads: set[tuple[int, int]]) -> pd.DataFr
         at = max(at, s) if stack else s
         c = cat[j] or (stack[-1][2] if stack else "")
         stack.append((min(end[j], stack[-1][0]) if stack else end[j], idx[j], c))
-    r, c, s0, e0 = (np.array(x) for x in zip(*rows)) if rows else (np.zeros(0, int), np.zeros(0, object), np.zeros(0, int), np.zeros(0, int))
+    r, c, s0, e0 = (
+        (np.array(x) for x in zip(*rows))
+        if rows
+        else (np.zeros(0, int), np.zeros(0, object), np.zeros(0, int), np.zeros(0, int))
+    )
     step = names.str.contains(_STEP_LABEL, regex=True).to_numpy()
-    by_kind = np.select([kind == Kind.RUNTIME.value, kind == Kind.OP.value, step], ["launch", "dispatch", "untraced"], "python")
+    by_kind = np.select(
+        [kind == Kind.RUNTIME.value, kind == Kind.OP.value, step], ["launch", "dispatch", "untraced"], "python"
+    )
     r = r.astype(np.int64)
-    return pd.DataFrame({"rank": host["rank"].to_numpy()[r], "thread": host["thread"].to_numpy()[r], "name": names.to_numpy()[r],
-                         "kind": kind[r], "category": np.where(c.astype(str) == "", by_kind[r], c.astype(str)),
-                         "start": s0.astype(np.int64), "end": e0.astype(np.int64)})
+    return pd.DataFrame(
+        {
+            "rank": host["rank"].to_numpy()[r],
+            "thread": host["thread"].to_numpy()[r],
+            "name": names.to_numpy()[r],
+            "kind": kind[r],
+            "category": np.where(c.astype(str) == "", by_kind[r], c.astype(str)),
+            "start": s0.astype(np.int64),
+            "end": e0.astype(np.int64),
+        }
+    )
 
 
 def threads_key(k: tuple[int, int], threads: set[tuple[int, int]]) -> int:
@@ -195,7 +244,8 @@ def _own_categories(names: pd.Series, kind: np.ndarray) -> np.ndarray:
     own = np.full(len(names), "", dtype=object)
     own[names.str.contains(INPUT_NAMES, regex=True).to_numpy()] = "input"
     is_sync = ((kind == Kind.RUNTIME.value) & names.str.contains(SYNC_CALL, regex=True).to_numpy()) | (
-        (kind == Kind.OP.value) & names.str.contains(SYNC_OP, regex=True).to_numpy())
+        (kind == Kind.OP.value) & names.str.contains(SYNC_OP, regex=True).to_numpy()
+    )
     own[is_sync] = "sync"
     return own
 

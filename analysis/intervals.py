@@ -41,7 +41,9 @@ def grouped_union_length(group: np.ndarray, start: np.ndarray, end: np.ndarray) 
     t0 = int(start.min())
     span = int(end.max()) - t0 + 1
     if span * (len(uniq) + 1) >= 2**62:  # would overflow int64: sweep group by group instead
-        return pd.Series({g: union_length(start[codes == i], end[codes == i]) for i, g in enumerate(uniq)}, dtype=np.int64)
+        return pd.Series(
+            {g: union_length(start[codes == i], end[codes == i]) for i, g in enumerate(uniq)}, dtype=np.int64
+        )
     lift = codes.astype(np.int64) * span - t0
     s, e = start + lift, end + lift
     order = np.argsort(s, kind="stable")

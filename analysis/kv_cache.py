@@ -24,14 +24,35 @@ import numpy as np
 import pandas as pd
 
 from analysis.cost.base import DTYPES
-from analysis.llm_steps import KV_WRITE, annotated_steps, assign_windows, has_ancestor_in, loads_json, name_mask, shape_steps
+from analysis.llm_steps import (
+    KV_WRITE,
+    annotated_steps,
+    assign_windows,
+    has_ancestor_in,
+    loads_json,
+    name_mask,
+    shape_steps,
+)
 from profiler.model.schema import Kind
 from profiler.model.trace import Trace
 
 __all__ = ["KV_COLUMNS", "kv_cache_footprint"]
 
-KV_COLUMNS = ["rank", "device", "op", "dtype", "per_token_layer_bytes", "per_layer_bytes", "slots", "layers",
-              "bytes_per_token", "kv_cache_bytes", "capacity_bytes", "share", "note"]
+KV_COLUMNS = [
+    "rank",
+    "device",
+    "op",
+    "dtype",
+    "per_token_layer_bytes",
+    "per_layer_bytes",
+    "slots",
+    "layers",
+    "bytes_per_token",
+    "kv_cache_bytes",
+    "capacity_bytes",
+    "share",
+    "note",
+]
 
 
 def kv_cache_footprint(trace: Trace, steps: pd.DataFrame | None = None) -> pd.DataFrame:
@@ -65,12 +86,25 @@ def _kv_row(trace: Trace, rank: int, writes: np.ndarray, steps: pd.DataFrame) ->
     device = str(devs["device"].iloc[0]) if len(devs) == 1 else ""
     capacity = float(devs["memory_bytes"].iloc[0]) if len(devs) == 1 and devs["memory_bytes"].iloc[0] > 0 else math.nan
     nan = math.nan
-    row = {"rank": rank, "device": device, "op": "", "dtype": "", "per_token_layer_bytes": nan,
-           "per_layer_bytes": nan, "slots": nan, "layers": nan, "bytes_per_token": nan, "kv_cache_bytes": nan,
-           "capacity_bytes": capacity, "share": nan, "note": ""}
+    row = {
+        "rank": rank,
+        "device": device,
+        "op": "",
+        "dtype": "",
+        "per_token_layer_bytes": nan,
+        "per_layer_bytes": nan,
+        "slots": nan,
+        "layers": nan,
+        "bytes_per_token": nan,
+        "kv_cache_bytes": nan,
+        "capacity_bytes": capacity,
+        "share": nan,
+        "note": "",
+    }
     if len(writes) == 0:
-        row["note"] = ("no KV-cache write op with recorded shapes (attention inside a CUDA/HIP graph replay, "
-                       "or record_shapes off)")
+        row["note"] = (
+            "no KV-cache write op with recorded shapes (attention inside a CUDA/HIP graph replay, or record_shapes off)"
+        )
         return row
     first = writes[np.argmin(ev["ts"].to_numpy()[writes])]
     row["op"] = str(ev["name"].iat[first])
@@ -79,20 +113,31 @@ def _kv_row(trace: Trace, rank: int, writes: np.ndarray, steps: pd.DataFrame) ->
         row["note"] = f"{row['op']}: inputs are not (key, value, key_cache, value_cache) with known dtypes"
         return row
     row.update(sizes)
-    which = assign_windows(steps["rank"].to_numpy(np.int64), steps["thread"].to_numpy(np.int64),
-                            steps["start_ns"].to_numpy(np.int64), steps["annot_end"].to_numpy(np.int64),
-                            ev["rank"].to_numpy()[writes], ev["thread"].to_numpy()[writes], ev["ts"].to_numpy()[writes])
+    which = assign_windows(
+        steps["rank"].to_numpy(np.int64),
+        steps["thread"].to_numpy(np.int64),
+        steps["start_ns"].to_numpy(np.int64),
+        steps["annot_end"].to_numpy(np.int64),
+        ev["rank"].to_numpy()[writes],
+        ev["thread"].to_numpy()[writes],
+        ev["ts"].to_numpy()[writes],
+    )
     counts = sorted(set(np.bincount(which[which >= 0]).tolist()) - {0}) if (which >= 0).any() else []
     if len(counts) != 1:
-        row["note"] = ("layers not derivable: " + ("no step holds a cache write" if not counts else
-                       f"steps write the cache different numbers of times {counts}"))
+        row["note"] = "layers not derivable: " + (
+            "no step holds a cache write"
+            if not counts
+            else f"steps write the cache different numbers of times {counts}"
+        )
         return row
     layers = counts[0]
     total = row["per_layer_bytes"] * layers
     row.update(layers=layers, bytes_per_token=row["per_token_layer_bytes"] * layers)
     if not math.isnan(capacity) and total > capacity:
-        row["note"] = (f"{layers} layers x {row['per_layer_bytes']:.0f} B exceeds device memory: "
-                       "the layers share cache buffers, which the trace does not record")
+        row["note"] = (
+            f"{layers} layers x {row['per_layer_bytes']:.0f} B exceeds device memory: "
+            "the layers share cache buffers, which the trace does not record"
+        )
         return row
     row.update(kv_cache_bytes=total, share=total / capacity)
     return row
@@ -114,5 +159,9 @@ def _kv_sizes(shapes: object, dtypes: object) -> dict | None:
     nk, nv = math.prod(kc), math.prod(vc)
     if nk % ek or nv % evv or nk // ek != nv // evv:
         return None
-    return {"dtype": str(dtypes[2]), "per_token_layer_bytes": float(ek * esize[0] + evv * esize[1]),
-            "per_layer_bytes": float(nk * esize[0] + nv * esize[1]), "slots": float(nk // ek)}
+    return {
+        "dtype": str(dtypes[2]),
+        "per_token_layer_bytes": float(ek * esize[0] + evv * esize[1]),
+        "per_layer_bytes": float(nk * esize[0] + nv * esize[1]),
+        "slots": float(nk // ek),
+    }

@@ -52,11 +52,44 @@ __all__ = ["KV_COLUMNS", "PHASE_COLUMNS", "SUMMARY_COLUMNS", "kv_cache_footprint
 
 SpecFor = Callable[[int, str], "HardwareSpec | None"]
 
-PHASE_COLUMNS = ["rank", "step", "label", "source", "phase", *NUMBERS, "start_ns", "end_ns", "duration_ns", "device",
-                 "device_busy_ns", "host_busy_ns", "host_wait_ns", "kv_read_bytes", "kv_floor_ns", "kv_floor_efficiency", "note"]
-SUMMARY_COLUMNS = ["rank", "phase", "steps", "tokens", "time_ns", "device_busy_ns", "tokens_per_s", "mean_step_ns",
-                   "ttft_ns", "tpot_ns", "tpot_device_ns", "tpot_host_ns", "tpot_wait_ns", "kv_read_bytes", "kv_floor_ns", "kv_floor_efficiency",
-                   "note"]
+PHASE_COLUMNS = [
+    "rank",
+    "step",
+    "label",
+    "source",
+    "phase",
+    *NUMBERS,
+    "start_ns",
+    "end_ns",
+    "duration_ns",
+    "device",
+    "device_busy_ns",
+    "host_busy_ns",
+    "host_wait_ns",
+    "kv_read_bytes",
+    "kv_floor_ns",
+    "kv_floor_efficiency",
+    "note",
+]
+SUMMARY_COLUMNS = [
+    "rank",
+    "phase",
+    "steps",
+    "tokens",
+    "time_ns",
+    "device_busy_ns",
+    "tokens_per_s",
+    "mean_step_ns",
+    "ttft_ns",
+    "tpot_ns",
+    "tpot_device_ns",
+    "tpot_host_ns",
+    "tpot_wait_ns",
+    "kv_read_bytes",
+    "kv_floor_ns",
+    "kv_floor_efficiency",
+    "note",
+]
 
 
 def llm_phases(trace: Trace, spec_for: SpecFor | None = None, kv: pd.DataFrame | None = None) -> pd.DataFrame:
@@ -148,7 +181,9 @@ def llm_summary(phases: pd.DataFrame) -> pd.DataFrame:
             ttft = float(g.sort_values("start_ns")["duration_ns"].iloc[0])
             notes.append("ttft is a lower bound: request arrival is not recorded")
         elif phase == "mixed":
-            notes.append("ttft not derivable: prefill shares steps with decode (chunked), so no step is a request's first")
+            notes.append(
+                "ttft not derivable: prefill shares steps with decode (chunked), so no step is a request's first"
+            )
         elif phase == "decode":
             tpot, tpot_dev = float(g["duration_ns"].mean()), float(g["device_busy_ns"].mean())
             tpot_host, tpot_wait = float(g["host_busy_ns"].mean()), float(g["host_wait_ns"].mean())
@@ -157,24 +192,40 @@ def llm_summary(phases: pd.DataFrame) -> pd.DataFrame:
         both = g["kv_floor_ns"].notna() & (g["device_busy_ns"] > 0)
         kv_notes = sorted(set(g.loc[g["kv_read_bytes"].isna(), "note"]) - {""})
         notes += kv_notes
-        rows.append({
-            "rank": int(rank), "phase": phase, "steps": len(g), "tokens": tokens, "time_ns": time_ns,
-            "device_busy_ns": float(g["device_busy_ns"].sum()),
-            "tokens_per_s": tokens / time_ns * 1e9 if time_ns > 0 else np.nan,
-            "mean_step_ns": time_ns / len(g), "ttft_ns": ttft, "tpot_ns": tpot, "tpot_device_ns": tpot_dev,
-            "tpot_host_ns": tpot_host, "tpot_wait_ns": tpot_wait,
-            "kv_read_bytes": float(g["kv_read_bytes"].mean()), "kv_floor_ns": float(g["kv_floor_ns"].mean()),
-            "kv_floor_efficiency": (float(g.loc[both, "kv_floor_ns"].sum() / g.loc[both, "device_busy_ns"].sum())
-                                    if both.any() else np.nan),
-            "note": "; ".join(notes),
-        })
+        rows.append(
+            {
+                "rank": int(rank),
+                "phase": phase,
+                "steps": len(g),
+                "tokens": tokens,
+                "time_ns": time_ns,
+                "device_busy_ns": float(g["device_busy_ns"].sum()),
+                "tokens_per_s": tokens / time_ns * 1e9 if time_ns > 0 else np.nan,
+                "mean_step_ns": time_ns / len(g),
+                "ttft_ns": ttft,
+                "tpot_ns": tpot,
+                "tpot_device_ns": tpot_dev,
+                "tpot_host_ns": tpot_host,
+                "tpot_wait_ns": tpot_wait,
+                "kv_read_bytes": float(g["kv_read_bytes"].mean()),
+                "kv_floor_ns": float(g["kv_floor_ns"].mean()),
+                "kv_floor_efficiency": (
+                    float(g.loc[both, "kv_floor_ns"].sum() / g.loc[both, "device_busy_ns"].sum())
+                    if both.any()
+                    else np.nan
+                ),
+                "note": "; ".join(notes),
+            }
+        )
     return pd.DataFrame(rows, columns=SUMMARY_COLUMNS)
 
 
 def _overhead_note(tpot: float, device: float, wait: float) -> str:
     """Why a decode step's TPOT is far above its device time."""
-    text = (f"decode: the device is busy {device / tpot:.0%} of TPOT ({device / 1e6:.3g} of {tpot / 1e6:.3g} ms); "
-            f"the rest is host time around the model (scheduling, input preparation, sampling: serving overhead)")
+    text = (
+        f"decode: the device is busy {device / tpot:.0%} of TPOT ({device / 1e6:.3g} of {tpot / 1e6:.3g} ms); "
+        f"the rest is host time around the model (scheduling, input preparation, sampling: serving overhead)"
+    )
     if wait > 0.1 * tpot:
         text += f", {wait / 1e6:.3g} ms of it blocked in synchronize or a synchronous copy"
     return text

@@ -51,7 +51,8 @@ NUMBERS = ["batch_size", "tokens", "prefill_tokens", "decode_tokens", "kv_tokens
 _STEP = re.compile(r"^step\[(?P<mode>[A-Z_]+)(?P<args>[^\]]*)\]$")
 _EXECUTE = re.compile(
     r"^execute_(?P<n>\d+)_context_(?P<c>\d+)\(sq(?P<csq>\d+)sk(?P<csk>\d+)sqsq\d+sqsk\d+\)"
-    r"_generation_(?P<g>\d+)\(sq(?P<gsq>\d+)sk(?P<gsk>\d+)sqsq\d+sqsk\d+\)$")
+    r"_generation_(?P<g>\d+)\(sq(?P<gsq>\d+)sk(?P<gsk>\d+)sqsq\d+sqsk\d+\)$"
+)
 _EXECUTE_V0 = re.compile(r"^execute_context_(?P<c>\d+)\((?P<csq>\d+)_\d+\)_generation_(?P<g>\d+)\(\d+\)$")
 #: cache-write ops taking (key, value, key_cache, value_cache, ...): evidence of a KV cache
 KV_WRITE = re.compile(r"^(sglang::store_cache|_C_cache_ops::reshape_and_cache(_flash)?|.*set_kv_buffer.*)$")
@@ -63,11 +64,15 @@ _HOST_WAIT = re.compile(r"(?i)synchronize|memcpy(?!\w*async)")
 _MODES = {"EXTEND": "prefill", "PREFILL": "prefill", "SPLIT_PREFILL": "prefill", "DECODE": "decode", "MIXED": "mixed"}
 #: SDPA-family forward ops -> the axis of the sequence length in q/k/v ([B,H,L,D] or [B,L,H,D])
 _ATTENTION = {
-    "aten::scaled_dot_product_attention": 2, "aten::_scaled_dot_product_flash_attention": 2,
-    "aten::_scaled_dot_product_flash_attention_for_cpu": 2, "aten::_scaled_dot_product_efficient_attention": 2,
-    "aten::_scaled_dot_product_cudnn_attention": 2, "aten::_flash_attention_forward": 1,
+    "aten::scaled_dot_product_attention": 2,
+    "aten::_scaled_dot_product_flash_attention": 2,
+    "aten::_scaled_dot_product_flash_attention_for_cpu": 2,
+    "aten::_scaled_dot_product_efficient_attention": 2,
+    "aten::_scaled_dot_product_cudnn_attention": 2,
+    "aten::_flash_attention_forward": 1,
     "aten::_efficient_attention_forward": 1,
 }
+
 
 def name_mask(ev: pd.DataFrame, match: Callable[[str], object]) -> np.ndarray:
     """Rows whose name matches, tested once per distinct name."""
@@ -85,8 +90,14 @@ def _parse_label(name: str) -> dict | None:
         args = {k: int(v) for k, v in re.findall(r"(\w+)=(\d+)", m["args"])}
         phase = _MODES.get(m["mode"], "unknown")
         bs, toks = args.get("bs", nan), args.get("toks", nan)
-        out = {"phase": phase, "batch_size": bs, "tokens": toks, "prefill_tokens": nan, "decode_tokens": nan,
-               "kv_tokens": nan}
+        out = {
+            "phase": phase,
+            "batch_size": bs,
+            "tokens": toks,
+            "prefill_tokens": nan,
+            "decode_tokens": nan,
+            "kv_tokens": nan,
+        }
         if phase == "decode":  # one query token per sequence
             out.update(tokens=bs, prefill_tokens=0, decode_tokens=bs)
         elif phase == "prefill":
@@ -96,27 +107,48 @@ def _parse_label(name: str) -> dict | None:
     if m:
         c, g = int(m["c"]), int(m["g"])
         phase = "mixed" if c and g else "prefill" if c else "decode" if g else "unknown"
-        return {"phase": phase, "batch_size": c + g, "tokens": int(m["n"]), "prefill_tokens": int(m["csq"]),
-                "decode_tokens": int(m["gsq"]), "kv_tokens": int(m["csk"]) + int(m["gsk"])}
+        return {
+            "phase": phase,
+            "batch_size": c + g,
+            "tokens": int(m["n"]),
+            "prefill_tokens": int(m["csq"]),
+            "decode_tokens": int(m["gsq"]),
+            "kv_tokens": int(m["csk"]) + int(m["gsk"]),
+        }
     m = _EXECUTE_V0.match(name)
     if m:  # the older form records the decode requests' count only, not their tokens
         c, g, csq = int(m["c"]), int(m["g"]), int(m["csq"])
         phase = "mixed" if c and g else "prefill" if c else "decode" if g else "unknown"
-        return {"phase": phase, "batch_size": c + g, "tokens": nan if g else csq, "prefill_tokens": csq,
-                "decode_tokens": nan if g else 0, "kv_tokens": nan}
+        return {
+            "phase": phase,
+            "batch_size": c + g,
+            "tokens": nan if g else csq,
+            "prefill_tokens": csq,
+            "decode_tokens": nan if g else 0,
+            "kv_tokens": nan,
+        }
     return None
 
 
 def annotated_steps(trace: Trace) -> pd.DataFrame:
     """Step windows from step annotations, nested ones merged into the outermost."""
     ev = trace.events
-    rows = np.flatnonzero(name_mask(ev, lambda n: _parse_label(n) is not None)
-                          & (ev["kind"] == Kind.ANNOTATION.value).to_numpy() & (ev["thread"].to_numpy() >= 0))
+    rows = np.flatnonzero(
+        name_mask(ev, lambda n: _parse_label(n) is not None)
+        & (ev["kind"] == Kind.ANNOTATION.value).to_numpy()
+        & (ev["thread"].to_numpy() >= 0)
+    )
     if len(rows) == 0:
         return _empty_steps()
-    a = pd.DataFrame({"rank": ev["rank"].to_numpy()[rows], "thread": ev["thread"].to_numpy()[rows],
-                      "start_ns": ev["ts"].to_numpy()[rows], "dur": ev["dur"].to_numpy()[rows],
-                      "label": ev["name"].astype(object).to_numpy()[rows]})
+    a = pd.DataFrame(
+        {
+            "rank": ev["rank"].to_numpy()[rows],
+            "thread": ev["thread"].to_numpy()[rows],
+            "start_ns": ev["ts"].to_numpy()[rows],
+            "dur": ev["dur"].to_numpy()[rows],
+            "label": ev["name"].astype(object).to_numpy()[rows],
+        }
+    )
     a = a.sort_values(["rank", "thread", "start_ns", "dur"], ascending=[True, True, True, False], kind="stable")
     out: list[dict] = []
     for r in a.itertuples(index=False):
@@ -130,8 +162,17 @@ def annotated_steps(trace: Trace) -> pd.DataFrame:
                 elif isinstance(last[k], float) and math.isnan(last[k]):
                     last[k] = v
             continue
-        out.append({"rank": int(r.rank), "thread": int(r.thread), "label": r.label, "source": "annotation",
-                    "start_ns": int(r.start_ns), "annot_end": int(r.start_ns + r.dur), **fields})
+        out.append(
+            {
+                "rank": int(r.rank),
+                "thread": int(r.thread),
+                "label": r.label,
+                "source": "annotation",
+                "start_ns": int(r.start_ns),
+                "annot_end": int(r.start_ns + r.dur),
+                **fields,
+            }
+        )
     return _steps_frame(out)
 
 
@@ -146,8 +187,15 @@ def shape_steps(trace: Trace) -> pd.DataFrame:
     prof = is_ann & name_mask(ev, lambda n: n.startswith("ProfilerStep#"))
     win = np.flatnonzero(prof) if prof.any() else np.flatnonzero(is_ann & (ev["depth"].to_numpy() == 0))
     ts, dur = ev["ts"].to_numpy(), ev["dur"].to_numpy()
-    which = assign_windows(ev["rank"].to_numpy()[win], ev["thread"].to_numpy()[win], ts[win], ts[win] + dur[win],
-                            ev["rank"].to_numpy()[att], ev["thread"].to_numpy()[att], ts[att])
+    which = assign_windows(
+        ev["rank"].to_numpy()[win],
+        ev["thread"].to_numpy()[win],
+        ts[win],
+        ts[win] + dur[win],
+        ev["rank"].to_numpy()[att],
+        ev["thread"].to_numpy()[att],
+        ts[att],
+    )
     out = []
     for w in np.unique(which[which >= 0]):
         calls = [_attention_shape(ev, i) for i in att[which == w]]
@@ -162,16 +210,24 @@ def shape_steps(trace: Trace) -> pd.DataFrame:
         nan = math.nan
         tokens = {"decode": b0, "prefill": b0 * lq0}.get(phase, nan)
         row = win[w]
-        out.append({
-            "rank": int(ev["rank"].iat[row]), "thread": int(ev["thread"].iat[row]), "label": str(ev["name"].iat[row]),
-            "source": "shapes", "start_ns": int(ts[row]), "annot_end": int(ts[row] + dur[row]),
-            "phase": phase, "batch_size": bs, "tokens": tokens,
-            "prefill_tokens": {"prefill": tokens, "decode": 0}.get(phase, nan),
-            "decode_tokens": {"decode": tokens, "prefill": 0}.get(phase, nan),
-            "kv_tokens": b0 * lk0 if len(lq) == 1 else nan,
-            "kv_read_bytes": float(sum(c[3] for c in calls)),
-            "evidence": any(c[1] == 1 < c[2] for c in calls),  # one query token over a longer key: decoding
-        })
+        out.append(
+            {
+                "rank": int(ev["rank"].iat[row]),
+                "thread": int(ev["thread"].iat[row]),
+                "label": str(ev["name"].iat[row]),
+                "source": "shapes",
+                "start_ns": int(ts[row]),
+                "annot_end": int(ts[row] + dur[row]),
+                "phase": phase,
+                "batch_size": bs,
+                "tokens": tokens,
+                "prefill_tokens": {"prefill": tokens, "decode": 0}.get(phase, nan),
+                "decode_tokens": {"decode": tokens, "prefill": 0}.get(phase, nan),
+                "kv_tokens": b0 * lk0 if len(lq) == 1 else nan,
+                "kv_read_bytes": float(sum(c[3] for c in calls)),
+                "evidence": any(c[1] == 1 < c[2] for c in calls),  # one query token over a longer key: decoding
+            }
+        )
     return _generation_only(ev, _steps_frame(out))
 
 
@@ -182,9 +238,15 @@ def _generation_only(ev: pd.DataFrame, steps: pd.DataFrame) -> pd.DataFrame:
         return steps.drop(columns="evidence", errors="ignore")
     ops = (ev["kind"] == Kind.OP.value).to_numpy()
     train = np.flatnonzero(ops & name_mask(ev, _TRAINING.search))
-    in_train = assign_windows(steps["rank"].to_numpy(), steps["thread"].to_numpy(), steps["start_ns"].to_numpy(),
-                              steps["annot_end"].to_numpy(), ev["rank"].to_numpy()[train], ev["thread"].to_numpy()[train],
-                              ev["ts"].to_numpy()[train])
+    in_train = assign_windows(
+        steps["rank"].to_numpy(),
+        steps["thread"].to_numpy(),
+        steps["start_ns"].to_numpy(),
+        steps["annot_end"].to_numpy(),
+        ev["rank"].to_numpy()[train],
+        ev["thread"].to_numpy()[train],
+        ev["ts"].to_numpy()[train],
+    )
     training = np.isin(np.arange(len(steps)), in_train[in_train >= 0])
     writes = set(ev["rank"].to_numpy()[ops & name_mask(ev, KV_WRITE.match)].tolist())
     decoding = set(steps.loc[steps["evidence"].astype(bool) & ~training, "rank"].tolist())
@@ -196,8 +258,9 @@ def _attention_shape(ev: pd.DataFrame, row: int) -> tuple[int, int, int, int] | 
     """(B, Lq, Lk, bytes of K and V) of one attention op with 4-D inputs; None otherwise."""
     axis = _ATTENTION[str(ev["name"].iat[row])]
     shapes, dtypes = loads_json(ev["shapes"].iat[row]), loads_json(ev["dtypes"].iat[row])
-    if not (isinstance(shapes, list) and len(shapes) >= 3
-            and all(isinstance(s, list) and len(s) == 4 for s in shapes[:3])):
+    if not (
+        isinstance(shapes, list) and len(shapes) >= 3 and all(isinstance(s, list) and len(s) == 4 for s in shapes[:3])
+    ):
         return None
     q, k, v = shapes[:3]
     size = [(DTYPES.get(d, (None, None))[1] if isinstance(d, str) else None) for d in (dtypes or [])[:3]]
@@ -233,8 +296,15 @@ def device_work(trace: Trace, steps: pd.DataFrame) -> pd.DataFrame:
     src, dst = pos.get_indexer(fl["src"].to_numpy()), pos.get_indexer(fl["dst"].to_numpy())
     ok = (src >= 0) & (dst >= 0)
     src, dst = src[ok], dst[ok]
-    which = assign_windows(win_rank, win_thread, win_start, win_end, ev["rank"].to_numpy()[src],
-                            ev["thread"].to_numpy()[src], ev["ts"].to_numpy()[src])
+    which = assign_windows(
+        win_rank,
+        win_thread,
+        win_start,
+        win_end,
+        ev["rank"].to_numpy()[src],
+        ev["thread"].to_numpy()[src],
+        ev["ts"].to_numpy()[src],
+    )
     src, dst, which = src[which >= 0], dst[which >= 0], which[which >= 0]
     is_work = ev["kind"].isin([k.value for k in DEVICE_WORK_KINDS]).to_numpy()[dst]
     dst, which = dst[is_work], which[is_work]
@@ -254,8 +324,15 @@ def device_work(trace: Trace, steps: pd.DataFrame) -> pd.DataFrame:
     cpu_only = (device == "") & ~np.isin(win_rank, ranks_with_work)
     if cpu_only.any():  # the CPU is the device: union of host ops inside the step, clipped to it
         ops = np.flatnonzero((ev["kind"] == Kind.OP.value).to_numpy())
-        w = assign_windows(win_rank, win_thread, win_start, win_end, ev["rank"].to_numpy()[ops],
-                            ev["thread"].to_numpy()[ops], ev["ts"].to_numpy()[ops])
+        w = assign_windows(
+            win_rank,
+            win_thread,
+            win_start,
+            win_end,
+            ev["rank"].to_numpy()[ops],
+            ev["thread"].to_numpy()[ops],
+            ev["ts"].to_numpy()[ops],
+        )
         ops, w = ops[w >= 0], w[w >= 0]
         keep = cpu_only[w]
         ops, w = ops[keep], w[keep]
@@ -276,13 +353,21 @@ def device_work(trace: Trace, steps: pd.DataFrame) -> pd.DataFrame:
     return steps
 
 
-def _host_time(ev: pd.DataFrame, w_rank: np.ndarray, w_thread: np.ndarray, w_start: np.ndarray,
-               w_end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _host_time(
+    ev: pd.DataFrame, w_rank: np.ndarray, w_thread: np.ndarray, w_start: np.ndarray, w_end: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
     """(host_busy_ns, host_wait_ns) per window (module doc): the union of the host ops and runtime
     calls on its thread inside it, and of its blocking calls, clipped to the window."""
     host = np.flatnonzero(ev["kind"].isin([Kind.OP.value, Kind.RUNTIME.value]).to_numpy())
-    w = assign_windows(w_rank, w_thread, w_start, w_end, ev["rank"].to_numpy()[host], ev["thread"].to_numpy()[host],
-                       ev["ts"].to_numpy()[host])
+    w = assign_windows(
+        w_rank,
+        w_thread,
+        w_start,
+        w_end,
+        ev["rank"].to_numpy()[host],
+        ev["thread"].to_numpy()[host],
+        ev["ts"].to_numpy()[host],
+    )
     host, w = host[w >= 0], w[w >= 0]
     s = ev["ts"].to_numpy()[host]
     e = np.minimum(s + ev["dur"].to_numpy()[host], w_end[w])
@@ -297,8 +382,15 @@ def _host_time(ev: pd.DataFrame, w_rank: np.ndarray, w_thread: np.ndarray, w_sta
     return out[0], out[1]
 
 
-def assign_windows(w_rank: np.ndarray, w_thread: np.ndarray, w_start: np.ndarray, w_end: np.ndarray,
-                    rank: np.ndarray, thread: np.ndarray, ts: np.ndarray) -> np.ndarray:
+def assign_windows(
+    w_rank: np.ndarray,
+    w_thread: np.ndarray,
+    w_start: np.ndarray,
+    w_end: np.ndarray,
+    rank: np.ndarray,
+    thread: np.ndarray,
+    ts: np.ndarray,
+) -> np.ndarray:
     """For each (rank, thread, ts): the position of the window on that thread holding ts
     (w_start <= ts <= w_end), -1 when none. Windows on one thread do not overlap."""
     out = np.full(len(ts), -1, dtype=np.int64)

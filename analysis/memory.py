@@ -43,9 +43,23 @@ __all__ = ["SUMMARY_COLUMNS", "TIMELINE_COLUMNS", "kv_cache_footprint", "memory_
 _COUNTERS = {"allocated": "allocated_bytes", "reserved": "reserved_bytes", "alloc_delta": "delta_bytes"}
 TIMELINE_COLUMNS = ["rank", "device", "ts", "allocated_bytes", "reserved_bytes", "delta_bytes", "above_start_bytes"]
 SUMMARY_COLUMNS = [
-    "rank", "device", "samples", "peak_allocated_bytes", "peak_allocated_ts", "peak_reserved_bytes", "peak_reserved_ts",
-    "final_allocated_bytes", "final_reserved_bytes", "peak_above_start_bytes", "peak_above_start_ts",
-    "capacity_bytes", "peak_fraction", "reserved_fraction", "peak_op", "peak_op_id", "peak_op_note",
+    "rank",
+    "device",
+    "samples",
+    "peak_allocated_bytes",
+    "peak_allocated_ts",
+    "peak_reserved_bytes",
+    "peak_reserved_ts",
+    "final_allocated_bytes",
+    "final_reserved_bytes",
+    "peak_above_start_bytes",
+    "peak_above_start_ts",
+    "capacity_bytes",
+    "peak_fraction",
+    "reserved_fraction",
+    "peak_op",
+    "peak_op_id",
+    "peak_op_note",
 ]
 
 
@@ -89,8 +103,10 @@ def memory_summary(trace: Trace) -> pd.DataFrame:
     groups = _sample_groups(trace)
     if not groups:
         return pd.DataFrame({c: pd.Series(dtype=object) for c in SUMMARY_COLUMNS})
-    cap = {(int(r), str(d)): float(m) if m > 0 else np.nan
-           for r, d, m in trace.devices[["rank", "device", "memory_bytes"]].itertuples(index=False)}
+    cap = {
+        (int(r), str(d)): float(m) if m > 0 else np.nan
+        for r, d, m in trace.devices[["rank", "device", "memory_bytes"]].itertuples(index=False)
+    }
     rows = []
     for rank, device, g in groups:
         ts, alloc, res, above = g["ts"], g["allocated_bytes"], g["reserved_bytes"], g["above_start_bytes"]
@@ -102,15 +118,27 @@ def memory_summary(trace: Trace) -> pd.DataFrame:
         capacity = cap.get((int(rank), str(device)), np.nan)
         at = peak_a_ts if peak_a_ts >= 0 else peak_s_ts
         op, op_id, note = _op_at(trace, int(rank), at)
-        rows.append({
-            "rank": int(rank), "device": str(device), "samples": len(ts),
-            "peak_allocated_bytes": peak_a, "peak_allocated_ts": peak_a_ts,
-            "peak_reserved_bytes": peak_r, "peak_reserved_ts": peak_r_ts,
-            "final_allocated_bytes": alloc[-1], "final_reserved_bytes": res[-1],
-            "peak_above_start_bytes": peak_s, "peak_above_start_ts": peak_s_ts,
-            "capacity_bytes": capacity, "peak_fraction": peak_a / capacity, "reserved_fraction": peak_r / capacity,
-            "peak_op": op, "peak_op_id": op_id, "peak_op_note": note,
-        })
+        rows.append(
+            {
+                "rank": int(rank),
+                "device": str(device),
+                "samples": len(ts),
+                "peak_allocated_bytes": peak_a,
+                "peak_allocated_ts": peak_a_ts,
+                "peak_reserved_bytes": peak_r,
+                "peak_reserved_ts": peak_r_ts,
+                "final_allocated_bytes": alloc[-1],
+                "final_reserved_bytes": res[-1],
+                "peak_above_start_bytes": peak_s,
+                "peak_above_start_ts": peak_s_ts,
+                "capacity_bytes": capacity,
+                "peak_fraction": peak_a / capacity,
+                "reserved_fraction": peak_r / capacity,
+                "peak_op": op,
+                "peak_op_id": op_id,
+                "peak_op_note": note,
+            }
+        )
     return pd.DataFrame(rows, columns=SUMMARY_COLUMNS)
 
 
@@ -118,14 +146,20 @@ def _samples(trace: Trace) -> pd.DataFrame:
     """The memory counters, one row per sample (TIMELINE_COLUMNS), in time order per device."""
     groups = _sample_groups(trace)
     if not groups:
-        return pd.DataFrame({col: pd.Series(dtype="int64" if col in ("rank", "ts") else
-                                            (object if col == "device" else "float64")) for col in TIMELINE_COLUMNS})
+        return pd.DataFrame(
+            {
+                col: pd.Series(dtype="int64" if col in ("rank", "ts") else (object if col == "device" else "float64"))
+                for col in TIMELINE_COLUMNS
+            }
+        )
     cols = {c: np.concatenate([g[c] for _, _, g in groups]) for c in TIMELINE_COLUMNS[2:]}
-    return pd.DataFrame({
-        "rank": np.concatenate([np.full(len(g["ts"]), r, dtype=np.int64) for r, _, g in groups]),
-        "device": np.concatenate([np.full(len(g["ts"]), d, dtype=object) for _, d, g in groups]),
-        **cols,
-    })
+    return pd.DataFrame(
+        {
+            "rank": np.concatenate([np.full(len(g["ts"]), r, dtype=np.int64) for r, _, g in groups]),
+            "device": np.concatenate([np.full(len(g["ts"]), d, dtype=object) for _, d, g in groups]),
+            **cols,
+        }
+    )
 
 
 def _sample_groups(trace: Trace) -> list[tuple[int, str, dict[str, np.ndarray]]]:
@@ -139,7 +173,9 @@ def _sample_groups(trace: Trace) -> list[tuple[int, str, dict[str, np.ndarray]]]
     groupby / unstack over string keys took most of the memory section's time.
     """
     c = trace.counters
-    keep = _per_string(c["name"], lambda v: v.isin(list(_COUNTERS))) & _per_string(c["track"], lambda v: v.str.endswith("/memory"))
+    keep = _per_string(c["name"], lambda v: v.isin(list(_COUNTERS))) & _per_string(
+        c["track"], lambda v: v.str.endswith("/memory")
+    )
     if not keep.any():
         return []
     rank = c["rank"].to_numpy(dtype=np.int64)[keep]
@@ -169,8 +205,13 @@ def _sample_groups(trace: Trace) -> list[tuple[int, str, dict[str, np.ndarray]]]
         delta = wide["delta_bytes"][lo:hi]
         above = np.nancumsum(delta)  # a running sum that skips missing deltas, as pandas' cumsum does
         above[np.isnan(delta)] = np.nan
-        out.append((int(s_rank[lo]), devices[s_dev[lo]], {
-            "ts": s_ts[lo:hi], **{col: v[lo:hi] for col, v in wide.items()}, "above_start_bytes": above}))
+        out.append(
+            (
+                int(s_rank[lo]),
+                devices[s_dev[lo]],
+                {"ts": s_ts[lo:hi], **{col: v[lo:hi] for col, v in wide.items()}, "above_start_bytes": above},
+            )
+        )
     return out
 
 
@@ -233,15 +274,26 @@ def _op_at(trace: Trace, rank: int, t: int) -> tuple[str, int, str]:
         return "", -1, "no peak above the starting level"
     ev = trace.events
     ts = ev["ts"].to_numpy()
-    mask = ((ev["kind"] == Kind.OP.value).to_numpy() & (ev["rank"].to_numpy() == rank) & (ev["thread"].to_numpy() >= 0)
-            & (ts <= t) & (ts + ev["dur"].to_numpy() >= t))
+    mask = (
+        (ev["kind"] == Kind.OP.value).to_numpy()
+        & (ev["rank"].to_numpy() == rank)
+        & (ev["thread"].to_numpy() >= 0)
+        & (ts <= t)
+        & (ts + ev["dur"].to_numpy() >= t)
+    )
     rows = np.flatnonzero(mask)
     threads = np.unique(ev["thread"].to_numpy()[rows])
     if len(threads) == 0:
         return "", -1, "no host op encloses the peak sample"
     if len(threads) > 1:
-        return "", -1, (f"ops on {len(threads)} host threads enclose the peak sample; "
-                        "the memory counters do not record the allocating thread")
+        return (
+            "",
+            -1,
+            (
+                f"ops on {len(threads)} host threads enclose the peak sample; "
+                "the memory counters do not record the allocating thread"
+            ),
+        )
     # deepest = innermost; of two at that depth (one ends as the next starts) the later one
     inner = rows[np.lexsort((ts[rows], ev["depth"].to_numpy()[rows]))[-1]]
     return str(ev["name"].iloc[inner]), int(ev["id"].iloc[inner]), ""

@@ -35,7 +35,6 @@ from profiler.model.dtypes import ELEMENT_BYTES
 from profiler.model.hardware import HardwareSpec
 
 
-
 def level_bytes(u: pd.DataFrame, spec: HardwareSpec) -> np.ndarray:
     """Bytes at each of `spec.memory`'s levels, shape (len(u), levels); NaN where the cost is unknown.
 

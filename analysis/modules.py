@@ -32,8 +32,21 @@ from profiler.model.trace import Trace
 
 MODULE_PREFIX = "nn.Module: "
 BOUND_NS = [f"{b.value}_ns" for b in Bound]
-TREE_COLUMNS = ["rank", "path", "name", "depth", "parent", "calls", "self_ns", "total_ns", "host_ns",
-                *BOUND_NS, "flops", "bytes", "units"]
+TREE_COLUMNS = [
+    "rank",
+    "path",
+    "name",
+    "depth",
+    "parent",
+    "calls",
+    "self_ns",
+    "total_ns",
+    "host_ns",
+    *BOUND_NS,
+    "flops",
+    "bytes",
+    "units",
+]
 
 
 def module_tree(trace: Trace, units: pd.DataFrame) -> pd.DataFrame:
@@ -69,11 +82,16 @@ def module_tree(trace: Trace, units: pd.DataFrame) -> pd.DataFrame:
     inside = unit_frame >= 0
     u = units.loc[inside]
     rank = ev["rank"].to_numpy()[where.get_indexer(unit_frame[inside])]
-    own = pd.DataFrame({"rank": rank, "path": frame_path.reindex(unit_frame[inside]).to_numpy(),
-                        "time_ns": u["time_ns"].to_numpy(dtype=np.int64),
-                        "bound": u["bound"].to_numpy(dtype=object) if "bound" in u else Bound.UNKNOWN.value,
-                        "flops": u["flops"].to_numpy(dtype=np.float64) if "flops" in u else np.nan,
-                        "bytes": u["bytes"].to_numpy(dtype=np.float64) if "bytes" in u else np.nan})
+    own = pd.DataFrame(
+        {
+            "rank": rank,
+            "path": frame_path.reindex(unit_frame[inside]).to_numpy(),
+            "time_ns": u["time_ns"].to_numpy(dtype=np.int64),
+            "bound": u["bound"].to_numpy(dtype=object) if "bound" in u else Bound.UNKNOWN.value,
+            "flops": u["flops"].to_numpy(dtype=np.float64) if "flops" in u else np.nan,
+            "bytes": u["bytes"].to_numpy(dtype=np.float64) if "bytes" in u else np.nan,
+        }
+    )
     calls = pd.DataFrame({"rank": ev["rank"].to_numpy()[frames], "path": path, "dur": ev["dur"].to_numpy()[frames]})
     return _aggregate(calls, own)
 
@@ -94,7 +112,7 @@ def _enclosing(start: np.ndarray, parent: np.ndarray, is_frame: np.ndarray, wher
 
 def _paths(frame_ids: np.ndarray, frame_parent: np.ndarray, labels: np.ndarray) -> np.ndarray:
     """'Outer_0/Inner_1' per frame, built parents first (a parent starts before its child)."""
-    short = np.array([str(s)[len(MODULE_PREFIX):] for s in labels], dtype=object)
+    short = np.array([str(s)[len(MODULE_PREFIX) :] for s in labels], dtype=object)
     path: dict[int, str] = {}
     for i in np.argsort(_depths(frame_ids, frame_parent), kind="stable"):
         p = int(frame_parent[i])
@@ -135,7 +153,9 @@ def _aggregate(calls: pd.DataFrame, own: pd.DataFrame) -> pd.DataFrame:
     sums = ["time_ns", *BOUND_NS, "flops", "bytes", "units"]
     rows = calls.groupby(keys, sort=True).agg(calls=("dur", "size"), host_ns=("dur", "sum")).reset_index()
     bound = own["bound"].to_numpy()
-    own = own.assign(units=1, **{c: np.where(bound == c[: -len("_ns")], own["time_ns"].to_numpy(), 0) for c in BOUND_NS})
+    own = own.assign(
+        units=1, **{c: np.where(bound == c[: -len("_ns")], own["time_ns"].to_numpy(), 0) for c in BOUND_NS}
+    )
     self_ns = own.groupby(keys)["time_ns"].sum().rename("self_ns")
     parts = own["path"].str.split("/")
     prefixes = parts.map(lambda p: ["/".join(p[: k + 1]) for k in range(len(p))])

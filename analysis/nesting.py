@@ -70,9 +70,13 @@ def carry_costs(events: pd.DataFrame, units: pd.DataFrame, costs: pd.DataFrame) 
     carried = np.full(n, -1, dtype=np.int64)
     carried[best_anc] = uid[best_child]
     keep = pure.copy()
-    cpu = (units["device"].to_numpy(dtype=object) == "cpu")
+    cpu = units["device"].to_numpy(dtype=object) == "cpu"
     names = units["name"].to_numpy(dtype=object)
-    autograd = cpu & np.isnan(values["flops_effective"]) & np.array([bool(_AUTOGRAD.search(str(s))) for s in names], dtype=bool)
+    autograd = (
+        cpu
+        & np.isnan(values["flops_effective"])
+        & np.array([bool(_AUTOGRAD.search(str(s))) for s in names], dtype=bool)
+    )
     if autograd.any():  # autograd nodes: every costed op anywhere below them
         a_child, a_anc = _every_ancestor(np.flatnonzero(costed), uid, row_of, parent, autograd)
         order = np.lexsort((nbytes[a_child], flops[a_child], a_anc))
@@ -91,8 +95,9 @@ def _last_of_each(sorted_keys: np.ndarray) -> np.ndarray:
     return np.r_[sorted_keys[1:] != sorted_keys[:-1], True]
 
 
-def _every_ancestor(rows: np.ndarray, uid: np.ndarray, row_of: pd.Series, parent: pd.Series,
-                    target: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _every_ancestor(
+    rows: np.ndarray, uid: np.ndarray, row_of: pd.Series, parent: pd.Series, target: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
     """(row, ancestor row) pairs: each of `rows` with every enclosing op whose unit row is in `target`."""
     kids, ancs = [], []
     origin = rows
@@ -120,8 +125,9 @@ def _parent_unit(uid: np.ndarray, row_of: pd.Series, parent: pd.Series) -> np.nd
     return out
 
 
-def _nearest_costed_ancestor(rows: np.ndarray, uid: np.ndarray, row_of: pd.Series, parent: pd.Series,
-                             target: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _nearest_costed_ancestor(
+    rows: np.ndarray, uid: np.ndarray, row_of: pd.Series, parent: pd.Series, target: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
     """(child rows, ancestor rows): for each of `rows`, its nearest enclosing op whose unit row
     is marked in `target` (walking up through ops that are not), when there is one."""
     cur = parent.reindex(uid[rows]).fillna(-1).to_numpy(dtype=np.int64)

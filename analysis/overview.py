@@ -37,7 +37,11 @@ def overview(trace: Trace) -> Overview:
     runtime = _runtime(first)
     if runtime:
         framework += f", {runtime}"
-    world = {m.get("distributedInfo", {}).get("world_size") for m in ranks_meta.values() if isinstance(m.get("distributedInfo"), dict)}
+    world = {
+        m.get("distributedInfo", {}).get("world_size")
+        for m in ranks_meta.values()
+        if isinstance(m.get("distributedInfo"), dict)
+    }
     world.discard(None)
     counts = ev["kind"].value_counts(sort=True)
     steps = np.unique(ev["step"].to_numpy())
@@ -47,7 +51,9 @@ def overview(trace: Trace) -> Overview:
         files=tuple(trace.metadata.get("files", ())),
         ranks=tuple(trace.ranks),
         world_size=max(world) if world else None,
-        devices=tuple((int(r), str(d), str(n)) for r, d, n in trace.devices[["rank", "device", "name"]].itertuples(index=False)),
+        devices=tuple(
+            (int(r), str(d), str(n)) for r, d, n in trace.devices[["rank", "device", "name"]].itertuples(index=False)
+        ),
         start_ns=int(ev["ts"].min()) if len(ev) else 0,
         end_ns=int(end.max()) if len(ev) else 0,
         events_by_kind=tuple((str(k), int(v)) for k, v in counts.items() if v),
@@ -65,8 +71,6 @@ def select_rank(trace: Trace, rank: int) -> Trace:
     meta = dict(trace.metadata)
     meta["ranks"] = {k: v for k, v in meta.get("ranks", {}).items() if k == str(rank)}
     return Trace(events=ev, counters=co, flows=fl, devices=dv, metadata=meta, problems=trace.problems)
-
-
 
 
 def _runtime(meta: dict) -> str:

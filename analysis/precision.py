@@ -24,7 +24,9 @@ TF32_KERNEL = re.compile(r"tf32|s1688gemm|s16816gemm|s1688|s16816", re.IGNORECAS
 _MATRIX = ("gemm", "conv", "attention")
 
 
-def with_tf32(events: pd.DataFrame, units: pd.DataFrame, costs: pd.DataFrame, metadata: dict | None = None) -> pd.DataFrame:
+def with_tf32(
+    events: pd.DataFrame, units: pd.DataFrame, costs: pd.DataFrame, metadata: dict | None = None
+) -> pd.DataFrame:
     """`costs` (rows aligned with `units`) with dtype 'tf32' for fp32 matrix units that ran TF32
     kernels (or any, when the trace metadata says allow_tf32). Returns a copy."""
     out = costs.copy()
@@ -38,9 +40,15 @@ def with_tf32(events: pd.DataFrame, units: pd.DataFrame, costs: pd.DataFrame, me
         work = events[events["kind"].isin([k.value for k in DEVICE_WORK_KINDS]).to_numpy()]
         names = work["name"].astype(object).to_numpy()
         codes, distinct = pd.factorize(names)
-        is_tf32 = np.array([bool(TF32_KERNEL.search(str(n))) for n in distinct], dtype=bool)[codes] if len(distinct) else np.zeros(0, bool)
+        is_tf32 = (
+            np.array([bool(TF32_KERNEL.search(str(n))) for n in distinct], dtype=bool)[codes]
+            if len(distinct)
+            else np.zeros(0, bool)
+        )
         op_ids = work["op_id"].to_numpy()
-        tf32_units = set(op_ids[is_tf32 & (op_ids >= 0)].tolist()) | set(work["id"].to_numpy()[is_tf32 & (op_ids < 0)].tolist())
+        tf32_units = set(op_ids[is_tf32 & (op_ids >= 0)].tolist()) | set(
+            work["id"].to_numpy()[is_tf32 & (op_ids < 0)].tolist()
+        )
         hit = fp32_matrix & units["unit_id"].isin(tf32_units).to_numpy()
     out.loc[hit, "dtype"] = "tf32"
     return out

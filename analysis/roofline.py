@@ -41,7 +41,9 @@ FLOOR_COLUMNS = ["t_compute_ns", "t_memory_ns", "t_comm_ns", "t_runtime_ns"]
 _FLOOR_BOUND = [Bound.COMPUTE.value, Bound.MEMORY.value, Bound.COMMUNICATION.value, Bound.RUNTIME.value]
 
 
-def classify(units: pd.DataFrame, costs: pd.DataFrame, spec_for: Callable[[int, str], HardwareSpec | None]) -> pd.DataFrame:
+def classify(
+    units: pd.DataFrame, costs: pd.DataFrame, spec_for: Callable[[int, str], HardwareSpec | None]
+) -> pd.DataFrame:
     """`units` (analysis.units.units) joined with `costs` (analysis.cost.cost_table, same rows).
 
     Adds: family, dtype, flops, flops_effective, bytes_read, bytes_written, bytes (float, NaN
@@ -87,9 +89,15 @@ def classify(units: pd.DataFrame, costs: pd.DataFrame, spec_for: Callable[[int, 
     # a collective whose message the record lacks (a DeepEP or custom all-reduce kernel) still
     # waits on its link: communication-bound, with no floor and no efficiency
     unsized_comm = ~known & (out["family"] == "collective").to_numpy()
-    out["bound"] = pd.Series(np.where(known, np.array(_FLOOR_BOUND, dtype=object)[filled.argmax(axis=1)],
-                                      np.where(unsized_comm, Bound.COMMUNICATION.value, Bound.UNKNOWN.value)),
-                             dtype=object, index=out.index)
+    out["bound"] = pd.Series(
+        np.where(
+            known,
+            np.array(_FLOOR_BOUND, dtype=object)[filled.argmax(axis=1)],
+            np.where(unsized_comm, Bound.COMMUNICATION.value, Bound.UNKNOWN.value),
+        ),
+        dtype=object,
+        index=out.index,
+    )
     time_ns = out["time_ns"].to_numpy(dtype=np.float64)
     with np.errstate(divide="ignore", invalid="ignore"):
         out["efficiency"] = np.where(known & (time_ns > 0), out["floor_ns"] / time_ns, np.nan)
@@ -122,7 +130,9 @@ def _floors(u: pd.DataFrame, spec: HardwareSpec) -> tuple[np.ndarray, np.ndarray
     return np.stack([t_compute, t_memory, t_comm, t_runtime], axis=1), level
 
 
-def _host_link_floor(u: pd.DataFrame, spec: HardwareSpec, t_memory: np.ndarray, level: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _host_link_floor(
+    u: pd.DataFrame, spec: HardwareSpec, t_memory: np.ndarray, level: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
     """t_memory raised to the host-link time of the units' host-device copies (module docstring).
     The bytes are the copies' recorded sizes (NaN: a copy recorded none), else the bytes the
     unit writes (the destination)."""
@@ -145,8 +155,14 @@ def by(classified: pd.DataFrame, key: str) -> pd.DataFrame:
     codes, values = pd.factorize(classified[key].fillna("unknown").to_numpy(dtype=object))
     time_ns = np.bincount(codes, weights=classified["time_ns"].to_numpy(dtype=np.float64), minlength=len(values))
     total = time_ns.sum()
-    g = pd.DataFrame({key: values, "units": np.bincount(codes, minlength=len(values)),
-                      "time_ns": time_ns.astype(np.int64), "share": time_ns / total if total else 0.0})
+    g = pd.DataFrame(
+        {
+            key: values,
+            "units": np.bincount(codes, minlength=len(values)),
+            "time_ns": time_ns.astype(np.int64),
+            "share": time_ns / total if total else 0.0,
+        }
+    )
     return g.sort_values("time_ns", ascending=False, kind="stable").reset_index(drop=True)
 
 
@@ -183,11 +199,18 @@ def groups(classified: pd.DataFrame, keys: tuple[str, ...] = ("name", "shapes"))
     g["dtype"] = c["dtype"].to_numpy(dtype=object)[first]
     if "memory_level" in c:
         g["memory_level"] = c["memory_level"].to_numpy(dtype=object)[first]
-    g["unknown"] = np.bincount(codes, weights=(c["bound"].to_numpy(dtype=object) == Bound.UNKNOWN.value).astype(np.float64), minlength=n) > 0
+    g["unknown"] = (
+        np.bincount(
+            codes, weights=(c["bound"].to_numpy(dtype=object) == Bound.UNKNOWN.value).astype(np.float64), minlength=n
+        )
+        > 0
+    )
     floors = g[FLOOR_COLUMNS].to_numpy()
     bound = np.array(_FLOOR_BOUND, dtype=object)[np.nan_to_num(floors, nan=-1).argmax(axis=1)]
     no_floor = np.isnan(floors).all(axis=1)
-    bound = np.where(no_floor & (g["family"] == "collective").to_numpy(), Bound.COMMUNICATION.value, bound)  # unsized collectives
+    bound = np.where(
+        no_floor & (g["family"] == "collective").to_numpy(), Bound.COMMUNICATION.value, bound
+    )  # unsized collectives
     g["bound"] = np.where(g.pop("unknown").to_numpy(dtype=bool), Bound.UNKNOWN.value, bound)
     unknown = g["bound"] == Bound.UNKNOWN.value
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -207,7 +230,9 @@ def groups(classified: pd.DataFrame, keys: tuple[str, ...] = ("name", "shapes"))
     return flag(g)
 
 
-def utilization(classified: pd.DataFrame, equation: pd.DataFrame, spec_for: Callable[[int, str], HardwareSpec | None]) -> pd.DataFrame:
+def utilization(
+    classified: pd.DataFrame, equation: pd.DataFrame, spec_for: Callable[[int, str], HardwareSpec | None]
+) -> pd.DataFrame:
     """Achieved over peak per resource and device (the XProf / Nsight Compute view), and the
     time the device's units would take at their floors (the what-if lower bound).
 
@@ -229,30 +254,46 @@ def utilization(classified: pd.DataFrame, equation: pd.DataFrame, spec_for: Call
         top_dtype = str(by_dtype.idxmax()) if len(by_dtype) and by_dtype.max() > 0 else "fp32"
         peak = spec.peak(top_dtype, "matrix") if spec else float("nan")
         bw = spec.bandwidth() if spec else float("nan")
-        rows.append({
-            "rank": int(r.rank), "device": str(r.device), "flops": flops, "bytes": nbytes,
-            "comm_bytes": float(np.nansum(known["algo_bytes"])) if "algo_bytes" in known else 0.0,
-            "flops_per_s": flops / window_s, "bytes_per_s": nbytes / window_s,
-            "compute_util": flops / window_s / peak, "compute_dtype": top_dtype, "memory_util": nbytes / window_s / bw,
-            "floor_ns": float(np.nansum(known["floor_ns"])),
-            "unknown_ns": float(u.loc[u["bound"] == Bound.UNKNOWN.value, "time_ns"].sum()),
-        })
+        rows.append(
+            {
+                "rank": int(r.rank),
+                "device": str(r.device),
+                "flops": flops,
+                "bytes": nbytes,
+                "comm_bytes": float(np.nansum(known["algo_bytes"])) if "algo_bytes" in known else 0.0,
+                "flops_per_s": flops / window_s,
+                "bytes_per_s": nbytes / window_s,
+                "compute_util": flops / window_s / peak,
+                "compute_dtype": top_dtype,
+                "memory_util": nbytes / window_s / bw,
+                "floor_ns": float(np.nansum(known["floor_ns"])),
+                "unknown_ns": float(u.loc[u["bound"] == Bound.UNKNOWN.value, "time_ns"].sum()),
+            }
+        )
     return pd.DataFrame(rows)
 
 
 def _dominant_dtype(known: pd.DataFrame) -> dict[tuple[int, str], str]:
     """(rank, device) -> the dtype with the most effective FLOPs there (MFU's peak is that dtype's)."""
     codes, first = key_codes(known, ("rank", "device", "dtype"))
-    total = np.bincount(codes, weights=np.nan_to_num(known["flops_effective"].to_numpy(dtype=np.float64)), minlength=len(first))
+    total = np.bincount(
+        codes, weights=np.nan_to_num(known["flops_effective"].to_numpy(dtype=np.float64)), minlength=len(first)
+    )
     best: dict[tuple[int, str], tuple[float, str]] = {}
-    for rank, device, dtype, f in zip(known["rank"].to_numpy()[first].tolist(), known["device"].to_numpy(dtype=object)[first].tolist(),
-                                      known["dtype"].to_numpy(dtype=object)[first].tolist(), total.tolist()):
+    for rank, device, dtype, f in zip(
+        known["rank"].to_numpy()[first].tolist(),
+        known["device"].to_numpy(dtype=object)[first].tolist(),
+        known["dtype"].to_numpy(dtype=object)[first].tolist(),
+        total.tolist(),
+    ):
         if f > 0 and f > best.get((rank, str(device)), (0.0, ""))[0]:
             best[(rank, str(device))] = (f, str(dtype) if isinstance(dtype, str) else "fp32")
     return {k: v[1] for k, v in best.items()}
 
 
-def iterations(classified: pd.DataFrame, by_step: pd.DataFrame, spec_for: Callable[[int, str], HardwareSpec | None]) -> pd.DataFrame:
+def iterations(
+    classified: pd.DataFrame, by_step: pd.DataFrame, spec_for: Callable[[int, str], HardwareSpec | None]
+) -> pd.DataFrame:
     """Per ProfilerStep iteration and device: the wall equation of its work (analysis.attribution
     with by_step) plus MFU and MBU: the effective FLOPs (and memory bytes) of the step's known
     units over the step's window, against the matrix peak of the dtype with the most FLOPs (and
@@ -265,8 +306,13 @@ def iterations(classified: pd.DataFrame, by_step: pd.DataFrame, spec_for: Callab
     flops = known["flops_effective"].to_numpy(dtype=np.float64)
     nbytes = known["bytes"].to_numpy(dtype=np.float64)
     codes, first = key_codes(known, ("rank", "device", "step"))
-    keys = list(zip(known["rank"].to_numpy()[first].tolist(), known["device"].to_numpy(dtype=object)[first].tolist(),
-                    known["step"].to_numpy()[first].tolist()))
+    keys = list(
+        zip(
+            known["rank"].to_numpy()[first].tolist(),
+            known["device"].to_numpy(dtype=object)[first].tolist(),
+            known["step"].to_numpy()[first].tolist(),
+        )
+    )
     step_flops = dict(zip(keys, np.bincount(codes, weights=np.nan_to_num(flops), minlength=len(first)).tolist()))
     step_bytes = dict(zip(keys, np.bincount(codes, weights=np.nan_to_num(nbytes), minlength=len(first)).tolist()))
     rows = list(zip(out["rank"].tolist(), out["device"].astype(object).tolist(), out["step"].tolist()))

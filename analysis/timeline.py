@@ -22,13 +22,17 @@ def streams(trace: Trace) -> pd.DataFrame:
     """Per stream of each device: rank, device, stream (track name), work_events, busy_ns,
     idle_ns (device window - busy: the stream waits while other streams work), share (of window)."""
     ev = trace.events
-    work = ev.loc[ev["kind"].isin([k.value for k in DEVICE_WORK_KINDS]).to_numpy(), ["rank", "device", "track", "ts", "dur"]]
+    work = ev.loc[
+        ev["kind"].isin([k.value for k in DEVICE_WORK_KINDS]).to_numpy(), ["rank", "device", "track", "ts", "dur"]
+    ]
     rows = []
     for (rank, device), w in work.groupby(["rank", "device"], observed=True, sort=True):
         window = int((w["ts"] + w["dur"]).max() - w["ts"].min())
         for track, s in w.groupby("track", observed=True, sort=True):
             busy = union_length(s["ts"].to_numpy(), (s["ts"] + s["dur"]).to_numpy())
-            rows.append((int(rank), str(device), str(track), len(s), busy, window - busy, busy / window if window else 0.0))
+            rows.append(
+                (int(rank), str(device), str(track), len(s), busy, window - busy, busy / window if window else 0.0)
+            )
     return pd.DataFrame(rows, columns=["rank", "device", "stream", "work_events", "busy_ns", "idle_ns", "share"])
 
 
@@ -48,9 +52,16 @@ def communication_overlap(trace: Trace, classified: pd.DataFrame) -> pd.DataFram
     if not (is_coll_work | is_coll_region).any():
         return pd.DataFrame(columns=["rank", "device", "comm_ns", "overlapped_ns", "exposed_ns"])
     devices = ev["device"].cat
-    frame = pd.DataFrame({"rank": ev["rank"].to_numpy()[keep], "device": devices.codes.to_numpy()[keep],
-                          "s": ev["ts"].to_numpy()[keep], "e": (ev["ts"] + ev["dur"]).to_numpy()[keep],
-                          "coll": (is_coll_work | is_coll_region)[keep], "other": (is_work & ~is_coll_work)[keep]})
+    frame = pd.DataFrame(
+        {
+            "rank": ev["rank"].to_numpy()[keep],
+            "device": devices.codes.to_numpy()[keep],
+            "s": ev["ts"].to_numpy()[keep],
+            "e": (ev["ts"] + ev["dur"]).to_numpy()[keep],
+            "coll": (is_coll_work | is_coll_region)[keep],
+            "other": (is_work & ~is_coll_work)[keep],
+        }
+    )
     for (rank, code), g in frame.groupby(["rank", "device"], sort=True):
         device = devices.categories[code]
         comm = g[g["coll"]]
@@ -71,13 +82,29 @@ def launch_delays(trace: Trace) -> pd.DataFrame:
     ev = trace.events
     fl = trace.flows[trace.flows["kind"] == "launch"]
     if fl.empty:
-        return pd.DataFrame(columns=["rank", "stream", "launches", "delay_p50_ns", "delay_p95_ns", "delay_max_ns",
-                                     "queue_mean", "queue_max"])
+        return pd.DataFrame(
+            columns=[
+                "rank",
+                "stream",
+                "launches",
+                "delay_p50_ns",
+                "delay_p95_ns",
+                "delay_max_ns",
+                "queue_mean",
+                "queue_max",
+            ]
+        )
     pos = pd.Index(ev["id"].to_numpy())
     src, dst = pos.get_indexer(fl["src"].to_numpy()), pos.get_indexer(fl["dst"].to_numpy())
     ts = ev["ts"].to_numpy()
-    df = pd.DataFrame({"rank": ev["rank"].to_numpy()[dst], "stream": ev["track"].cat.codes.to_numpy()[dst],
-                       "launch": ts[src], "start": ts[dst]})
+    df = pd.DataFrame(
+        {
+            "rank": ev["rank"].to_numpy()[dst],
+            "stream": ev["track"].cat.codes.to_numpy()[dst],
+            "launch": ts[src],
+            "start": ts[dst],
+        }
+    )
     names = ev["track"].cat.categories
     rows = []
     for (rank, stream), g in df.groupby(["rank", "stream"], sort=True):
@@ -86,7 +113,28 @@ def launch_delays(trace: Trace) -> pd.DataFrame:
         # at each launch: issued so far (incl. this one) minus started by then
         depth = np.arange(1, len(launch) + 1) - np.searchsorted(start, launch, side="right")
         depth = np.maximum(depth, 0)
-        rows.append((int(rank), str(names[stream]), len(g), int(np.percentile(delay, 50)), int(np.percentile(delay, 95)),
-                     int(delay.max()), float(depth.mean()), int(depth.max())))
-    return pd.DataFrame(rows, columns=["rank", "stream", "launches", "delay_p50_ns", "delay_p95_ns", "delay_max_ns",
-                                       "queue_mean", "queue_max"])
+        rows.append(
+            (
+                int(rank),
+                str(names[stream]),
+                len(g),
+                int(np.percentile(delay, 50)),
+                int(np.percentile(delay, 95)),
+                int(delay.max()),
+                float(depth.mean()),
+                int(depth.max()),
+            )
+        )
+    return pd.DataFrame(
+        rows,
+        columns=[
+            "rank",
+            "stream",
+            "launches",
+            "delay_p50_ns",
+            "delay_p95_ns",
+            "delay_max_ns",
+            "queue_mean",
+            "queue_max",
+        ],
+    )

@@ -30,8 +30,9 @@ def top_ops(trace: Trace, busy_ns: int, n: int | None = 20) -> pd.DataFrame:
     # device time launched per op row (ids are row positions' labels: map through an index)
     launched = np.zeros(len(ev), dtype=np.int64)
     np.add.at(launched, pd.Index(ev["id"].to_numpy()).get_indexer(ev["op_id"].to_numpy()[dev]), dur[dev])
-    g = _grouped(ev["name"].cat.codes.to_numpy()[is_op], ev["shapes"].cat.codes.to_numpy()[is_op],
-                 dur[is_op], launched[is_op])
+    g = _grouped(
+        ev["name"].cat.codes.to_numpy()[is_op], ev["shapes"].cat.codes.to_numpy()[is_op], dur[is_op], launched[is_op]
+    )
     g["name"] = ev["name"].cat.categories.to_numpy(dtype=object)[g.pop("a")]
     g["shapes"] = ev["shapes"].cat.categories.to_numpy(dtype=object)[g.pop("b")]
     key = "device_ns" if g["device_ns"].sum() > 0 else "total_ns"
@@ -42,12 +43,15 @@ def _grouped(a: np.ndarray, b: np.ndarray, dur: np.ndarray, device: np.ndarray) 
     """Group rows by the code pair (a, b): count, summed dur and device time (bincount, no pandas groupby)."""
     pair = a.astype(np.int64) << 32 | b.astype(np.int64)
     codes, uniq = pd.factorize(pair)
-    return pd.DataFrame({
-        "a": (uniq >> 32).astype(np.int64), "b": (uniq & 0xFFFFFFFF).astype(np.int64),
-        "count": np.bincount(codes, minlength=len(uniq)),
-        "total_ns": np.bincount(codes, weights=dur, minlength=len(uniq)).astype(np.int64),
-        "device_ns": np.bincount(codes, weights=device, minlength=len(uniq)).astype(np.int64),
-    })
+    return pd.DataFrame(
+        {
+            "a": (uniq >> 32).astype(np.int64),
+            "b": (uniq & 0xFFFFFFFF).astype(np.int64),
+            "count": np.bincount(codes, minlength=len(uniq)),
+            "total_ns": np.bincount(codes, weights=dur, minlength=len(uniq)).astype(np.int64),
+            "device_ns": np.bincount(codes, weights=device, minlength=len(uniq)).astype(np.int64),
+        }
+    )
 
 
 def top_kernels(trace: Trace, busy_ns: int, n: int | None = 20) -> pd.DataFrame:

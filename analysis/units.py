@@ -18,8 +18,20 @@ from profiler.model.trace import Trace
 
 _LABELS = ["name", "shapes", "dtypes", "concrete", "collective", "msg_dtype"]
 _NUMBERS = ["msg_in_nelems", "msg_out_nelems", "group_size"]  # collective message, as recorded
-UNIT_COLUMNS = ["unit_id", "rank", "device", "kind", *_LABELS, *_NUMBERS, "step", "start_ns", "end_ns", "time_ns", "work_events",
-                "host_copy_bytes"]
+UNIT_COLUMNS = [
+    "unit_id",
+    "rank",
+    "device",
+    "kind",
+    *_LABELS,
+    *_NUMBERS,
+    "step",
+    "start_ns",
+    "end_ns",
+    "time_ns",
+    "work_events",
+    "host_copy_bytes",
+]
 #: Copies between host and device memory, as Kineto and roctracer name them ('Memcpy HtoD
 #: (Pinned -> Device)', 'Memcpy DtoH (Device -> Host)'): they cross the host link, not HBM.
 HOST_COPY = r"(?i)\b(?:HtoD|DtoH)\b|(?:host|pinned|pageable)\s*->\s*device|device\s*->\s*(?:host|pinned|pageable)"
@@ -53,8 +65,18 @@ def units(trace: Trace) -> pd.DataFrame:
         frames.append(_cpu_units(ev, cpu_only))
     frames = [f for f in frames if len(f)]
     if not frames:
-        return pd.DataFrame({c: pd.Series(dtype="int64" if c.endswith(("_ns", "_id", "events")) else
-                                          "float64" if c.endswith("bytes") else object) for c in UNIT_COLUMNS})
+        return pd.DataFrame(
+            {
+                c: pd.Series(
+                    dtype="int64"
+                    if c.endswith(("_ns", "_id", "events"))
+                    else "float64"
+                    if c.endswith("bytes")
+                    else object
+                )
+                for c in UNIT_COLUMNS
+            }
+        )
     return pd.concat(frames, ignore_index=True)[UNIT_COLUMNS]
 
 
@@ -76,17 +98,20 @@ def _device_units(ev: pd.DataFrame, is_work: np.ndarray) -> pd.DataFrame:
     has_op = np.isin(unit_ids, op_id[op_id >= 0])
     pos = pd.Index(ids)
     label_row = np.where(has_op, pos.get_indexer(np.where(has_op, unit_ids, ids[work_rows[first]])), work_rows[first])
-    out = pd.DataFrame({
-        "unit_id": unit_ids,
-        "rank": ev["rank"].to_numpy()[work_rows[first]],
-        "device": _text(_labels(ev, "device", work_rows[first])),
-        "kind": _text(np.where(has_op, Kind.OP.value, _labels(ev, "kind", work_rows[first]))),
-        "step": ev["step"].to_numpy()[work_rows[first]],
-        "start_ns": lo, "end_ns": hi,
-        "time_ns": grouped_union_length(codes, start, end).reindex(np.arange(len(unit_ids))).to_numpy(),
-        "work_events": np.bincount(codes, minlength=len(unit_ids)),
-        "host_copy_bytes": _host_copy_bytes(ev, work_rows, codes, len(unit_ids)),
-    })
+    out = pd.DataFrame(
+        {
+            "unit_id": unit_ids,
+            "rank": ev["rank"].to_numpy()[work_rows[first]],
+            "device": _text(_labels(ev, "device", work_rows[first])),
+            "kind": _text(np.where(has_op, Kind.OP.value, _labels(ev, "kind", work_rows[first]))),
+            "step": ev["step"].to_numpy()[work_rows[first]],
+            "start_ns": lo,
+            "end_ns": hi,
+            "time_ns": grouped_union_length(codes, start, end).reindex(np.arange(len(unit_ids))).to_numpy(),
+            "work_events": np.bincount(codes, minlength=len(unit_ids)),
+            "host_copy_bytes": _host_copy_bytes(ev, work_rows, codes, len(unit_ids)),
+        }
+    )
     for c in _LABELS:
         values = _labels(ev, c, label_row)
         if c in ("collective", "msg_dtype"):  # the op may not record them while its kernel does
@@ -102,7 +127,9 @@ def _host_copy_bytes(ev: pd.DataFrame, work_rows: np.ndarray, codes: np.ndarray,
     """Per unit (codes index the units), the recorded bytes of its host-device copies; NaN
     where one of them recorded no size."""
     names = ev["name"].cat.categories
-    host = np.isin(ev["name"].cat.codes.to_numpy()[work_rows], np.flatnonzero(names.str.contains(HOST_COPY, regex=True)))
+    host = np.isin(
+        ev["name"].cat.codes.to_numpy()[work_rows], np.flatnonzero(names.str.contains(HOST_COPY, regex=True))
+    )
     host &= ev["kind"].to_numpy()[work_rows] == Kind.MEMCPY.value
     size = ev["bytes_recorded"].to_numpy()[work_rows].astype(np.float64)
     size = np.where(size >= 0, size, np.nan)
@@ -172,9 +199,16 @@ def self_segments(ev: pd.DataFrame, rows: np.ndarray) -> pd.DataFrame:
     [c1.end, c2.start), ..., [ck.end, op.end); an op without children is one piece.
     """
     is_op = ev["kind"].isin(_CPU_WORK).to_numpy() & rows
-    ops = pd.DataFrame({"op": ev["id"].to_numpy()[is_op], "start": ev["ts"].to_numpy()[is_op],
-                        "end": (ev["ts"] + ev["dur"]).to_numpy()[is_op], "rank": ev["rank"].to_numpy()[is_op],
-                        "device": ev["device"].astype(object).to_numpy()[is_op], "step": ev["step"].to_numpy()[is_op]})
+    ops = pd.DataFrame(
+        {
+            "op": ev["id"].to_numpy()[is_op],
+            "start": ev["ts"].to_numpy()[is_op],
+            "end": (ev["ts"] + ev["dur"]).to_numpy()[is_op],
+            "rank": ev["rank"].to_numpy()[is_op],
+            "device": ev["device"].astype(object).to_numpy()[is_op],
+            "step": ev["step"].to_numpy()[is_op],
+        }
+    )
     kids = pd.DataFrame({"op": op_parent(ev)[is_op], "start": ops["start"].to_numpy(), "end": ops["end"].to_numpy()})
     kids = kids[kids["op"] >= 0].sort_values(["op", "start"], kind="stable")
     # a piece ends at each child's start and begins at the previous child's end (or the op's start)

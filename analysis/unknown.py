@@ -46,9 +46,18 @@ def unknown_summary(trace: Trace, classified: pd.DataFrame, top: int = 10) -> tu
     if unk.empty or total <= 0:
         return 0.0, pd.DataFrame(columns=UNKNOWN_COLUMNS)
     graph = _graph_replayed(trace, unk)
-    g = unk.assign(graph=graph).groupby("name", sort=False).agg(
-        units=("time_ns", "size"), time_ns=("time_ns", "sum"), graph=("graph", "all"),
-        shapes=("shapes", "first"), kind=("kind", "first")).reset_index()
+    g = (
+        unk.assign(graph=graph)
+        .groupby("name", sort=False)
+        .agg(
+            units=("time_ns", "size"),
+            time_ns=("time_ns", "sum"),
+            graph=("graph", "all"),
+            shapes=("shapes", "first"),
+            kind=("kind", "first"),
+        )
+        .reset_index()
+    )
     g["share"] = g["time_ns"] / total
     g["reason"] = [_reason(r) for r in g.itertuples(index=False)]
     g = g.sort_values("time_ns", ascending=False, kind="stable").head(top)
@@ -84,5 +93,9 @@ def _graph_replayed(trace: Trace, units: pd.DataFrame) -> np.ndarray:
     names = ev["name"].astype(str).to_numpy()
     pos = pd.Index(ev["id"].to_numpy())
     src = pos.get_indexer(fl["src"].to_numpy())
-    graph_dst = set(fl["dst"].to_numpy()[(src >= 0) & np.array([bool(GRAPH_LAUNCH.search(names[i])) if i >= 0 else False for i in src])].tolist())
+    graph_dst = set(
+        fl["dst"]
+        .to_numpy()[(src >= 0) & np.array([bool(GRAPH_LAUNCH.search(names[i])) if i >= 0 else False for i in src])]
+        .tolist()
+    )
     return np.array([k != "op" and uid in graph_dst for k, uid in zip(units["kind"], units["unit_id"])], dtype=bool)

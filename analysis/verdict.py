@@ -54,8 +54,16 @@ BOUNDS = {
     "idle_other_ns": ("idle", "device idle, cause not recorded"),
 }
 #: Which critical-path split each bound should show: host work, device work or waiting.
-PATH_SIDE = {"host": "host", "runtime": "device", "sync": "waiting", "idle": "waiting", "compute": "device",
-             "memory": "device", "communication": "device", "unknown": "device"}
+PATH_SIDE = {
+    "host": "host",
+    "runtime": "device",
+    "sync": "waiting",
+    "idle": "waiting",
+    "compute": "device",
+    "memory": "device",
+    "communication": "device",
+    "unknown": "device",
+}
 #: Actions saving less than this share of the wall are noise, not shown.
 NOISE = 0.001
 #: Idle-gap categories merged into one action (they share a lever: take the host off the loop).
@@ -63,8 +71,7 @@ _LAUNCH_BOUND = ("python", "dispatch", "launch")
 #: group -> (title, lever, what the host ran)
 _HOST_ACTIONS = {
     "launch-bound": ("cut Python and dispatch between launches", "CUDA graphs/torch.compile", "Python/dispatch"),
-    "input": ("take input loading/preprocessing off the device's path", "DataLoader workers, pinned memory",
-              "input"),
+    "input": ("take input loading/preprocessing off the device's path", "DataLoader workers, pinned memory", "input"),
 }
 
 
@@ -100,8 +107,9 @@ class Verdict:
     path_agrees: bool | None = None
 
 
-def verdict(equation: pd.DataFrame, critical_paths: tuple = (), advice: tuple = (), idle: IdleGaps | None = None,
-            top: int = 3) -> Verdict | None:
+def verdict(
+    equation: pd.DataFrame, critical_paths: tuple = (), advice: tuple = (), idle: IdleGaps | None = None, top: int = 3
+) -> Verdict | None:
     """The verdict from the wall equation (rank span), the critical paths, the advice and the
     idle gaps (module docstring); None without an equation (nothing was classified)."""
     if equation is None or equation.empty:
@@ -114,27 +122,42 @@ def verdict(equation: pd.DataFrame, critical_paths: tuple = (), advice: tuple = 
     times = {col: int(eq[col].sum()) for col in BOUNDS}
     ranked = sorted(BOUNDS, key=lambda c: -times[c])
     cpu = not len(gpu)  # a CPU-only run: its ops are the work, and no "device" stands apart from the host
-    shares = tuple((BOUNDS[c][0], BOUNDS[c][1].removeprefix("device ") if cpu else BOUNDS[c][1], times[c], times[c] / window)
-                   for c in ranked)
+    shares = tuple(
+        (BOUNDS[c][0], BOUNDS[c][1].removeprefix("device ") if cpu else BOUNDS[c][1], times[c], times[c] / window)
+        for c in ranked
+    )
     bound, label, _, share = shares[0]
     labels = [f"rank{r}/{d}" for r, d in zip(eq["rank"], eq["device"])]
     scope = labels[0] if len(labels) == 1 else f"{len(labels)} devices summed"
     evidence = [_balance(eq, window, times, "CPU busy" if cpu else "device busy")]
     evidence += _idle_evidence(idle, bound)
     if times["idle_other_ns"] >= 0.2 * window:  # large enough to need a word, whatever the bound
-        evidence.append(f"idle {fmt_ns(times['idle_other_ns'])} with its work already launched: it started late "
-                        "(another process? clock skew?)")
+        evidence.append(
+            f"idle {fmt_ns(times['idle_other_ns'])} with its work already launched: it started late "
+            "(another process? clock skew?)"
+        )
     path, agrees = _path_evidence(critical_paths, bound, times, window)
     actions = _actions(advice, idle, eq, top)
-    return Verdict(bound=bound, label=label, share=share, window_ns=window, scope=scope, shares=shares,
-                   evidence=tuple(evidence + path), actions=actions, path_agrees=agrees)
+    return Verdict(
+        bound=bound,
+        label=label,
+        share=share,
+        window_ns=window,
+        scope=scope,
+        shares=shares,
+        evidence=tuple(evidence + path),
+        actions=actions,
+        path_agrees=agrees,
+    )
 
 
 def _balance(eq: pd.DataFrame, window: int, t: dict[str, int], what: str) -> str:
     busy = int(eq["busy_ns"].sum())
-    return (f"{what} {fmt_ns(busy)} ({100 * busy / window:.1f}%), idle {fmt_ns(window - busy)}: "
-            f"host late {fmt_ns(t['idle_host_ns'])}, host blocked {fmt_ns(t['idle_sync_ns'])}, "
-            f"other {fmt_ns(t['idle_other_ns'])}")
+    return (
+        f"{what} {fmt_ns(busy)} ({100 * busy / window:.1f}%), idle {fmt_ns(window - busy)}: "
+        f"host late {fmt_ns(t['idle_host_ns'])}, host blocked {fmt_ns(t['idle_sync_ns'])}, "
+        f"other {fmt_ns(t['idle_other_ns'])}"
+    )
 
 
 def _idle_evidence(idle: IdleGaps | None, bound: str) -> list[str]:
@@ -156,9 +179,11 @@ def _gap_sentences(g: pd.Series) -> list[str]:
     if g["sync_ns"] > g["dur_ns"] / 2:
         call = _short(str(g["activity"]).split(" (")[0], 40)
         queued = g["next_name"] and g["host_ns"] < g["sync_ns"]
-        return [f"largest gap {fmt_ns(g['dur_ns'])}: host blocked in {call} while the device idled",
-                f"{_short(_bare(g['next_name']), 48)} sat queued, so " * bool(queued) + "the wait was not on device work:",
-                "another stream, thread, process or rank, or no requests; the trace cannot tell which"]
+        return [
+            f"largest gap {fmt_ns(g['dur_ns'])}: host blocked in {call} while the device idled",
+            f"{_short(_bare(g['next_name']), 48)} sat queued, so " * bool(queued) + "the wait was not on device work:",
+            "another stream, thread, process or rank, or no requests; the trace cannot tell which",
+        ]
     head = f"largest gap {fmt_ns(g['dur_ns'])} {where}; the host ran "
     return [head + _short(_first_activity(g["activity"]), 94 - len(head))]
 
@@ -196,15 +221,21 @@ def _path_evidence(paths: tuple, bound: str, times: dict[str, int], window: int)
     paths = [p for p in paths if p.length_ns > 0 and p.verdict != "cpu-only"]
     if not paths:
         return [], None
-    sides = {"host": sum(p.on_host_ns for p in paths), "device": sum(p.on_device_ns for p in paths),
-             "waiting": sum(p.waiting_ns for p in paths)}
+    sides = {
+        "host": sum(p.on_host_ns for p in paths),
+        "device": sum(p.on_device_ns for p in paths),
+        "waiting": sum(p.waiting_ns for p in paths),
+    }
     length = sum(p.length_ns for p in paths)
     side = max(sides, key=lambda s: sides[s])
     agrees = PATH_SIDE.get(bound) == side
     split = ", ".join(f"{s} {100 * v / length:.0f}%" for s, v in sides.items())
     if agrees:
         return [f"critical path: {split} of {fmt_ns(length)} (agrees)"], True
-    return [f"critical path: {split} of {fmt_ns(length)}", f"path and split differ: {_why(bound, side, times, window)}"], False
+    return [
+        f"critical path: {split} of {fmt_ns(length)}",
+        f"path and split differ: {_why(bound, side, times, window)}",
+    ], False
 
 
 def _why(bound: str, side: str, t: dict[str, int], window: int) -> str:
@@ -221,8 +252,11 @@ def _why(bound: str, side: str, t: dict[str, int], window: int) -> str:
 
 def _actions(advice: tuple, idle: IdleGaps | None, eq: pd.DataFrame, top: int) -> tuple[Action, ...]:
     wall = int(eq["window_ns"].max())  # no change saves more than the longest wall it runs in
-    out = [Action(a.title, min(float(a.saving_ns), wall), "", a.evidence, f"advice:{a.kind}")
-           for a in advice if a.saving_ns > 0]
+    out = [
+        Action(a.title, min(float(a.saving_ns), wall), "", a.evidence, f"advice:{a.kind}")
+        for a in advice
+        if a.saving_ns > 0
+    ]
     if idle is not None and not idle.by_category.empty:
         out += _idle_actions(idle, eq)
     out = [a for a in out if a.saving_ns >= NOISE * wall]
@@ -256,14 +290,26 @@ def _idle_actions(idle: IdleGaps, eq: pd.DataFrame) -> list[Action]:
         where = f"rank{rank}/{device}"
         if group == "sync":
             call = _sync_call(idle, rank, device)
-            out.append(Action(f"find what {call} waits on ({where})", s,
-                              "profile all threads, processes, ranks (server: prior batch? idle?)",
-                              "saves only if avoidable", "idle:sync"))
+            out.append(
+                Action(
+                    f"find what {call} waits on ({where})",
+                    s,
+                    "profile all threads, processes, ranks (server: prior batch? idle?)",
+                    "saves only if avoidable",
+                    "idle:sync",
+                )
+            )
         else:
             title, lever, what = _HOST_ACTIONS[group]
-            out.append(Action(f"{title} ({where})", s, lever,
-                              f"{fmt_ns(s)} of {fmt_ns(e['idle_host_ns'])} host-late: {what}; device busy "
-                              f"{fmt_ns(e['busy_ns'])}", f"idle:{group}"))
+            out.append(
+                Action(
+                    f"{title} ({where})",
+                    s,
+                    lever,
+                    f"{fmt_ns(s)} of {fmt_ns(e['idle_host_ns'])} host-late: {what}; device busy {fmt_ns(e['busy_ns'])}",
+                    f"idle:{group}",
+                )
+            )
     return out
 
 

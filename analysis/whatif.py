@@ -46,7 +46,9 @@ def project(source: pd.DataFrame, target: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-def step_projection(projected: pd.DataFrame, equation: pd.DataFrame, source_names: dict, target_names: dict) -> pd.DataFrame:
+def step_projection(
+    projected: pd.DataFrame, equation: pd.DataFrame, source_names: dict, target_names: dict
+) -> pd.DataFrame:
     """Per device: measured window and projected window (ns) with the method.
 
     Columns: rank, device, source (spec name), target (spec name), window_ns, projected_ns,
@@ -56,11 +58,19 @@ def step_projection(projected: pd.DataFrame, equation: pd.DataFrame, source_name
         u = projected[(projected["rank"] == r.rank) & (projected["device"] == r.device)]
         saved = float((u["time_ns"] - u["projected_ns"]).sum())
         label = f"rank{r.rank}/{r.device}"
-        rows.append({"rank": int(r.rank), "device": str(r.device), "source": source_names.get(label, ""),
-                     "target": target_names.get(label, ""), "window_ns": float(r.window_ns),
-                     "projected_ns": float(r.window_ns) - saved, "saved_ns": saved,
-                     "method": "window - sum(unit time - projected); each unit scaled by its bound's floor ratio "
-                               "(compute: peak, memory: bandwidth, comm: link), runtime, unknown and idle time kept"})
+        rows.append(
+            {
+                "rank": int(r.rank),
+                "device": str(r.device),
+                "source": source_names.get(label, ""),
+                "target": target_names.get(label, ""),
+                "window_ns": float(r.window_ns),
+                "projected_ns": float(r.window_ns) - saved,
+                "saved_ns": saved,
+                "method": "window - sum(unit time - projected); each unit scaled by its bound's floor ratio "
+                "(compute: peak, memory: bandwidth, comm: link), runtime, unknown and idle time kept",
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -70,7 +80,9 @@ def scale_bytes(costs: pd.DataFrame, rows: np.ndarray, to_dtype: str, element_by
     bytes * size(to) / size(from)); FLOPs stay. Returns a copy."""
     out = costs.copy()
     old = out["dtype"].to_numpy(dtype=object)
-    ratio = np.array([element_bytes.get(to_dtype, np.nan) / element_bytes.get(str(d), np.nan) for d in old], dtype=np.float64)
+    ratio = np.array(
+        [element_bytes.get(to_dtype, np.nan) / element_bytes.get(str(d), np.nan) for d in old], dtype=np.float64
+    )
     take = rows & np.isfinite(ratio)
     for col in ("bytes_read", "bytes_written"):
         v = out[col].to_numpy(dtype=np.float64).copy()

@@ -19,8 +19,10 @@ from profiler import analyze, load_trace
 from profiler.api import SECTIONS
 
 TRACES = Path(__file__).resolve().parents[1] / "tests" / "data" / "traces"
-DEFAULT = [TRACES / "b200_eager" / "eager_trace.json.gz",
-           TRACES / "resnet50_legacy_v100" / "worker0.1623143089861.pt.trace.json.gz"]
+DEFAULT = [
+    TRACES / "b200_eager" / "eager_trace.json.gz",
+    TRACES / "resnet50_legacy_v100" / "worker0.1623143089861.pt.trace.json.gz",
+]
 TARGET = 0.5
 ROOFLINE = ("summary", "ops", "roofline", "timeline", "advice")
 INSIGHT = tuple(s for s in SECTIONS if s not in ROOFLINE)
@@ -36,15 +38,19 @@ def best(fn, runs: int = 5) -> tuple[float, object]:
 
 
 def main(paths: list[Path]) -> int:
-    print(f"{'trace':28} {'ingest s':>9} {'roofline s':>11} {'roofline/ingest':>16}   target <= {TARGET:.0%}"
-          f"   {'+ insight s':>11} {'all/ingest':>11}")
+    print(
+        f"{'trace':28} {'ingest s':>9} {'roofline s':>11} {'roofline/ingest':>16}   target <= {TARGET:.0%}"
+        f"   {'+ insight s':>11} {'all/ingest':>11}"
+    )
     for p in paths:
         t_load, trace = best(lambda: load_trace(p))
         t_an, _ = best(lambda: analyze(trace, sections=ROOFLINE))
         t_all, _ = best(lambda: analyze(trace, sections=SECTIONS))
         ratio = t_an / t_load
-        print(f"{p.parent.name:28} {t_load:9.3f} {t_an:11.3f} {ratio:15.0%}   {'PASS' if ratio <= TARGET else 'FAIL':>14}"
-              f"   {t_all - t_an:11.3f} {t_all / t_load:10.0%}")
+        print(
+            f"{p.parent.name:28} {t_load:9.3f} {t_an:11.3f} {ratio:15.0%}   {'PASS' if ratio <= TARGET else 'FAIL':>14}"
+            f"   {t_all - t_an:11.3f} {t_all / t_load:10.0%}"
+        )
     return 0
 
 

@@ -38,14 +38,19 @@ MiB = 2**20
 GOAL_VS_BARE, GOAL_VS_HTA, GOAL_MEM = 1.5, 10.0, 2.0
 
 BARE_IMPORTS = "import gzip, sys, orjson"
-BARE = BARE_IMPORTS + """
+BARE = (
+    BARE_IMPORTS
+    + """
 data = open(sys.argv[1], "rb").read()
 orjson.loads(gzip.decompress(data) if data[:2] == b"\\x1f\\x8b" else data)
 """
+)
 OURS_IMPORTS = "import profiler.cli, profiler.api, profiler.report, collectors.kineto"
 HTA_IMPORTS = "import logging, os, shutil, sys, tempfile; from hta.trace_analysis import TraceAnalysis"
 # HTA takes a directory and reads every trace in it: give it one holding a link to this trace
-HTA = HTA_IMPORTS + """
+HTA = (
+    HTA_IMPORTS
+    + """
 logging.disable(logging.WARNING)
 tmp = tempfile.mkdtemp(prefix="hta-bench-")
 os.symlink(os.path.abspath(sys.argv[1]), os.path.join(tmp, os.path.basename(sys.argv[1])))
@@ -54,6 +59,7 @@ try:
 finally:
     shutil.rmtree(tmp)
 """
+)
 
 
 def uncompressed_size(path: Path) -> int:
@@ -61,7 +67,7 @@ def uncompressed_size(path: Path) -> int:
     with open(path, "rb") as fh:
         gz = fh.read(2) == b"\x1f\x8b"
     total = 0
-    with (gzip.open(path, "rb") if gz else open(path, "rb")) as fh:
+    with gzip.open(path, "rb") if gz else open(path, "rb") as fh:
         while chunk := fh.read(16 * MiB):
             total += len(chunk)
     return total
@@ -98,12 +104,16 @@ def main(argv: list[str] | None = None) -> int:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(repo), os.environ.get("PYTHONPATH")) if p)}
     if not args.hta_python.exists():
         print(f"hta: skipped ({args.hta_python} missing: bash benchmarks/setup_hta_env.sh)")
-    print(f"goals: ours <= {GOAL_VS_BARE:g}x bare parse; ours >= {GOAL_VS_HTA:g}x faster than HTA; "
-          f"ours' peak memory above imports <= {GOAL_MEM:g}x the uncompressed trace")
+    print(
+        f"goals: ours <= {GOAL_VS_BARE:g}x bare parse; ours >= {GOAL_VS_HTA:g}x faster than HTA; "
+        f"ours' peak memory above imports <= {GOAL_MEM:g}x the uncompressed trace"
+    )
     for trace in traces:
         size = uncompressed_size(trace)
         print(f"\n== {trace.name} ({size / MiB:,.1f} MiB uncompressed); medians of {args.runs}, whole processes")
-        print(f"{'contender':6} {'wall s':>8} {'cpu s':>8} {'imports MiB':>12} {'peak MiB':>10} {'above/trace':>12}  runs")
+        print(
+            f"{'contender':6} {'wall s':>8} {'cpu s':>8} {'imports MiB':>12} {'peak MiB':>10} {'above/trace':>12}  runs"
+        )
         res: dict[str, Summary] = {}
         chosen = {c.strip() for c in args.contenders.split(",")}
         for name, (cmd, imports) in contenders(trace, args.hta_python).items():
@@ -113,9 +123,11 @@ def main(argv: list[str] | None = None) -> int:
             base = median_of(imports, 3, env=env, cwd=repo)
             s = res[name] = median_of(cmd, n, env=env, cwd=repo)
             above = s.peak_bytes - base.peak_bytes
-            print(f"{name:6} {s.seconds:8.2f} {s.cpu_seconds:8.2f} {base.peak_bytes / MiB:12.0f} "
-                  f"{s.peak_bytes / MiB:10.0f} {above / size:11.2f}x  {', '.join(f'{x:.2f}' for x in s.all_seconds)}",
-                  flush=True)
+            print(
+                f"{name:6} {s.seconds:8.2f} {s.cpu_seconds:8.2f} {base.peak_bytes / MiB:12.0f} "
+                f"{s.peak_bytes / MiB:10.0f} {above / size:11.2f}x  {', '.join(f'{x:.2f}' for x in s.all_seconds)}",
+                flush=True,
+            )
             if name == "ours":
                 mem_ratio = above / size
         if "ours" not in res:

@@ -58,7 +58,9 @@ def main() -> None:
     args = ap.parse_args()
     old = load_module(args.old) if args.old else None
     folders = args.folders or sorted(p.name for p in TRACES.iterdir() if p.is_dir() and p.name != "LICENSES")
-    print(f"{'trace':30} {'ranks':>5} {'ingest s':>9} {'before s':>9} {'after s':>9} {'before/after':>12} {'after/ingest':>12}")
+    print(
+        f"{'trace':30} {'ranks':>5} {'ingest s':>9} {'before s':>9} {'after s':>9} {'before/after':>12} {'after/ingest':>12}"
+    )
     for name in folders:
         path = real_trace(name)
         ingest = best_of(max(1, args.repeat // 2), partial(load_trace, path))
@@ -71,7 +73,9 @@ def main() -> None:
                 before = min(before, best_of(1, partial(all_ranks, old, trace, units)))
         b = f"{before:9.3f}" if old is not None else f"{'-':>9}"
         ratio = f"{before / after:11.1f}x" if old is not None else f"{'-':>12}"
-        print(f"{name:30} {len(trace.ranks):5d} {ingest:9.3f} {b} {after:9.3f} {ratio} {after / ingest:12.2f}", flush=True)
+        print(
+            f"{name:30} {len(trace.ranks):5d} {ingest:9.3f} {b} {after:9.3f} {ratio} {after / ingest:12.2f}", flush=True
+        )
 
 
 if __name__ == "__main__":

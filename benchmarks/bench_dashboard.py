@@ -33,8 +33,18 @@ PAGE_TARGET_S, ACTION_TARGET_S = 3.0, 0.5
 
 def make_trace(path: Path) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    subprocess.run([sys.executable, str(REPO / "benchmarks" / "make_big_trace.py"), str(path), "--min-gb", "0.295",
-                    "--source", str(SOURCE)], check=True)
+    subprocess.run(
+        [
+            sys.executable,
+            str(REPO / "benchmarks" / "make_big_trace.py"),
+            str(path),
+            "--min-gb",
+            "0.295",
+            "--source",
+            str(SOURCE),
+        ],
+        check=True,
+    )
 
 
 def timed(fn) -> tuple[float, object]:
@@ -56,7 +66,9 @@ def has_points(d, graph: str, key: str, value: str) -> bool:
 PAGES = {
     "/": lambda d: css(d, "#overview-devices"),
     "/roofline": lambda d: has_points(d, "roofline-graph", "points", "ops"),
-    "/timeline": lambda d: has_points(d, "timeline-graph", "mode", "buckets") or has_points(d, "timeline-graph", "mode", "events"),
+    "/timeline": lambda d: (
+        has_points(d, "timeline-graph", "mode", "buckets") or has_points(d, "timeline-graph", "mode", "events")
+    ),
     "/ops": lambda d: css(d, "#ops-table td[data-dash-column=name]"),
     "/compare": lambda d: css(d, "#compare-summary"),
     "/memory": lambda d: css(d, "#memory-summary"),
@@ -84,14 +96,28 @@ def interactions(d, url: str) -> list[tuple[str, float]]:
     ActionChains(d).move_to_element(dot).click().perform()
     wait_for(lambda: css(d, "#op-details"), 60, every=0.005, what="op details")
     out.append(("roofline: click a point -> its details", time.perf_counter() - t))
-    for label, hw in (("roofline: switch hardware (re-floor all ops)", "h100-sxm"), ("roofline: switch back (cached)", "as matched")):
+    for label, hw in (
+        ("roofline: switch hardware (re-floor all ops)", "h100-sxm"),
+        ("roofline: switch back (cached)", "as matched"),
+    ):
         option = find_option(d, "hw-select", hw)  # the dropdown open, the option in view: then the user clicks
         t = time.perf_counter()
         d.execute_script("arguments[0].click();", option)
         name = "b200" if hw == "as matched" else hw
-        wait_for(lambda name=name: f"Roofline on {name}" in (d.execute_script(
-            "const g = document.querySelector('#roofline-graph .js-plotly-plot'); return g && g.layout.title.text;") or ""),
-            120, every=0.005, what=f"roofs of {name}")
+        wait_for(
+            lambda name=name: (
+                f"Roofline on {name}"
+                in (
+                    d.execute_script(
+                        "const g = document.querySelector('#roofline-graph .js-plotly-plot'); return g && g.layout.title.text;"
+                    )
+                    or ""
+                )
+            ),
+            120,
+            every=0.005,
+            what=f"roofs of {name}",
+        )
         out.append((label, time.perf_counter() - t))
 
     d.get(url + "/ops")
@@ -99,7 +125,12 @@ def interactions(d, url: str) -> list[tuple[str, float]]:
     first = [c.text for c in css(d, "#ops-table td[data-dash-column=op]")]
     t = time.perf_counter()
     css(d, "#ops-table th[data-dash-column=efficiency] .column-header--sort")[0].click()
-    wait_for(lambda: [c.text for c in css(d, "#ops-table td[data-dash-column=op]")] != first, 60, every=0.005, what="sorted rows")
+    wait_for(
+        lambda: [c.text for c in css(d, "#ops-table td[data-dash-column=op]")] != first,
+        60,
+        every=0.005,
+        what="sorted rows",
+    )
     out.append(("ops: sort by efficiency", time.perf_counter() - t))
     t = time.perf_counter()
     css(d, "#ops-table td[data-dash-column=name]")[0].click()
@@ -108,13 +139,25 @@ def interactions(d, url: str) -> list[tuple[str, float]]:
 
     d.get(url + "/timeline")
     wait_for(lambda: PAGES["/timeline"](d), 120, what="timeline")
-    for label, (a, b) in (("timeline: zoom to 10 ms", (100.0, 110.0)), ("timeline: zoom to 100 µs", (105.0, 105.1)),
-                          ("timeline: zoom to a 1 s window", (0.0, 1000.0))):
+    for label, (a, b) in (
+        ("timeline: zoom to 10 ms", (100.0, 110.0)),
+        ("timeline: zoom to 100 µs", (105.0, 105.1)),
+        ("timeline: zoom to a 1 s window", (0.0, 1000.0)),
+    ):
         before = d.find_element("id", "timeline-caption").text
         t = time.perf_counter()
-        d.execute_script("Plotly.relayout(document.querySelector('#timeline-graph .js-plotly-plot'),"
-                         "{'xaxis.range[0]': arguments[0], 'xaxis.range[1]': arguments[1]});", a, b)
-        wait_for(lambda before=before: d.find_element("id", "timeline-caption").text != before, 60, every=0.005, what="re-queried window")
+        d.execute_script(
+            "Plotly.relayout(document.querySelector('#timeline-graph .js-plotly-plot'),"
+            "{'xaxis.range[0]': arguments[0], 'xaxis.range[1]': arguments[1]});",
+            a,
+            b,
+        )
+        wait_for(
+            lambda before=before: d.find_element("id", "timeline-caption").text != before,
+            60,
+            every=0.005,
+            what="re-queried window",
+        )
         out.append((label, time.perf_counter() - t))
     return out
 
@@ -138,8 +181,10 @@ def main(argv: list[str] | None = None) -> int:
     s_ops, _ = timed(lambda: ops_for(store, tid, None))
     s_idx, idx = timed(lambda: timeline_for(store, tid))
     s_warm, _ = timed(lambda: warm(store, tid))  # the rest of what `perf dashboard` warms: one figure of each kind
-    print(f"cold, server side (what `perf dashboard` warms in the background): parse {s_parse:.2f} s ({len(t.events):,} events), "
-          f"analysis {s_an:.2f} s, op table {s_ops:.2f} s, timeline index {s_idx:.2f} s ({idx.events:,} outermost intervals), first figures {s_warm:.2f} s")
+    print(
+        f"cold, server side (what `perf dashboard` warms in the background): parse {s_parse:.2f} s ({len(t.events):,} events), "
+        f"analysis {s_an:.2f} s, op table {s_ops:.2f} s, timeline index {s_idx:.2f} s ({idx.events:,} outermost intervals), first figures {s_warm:.2f} s"
+    )
 
     worst = 0
     with serving(app) as url, chromium() as d:
@@ -151,7 +196,9 @@ def main(argv: list[str] | None = None) -> int:
             payload = max(r[1] for r in runs)
             worst = max(worst, payload)
             verdict = "ok" if statistics.median(secs) < PAGE_TARGET_S else "OVER"
-            print(f"{path:12} {statistics.median(secs):>10.2f} (min {min(secs):.2f}) {verdict:>6} {payload / 1e3:>11.0f} kB")
+            print(
+                f"{path:12} {statistics.median(secs):>10.2f} (min {min(secs):.2f}) {verdict:>6} {payload / 1e3:>11.0f} kB"
+            )
         print(f"\n{'interaction':44} {'s':>6} {'target':>8}")
         for label, s in interactions(d, url):
             print(f"{label:44} {s:>6.3f} {'ok' if s < ACTION_TARGET_S else 'OVER':>8}")

@@ -78,9 +78,13 @@ class Session:
 
         parts = key[2:-2].split("...") if key.startswith("..") else [key]
         outputs = [dict(zip(("id", "property"), p.split(".", 1))) for p in parts]
-        return {"output": key, "outputs": outputs if key.startswith("..") else outputs[0],
-                "inputs": [item(d) for d in spec["inputs"]], "state": [item(d) for d in spec["state"]],
-                "changedPropIds": [f"{d['id']}.{d['property']}" for d in spec["inputs"]]}
+        return {
+            "output": key,
+            "outputs": outputs if key.startswith("..") else outputs[0],
+            "inputs": [item(d) for d in spec["inputs"]],
+            "state": [item(d) for d in spec["state"]],
+            "changedPropIds": [f"{d['id']}.{d['property']}" for d in spec["inputs"]],
+        }
 
     def actions(self, page: str, hardware: str) -> list[tuple[str, str, dict | None]]:
         """(label, method+path, body) of the requests one visit to `page` makes."""
@@ -89,22 +93,55 @@ class Session:
         if page == "/":
             out.append(("overview", "", self.callback("overview-body.children", v)))
         elif page == "/roofline":
-            out += [("roofline", "", self.callback("roofline-graph.figure", v)), ("roofline details", "", self.callback("roofline-details.children", v))]
+            out += [
+                ("roofline", "", self.callback("roofline-graph.figure", v)),
+                ("roofline details", "", self.callback("roofline-details.children", v)),
+            ]
             if self.rng.random() < 0.5:
                 click = {"points": [{"customdata": [self.rng.randrange(5)]}]}
-                out.append(("roofline click", "", self.callback("..selected-op.data", {**v, "roofline-graph.clickData": click})))
+                out.append(
+                    (
+                        "roofline click",
+                        "",
+                        self.callback("..selected-op.data", {**v, "roofline-graph.clickData": click}),
+                    )
+                )
         elif page == "/timeline":
             out.append(("timeline", "", self.callback("timeline-graph.figure", v)))
             t0 = self.rng.uniform(0, 50)
-            out.append(("timeline zoom", "", self.callback("timeline-graph.figure", {**v, "timeline-window.data": {"t0": t0, "t1": t0 + self.rng.choice([0.1, 1, 10])}})))
+            out.append(
+                (
+                    "timeline zoom",
+                    "",
+                    self.callback(
+                        "timeline-graph.figure",
+                        {**v, "timeline-window.data": {"t0": t0, "t1": t0 + self.rng.choice([0.1, 1, 10])}},
+                    ),
+                )
+            )
         elif page == "/ops":
             col = self.rng.choice(["time_us", "efficiency", "name", "gflop"])
-            q = {**v, "ops-table.page_current": self.rng.randrange(3), "ops-table.page_size": 25,
-                 "ops-table.sort_by": [{"column_id": col, "direction": self.rng.choice(["asc", "desc"])}],
-                 "ops-table.filter_query": self.rng.choice(["", "{name} contains mm", "{time_us} > 10"])}
-            out += [("ops table", "", self.callback("ops-table.data", q)), ("ops details", "", self.callback("ops-details.children", v))]
+            q = {
+                **v,
+                "ops-table.page_current": self.rng.randrange(3),
+                "ops-table.page_size": 25,
+                "ops-table.sort_by": [{"column_id": col, "direction": self.rng.choice(["asc", "desc"])}],
+                "ops-table.filter_query": self.rng.choice(["", "{name} contains mm", "{time_us} > 10"]),
+            }
+            out += [
+                ("ops table", "", self.callback("ops-table.data", q)),
+                ("ops details", "", self.callback("ops-details.children", v)),
+            ]
         elif page == "/compare":
-            out.append(("compare", "", self.callback("compare-body.children", {**v, "compare-a.value": self.tid, "compare-b.value": self.tid})))
+            out.append(
+                (
+                    "compare",
+                    "",
+                    self.callback(
+                        "compare-body.children", {**v, "compare-a.value": self.tid, "compare-b.value": self.tid}
+                    ),
+                )
+            )
         elif page == "/memory":
             out.append(("memory", "", self.callback("memory-body.children", v)))
         elif page == "/llm":
@@ -227,14 +264,18 @@ def pct(values: list[float], q: float) -> float:
     return v[min(len(v) - 1, int(round(q * (len(v) - 1))))] if v else float("nan")
 
 
-def report(args: argparse.Namespace, samples: dict[str, list[float]], errors: dict[str, int], examples: list[str], wall: float) -> int:
+def report(
+    args: argparse.Namespace, samples: dict[str, list[float]], errors: dict[str, int], examples: list[str], wall: float
+) -> int:
     every = [x for v in samples.values() for x in v]
     n_err = sum(errors.values())
     print(f"trace {args.trace.name}: {args.sessions} sessions for {wall:.0f} s, think time {args.think:g} s")
     print(f"{'request':22} {'count':>7} {'errors':>7} {'p50 (s)':>9} {'p99 (s)':>9} {'max (s)':>9}")
     for label in sorted(samples, key=lambda k: -pct(samples[k], 0.99)):
         v = samples[label]
-        print(f"{label:22} {len(v):>7} {errors.get(label, 0):>7} {statistics.median(v):>9.3f} {pct(v, 0.99):>9.3f} {max(v):>9.3f}")
+        print(
+            f"{label:22} {len(v):>7} {errors.get(label, 0):>7} {statistics.median(v):>9.3f} {pct(v, 0.99):>9.3f} {max(v):>9.3f}"
+        )
     p50, p99 = statistics.median(every), pct(every, 0.99)
     print(f"{'all':22} {len(every):>7} {n_err:>7} {p50:>9.3f} {p99:>9.3f} {max(every):>9.3f}")
     print(f"throughput {len(every) / wall:.1f} requests/s")

@@ -22,17 +22,25 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def main() -> None:
     with tempfile.TemporaryDirectory() as d:
-        code = f"import json; from tests.test_torch_compile import _fusion_check; print(json.dumps(_fusion_check({d!r})))"
+        code = (
+            f"import json; from tests.test_torch_compile import _fusion_check; print(json.dumps(_fusion_check({d!r})))"
+        )
         # glibc keeps freed 16 MiB blocks for reuse: page faults of fresh mappings would add
         # allocator time to the eager ops that the bandwidth model does not claim
-        env = {**os.environ, "PYTHONPATH": str(ROOT), "MALLOC_MMAP_THRESHOLD_": str(1 << 30),
-               "MALLOC_TRIM_THRESHOLD_": str(1 << 31)}
+        env = {
+            **os.environ,
+            "PYTHONPATH": str(ROOT),
+            "MALLOC_MMAP_THRESHOLD_": str(1 << 30),
+            "MALLOC_TRIM_THRESHOLD_": str(1 << 31),
+        }
         r = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, check=False)
     if r.returncode:
         sys.exit(r.stderr[-3000:])
     bw, predicted, measured = json.loads(r.stdout.strip().splitlines()[-1])
-    print(f"bandwidth {bw / 1e9:.1f} GB/s, predicted saving {predicted / 1e3:.0f} us, measured {measured / 1e3:.0f} us "
-          f"per step, measured / predicted = {measured / predicted:.2f}")
+    print(
+        f"bandwidth {bw / 1e9:.1f} GB/s, predicted saving {predicted / 1e3:.0f} us, measured {measured / 1e3:.0f} us "
+        f"per step, measured / predicted = {measured / predicted:.2f}"
+    )
 
 
 if __name__ == "__main__":

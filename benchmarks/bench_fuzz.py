@@ -39,12 +39,22 @@ def main() -> None:
         if not corpus.exists() or not any(corpus.iterdir()):
             shutil.copytree(SEEDS, corpus, dirs_exist_ok=True)
         counts = Path(tmp) / "counts.json"
-        cmd = [sys.executable, str(FUZZ), str(corpus), f"-runs={args.runs}", "-timeout=60", "-rss_limit_mb=4096",
-               f"-artifact_prefix={tmp}/", "-print_final_stats=1"]
+        cmd = [
+            sys.executable,
+            str(FUZZ),
+            str(corpus),
+            f"-runs={args.runs}",
+            "-timeout=60",
+            "-rss_limit_mb=4096",
+            f"-artifact_prefix={tmp}/",
+            "-print_final_stats=1",
+        ]
         if args.max_time:
             cmd.append(f"-max_total_time={args.max_time}")
         t0 = time.monotonic()
-        r = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, env={**_env(), "PERF_FUZZ_COUNT": str(counts)}, check=False)
+        r = subprocess.run(
+            cmd, cwd=ROOT, capture_output=True, text=True, env={**_env(), "PERF_FUZZ_COUNT": str(counts)}, check=False
+        )
         wall = time.monotonic() - t0
         done = re.search(r"Done (\d+) runs", r.stderr)
         runs = int(done[1]) if done else json.loads(counts.read_text())["executions"] if counts.exists() else 0

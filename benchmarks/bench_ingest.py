@@ -34,20 +34,23 @@ HTA_PYTHON = HERE / ".venv-hta" / "bin" / "python"
 BIG_TRACE = HERE / "data" / "big_trace.json"
 MiB = 2**20
 
-LABELS = {"bare": "orjson.loads (bare parse)", "hta": "HTA load + temporal breakdown",
-          "ours": "perf analyze --json (ours)",
-          "ours-full": "  same, all sections (roofline..)"}
+LABELS = {
+    "bare": "orjson.loads (bare parse)",
+    "hta": "HTA load + temporal breakdown",
+    "ours": "perf analyze --json (ours)",
+    "ours-full": "  same, all sections (roofline..)",
+}
 
 # Targets for our tool, checked at the end of each trace's table.
-TARGET_VS_HTA = 5.0      # ours at least 5x faster than HTA
-TARGET_VS_BARE = 2.0     # ours at most 2x the bare parse time
-TARGET_MEM_RATIO = 3.0   # our peak memory at most 3x the uncompressed trace
+TARGET_VS_HTA = 5.0  # ours at least 5x faster than HTA
+TARGET_VS_BARE = 2.0  # ours at most 2x the bare parse time
+TARGET_MEM_RATIO = 3.0  # our peak memory at most 3x the uncompressed trace
 
 
 @dataclass
 class Result:
     contender: str
-    status: str                      # ok | skip | timeout | OOM | error
+    status: str  # ok | skip | timeout | OOM | error
     seconds: float | None = None
     peak_mib: float | None = None
     reason: str = ""
@@ -74,7 +77,7 @@ def uncompressed_size(path: Path) -> int:
     total = 0
     with open(path, "rb") as fh:
         gz = fh.read(2) == b"\x1f\x8b"
-    with (gzip.open(path, "rb") if gz else open(path, "rb")) as fh:
+    with gzip.open(path, "rb") if gz else open(path, "rb") as fh:
         while chunk := fh.read(16 * MiB):
             total += len(chunk)
     return total
@@ -88,8 +91,7 @@ def mem_total_bytes() -> int:
     return 0
 
 
-def run_contender(name: str, trace: Path, timeout: float, mem_limit: int,
-                  hta_python: Path) -> Result:
+def run_contender(name: str, trace: Path, timeout: float, mem_limit: int, hta_python: Path) -> Result:
     """Run one contender in a fresh subprocess and collect its result file."""
     python = str(hta_python) if name == "hta" else sys.executable
     if name == "hta" and not hta_python.exists():
@@ -112,8 +114,12 @@ def run_contender(name: str, trace: Path, timeout: float, mem_limit: int,
         with open(log_file, "wb") as log:
             proc = subprocess.Popen(
                 [python, str(CHILD), name, str(trace), str(result_file)],
-                cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT,
-                preexec_fn=limit_memory, start_new_session=True,  # own group: kill HTA's workers too
+                cwd=REPO,
+                env=env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                preexec_fn=limit_memory,
+                start_new_session=True,  # own group: kill HTA's workers too
             )
             try:
                 rc = proc.wait(timeout=timeout)
@@ -125,9 +131,14 @@ def run_contender(name: str, trace: Path, timeout: float, mem_limit: int,
         if result_file.exists():
             data = json.loads(result_file.read_text())
             status = data.pop("status")
-            return Result(name, status, data.pop("seconds", None), data.pop("peak_mib", None),
-                          data.pop("reason", "") + (f"\n{log_tail}" if status == "error" else ""),
-                          data)
+            return Result(
+                name,
+                status,
+                data.pop("seconds", None),
+                data.pop("peak_mib", None),
+                data.pop("reason", "") + (f"\n{log_tail}" if status == "error" else ""),
+                data,
+            )
         if rc == -signal.SIGKILL or "MemoryError" in log_tail or "bad_alloc" in log_tail:
             return Result(name, "OOM", reason=f"rc={rc}\n{log_tail}")
         return Result(name, "error", reason=f"rc={rc}\n{log_tail}")
@@ -152,10 +163,12 @@ def report(trace: Path, size: int, results: dict[str, Result]) -> None:
     print("-" * len(head))
     for r in results.values():
         t = r.seconds if r.status == "ok" else None
-        print(f"{LABELS[r.contender]:32} {r.status:8} {fmt(t, '9.2f')} {fmt(r.extra.get('cpu_seconds'), '7.2f')} "
-              f"{fmt(r.peak_mib if t else None, '9.0f')} "
-              f"{fmt(ratio(t, t_ours), '9.2f')} {fmt(ratio(t_ours, t), '9.2f')} "
-              f"{fmt(ratio(r.peak_mib * MiB, size) if t else None, '9.2f')}")
+        print(
+            f"{LABELS[r.contender]:32} {r.status:8} {fmt(t, '9.2f')} {fmt(r.extra.get('cpu_seconds'), '7.2f')} "
+            f"{fmt(r.peak_mib if t else None, '9.0f')} "
+            f"{fmt(ratio(t, t_ours), '9.2f')} {fmt(ratio(t_ours, t), '9.2f')} "
+            f"{fmt(ratio(r.peak_mib * MiB, size) if t else None, '9.2f')}"
+        )
     for r in results.values():
         if r.status != "ok" and r.reason:
             print(f"  {r.contender}: {r.status}: {r.reason.strip()}")
@@ -165,8 +178,10 @@ def report(trace: Path, size: int, results: dict[str, Result]) -> None:
             print(f"  {label}: n/a")
             return
         ok = value >= target if higher_is_better else value <= target
-        print(f"  {label}: {value:.2f}x (target {'>=' if higher_is_better else '<='} {target:g}x) "
-              f"{'PASS' if ok else 'FAIL'}")
+        print(
+            f"  {label}: {value:.2f}x (target {'>=' if higher_is_better else '<='} {target:g}x) "
+            f"{'PASS' if ok else 'FAIL'}"
+        )
 
     print("targets:")
     if t_ours is None:
@@ -174,30 +189,57 @@ def report(trace: Path, size: int, results: dict[str, Result]) -> None:
         return
     if hta and hta.status == "timeout":
         # HTA did not finish, so it is at least timeout / t_ours slower than ours
-        check("ours faster than HTA (lower bound: timeout / t_ours)",
-              ratio(hta.extra.get("limit_s"), t_ours), TARGET_VS_HTA, True)
+        check(
+            "ours faster than HTA (lower bound: timeout / t_ours)",
+            ratio(hta.extra.get("limit_s"), t_ours),
+            TARGET_VS_HTA,
+            True,
+        )
     elif hta and hta.status == "OOM":
         print("  ours faster than HTA: HTA ran out of memory, ours finished: PASS")
     else:
-        check("ours faster than HTA (t_hta / t_ours)",
-              ratio(hta.seconds if hta and hta.status == "ok" else None, t_ours), TARGET_VS_HTA, True)
-    check("ours vs bare parse (t_ours / t_bare)", ratio(t_ours, bare.seconds if bare and bare.status == "ok" else None),
-          TARGET_VS_BARE, False)
+        check(
+            "ours faster than HTA (t_hta / t_ours)",
+            ratio(hta.seconds if hta and hta.status == "ok" else None, t_ours),
+            TARGET_VS_HTA,
+            True,
+        )
+    check(
+        "ours vs bare parse (t_ours / t_bare)",
+        ratio(t_ours, bare.seconds if bare and bare.status == "ok" else None),
+        TARGET_VS_BARE,
+        False,
+    )
     child = ours.extra.get("children_extra_mib") or 0.0
-    check("ours peak memory / uncompressed trace" + (" (+ forked decoder child, upper bound)" if child else ""),
-          ratio((ours.peak_mib + child) * MiB, size), TARGET_MEM_RATIO, False)
+    check(
+        "ours peak memory / uncompressed trace" + (" (+ forked decoder child, upper bound)" if child else ""),
+        ratio((ours.peak_mib + child) * MiB, size),
+        TARGET_MEM_RATIO,
+        False,
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("traces", nargs="*", type=Path, help="trace files (.json or .json.gz); default: the largest real trace")
-    ap.add_argument("--big", action="store_true", help=f"also run on {BIG_TRACE.relative_to(REPO)} (generated if absent)")
-    ap.add_argument("--contenders", default="bare,hta,ours,ours-full",
-                    help="comma list of bare, hta, ours (the foundation report), ours-full (every section)")
+    ap.add_argument(
+        "traces", nargs="*", type=Path, help="trace files (.json or .json.gz); default: the largest real trace"
+    )
+    ap.add_argument(
+        "--big", action="store_true", help=f"also run on {BIG_TRACE.relative_to(REPO)} (generated if absent)"
+    )
+    ap.add_argument(
+        "--contenders",
+        default="bare,hta,ours,ours-full",
+        help="comma list of bare, hta, ours (the foundation report), ours-full (every section)",
+    )
     ap.add_argument("--repeat", type=int, default=1, help="runs per contender; the fastest run is reported")
     ap.add_argument("--timeout", type=float, default=900.0, help="seconds per contender run")
-    ap.add_argument("--mem-limit-gb", type=float, default=round(mem_total_bytes() * 0.85 / 2**30, 1),
-                    help="address-space cap per contender in GiB (0: none; default 85%% of RAM)")
+    ap.add_argument(
+        "--mem-limit-gb",
+        type=float,
+        default=round(mem_total_bytes() * 0.85 / 2**30, 1),
+        help="address-space cap per contender in GiB (0: none; default 85%% of RAM)",
+    )
     ap.add_argument("--hta-python", type=Path, default=HTA_PYTHON)
     ap.add_argument("--json-out", type=Path, help="also write all results here")
     args = ap.parse_args(argv)
@@ -213,8 +255,10 @@ def main(argv: list[str] | None = None) -> int:
         traces.append(BIG_TRACE)
 
     mem_limit = int(args.mem_limit_gb * 2**30)
-    print(f"targets: ours >= {TARGET_VS_HTA:g}x faster than HTA; ours <= {TARGET_VS_BARE:g}x bare parse time; "
-          f"ours peak memory <= {TARGET_MEM_RATIO:g}x uncompressed trace")
+    print(
+        f"targets: ours >= {TARGET_VS_HTA:g}x faster than HTA; ours <= {TARGET_VS_BARE:g}x bare parse time; "
+        f"ours peak memory <= {TARGET_MEM_RATIO:g}x uncompressed trace"
+    )
     cap = f"memory cap {args.mem_limit_gb:g} GiB (RLIMIT_AS)" if mem_limit else "no memory cap"
     print(f"each contender in a fresh process; timeout {args.timeout:.0f} s; {cap}")
     everything: list[dict[str, Any]] = []

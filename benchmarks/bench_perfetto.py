@@ -41,10 +41,18 @@ def main() -> None:
         t_read, back = best(lambda: load_perfetto(out))
         t_chrome, _ = best(lambda: write_chrome_json(trace, Path(d) / "t.json", units))
         size = out.stat().st_size
-    print(f"trace: {src} ({len(trace.events):,} events, {len(trace.counters):,} counter samples, {len(trace.flows):,} flows)")
+    print(
+        f"trace: {src} ({len(trace.events):,} events, {len(trace.counters):,} counter samples, {len(trace.flows):,} flows)"
+    )
     print(f"{'step':32} {'seconds':>8} {'x JSON read':>12}")
-    for label, t in (("read Kineto JSON", t_json), ("analysis (units, roofline)", t_an), ("write .pftrace", t_write),
-                     ("read .pftrace back", t_read), ("export + re-read", t_write + t_read), ("write Chrome JSON", t_chrome)):
+    for label, t in (
+        ("read Kineto JSON", t_json),
+        ("analysis (units, roofline)", t_an),
+        ("write .pftrace", t_write),
+        ("read .pftrace back", t_read),
+        ("export + re-read", t_write + t_read),
+        ("write Chrome JSON", t_chrome),
+    ):
         print(f"{label:32} {t:8.2f} {t / t_json:12.2f}")
     print(f".pftrace size: {size / 1e6:.1f} MB; events read back: {len(back.events):,}")
 

@@ -34,12 +34,18 @@ def main() -> None:
         n = 64 * 2**20
         x, y = torch.randn(n), torch.randn(n)
         torch.mm(a_, b_)
-        cases = {"aten::mm": lambda: torch.mm(a_, b_), "aten::add": lambda: torch.add(x, y), "aten::mul": lambda: torch.mul(x, y)}
+        cases = {
+            "aten::mm": lambda: torch.mm(a_, b_),
+            "aten::add": lambda: torch.add(x, y),
+            "aten::mul": lambda: torch.mul(x, y),
+        }
         for name, fn in cases.items():
             a = analyze(load_trace(record(Path(d) / "t.json", fn, 5)), hardware=str(spec))
             u = a.units[a.units["name"] == name]
-            print(f"{name:10} bound {u['bound'].iloc[0]:8} best efficiency {u['efficiency'].max():.2f} "
-                  f"(floor {u['floor_ns'].iloc[0] / 1e6:.2f} ms, fastest {u['time_ns'].min() / 1e6:.2f} ms)")
+            print(
+                f"{name:10} bound {u['bound'].iloc[0]:8} best efficiency {u['efficiency'].max():.2f} "
+                f"(floor {u['floor_ns'].iloc[0] / 1e6:.2f} ms, fastest {u['time_ns'].min() / 1e6:.2f} ms)"
+            )
 
 
 if __name__ == "__main__":

@@ -23,8 +23,10 @@ TRACE = REPO / "tests" / "data" / "traces" / "b200_eager" / "eager_trace.json.gz
 GOAL_HELP_S = 0.3
 # everything `perf analyze --json` imports before it reads the file (typer's pydantic comes when a
 # command's parameters are converted, so it is imported here explicitly)
-IMPORTS = ("import profiler.cli, profiler.api, profiler.report, collectors.kineto, pydantic, analysis.critical_path, "
-           "analysis.memory, analysis.llm, analysis.modules, analysis.advice, analysis.timeline, analysis.roofline")
+IMPORTS = (
+    "import profiler.cli, profiler.api, profiler.report, collectors.kineto, pydantic, analysis.critical_path, "
+    "analysis.memory, analysis.llm, analysis.modules, analysis.advice, analysis.timeline, analysis.roofline"
+)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -42,19 +44,28 @@ def main(argv: list[str] | None = None) -> int:
         "import analyze's modules": [py, "-c", IMPORTS],
         f"perf analyze {args.trace.name} --json": [py, "-m", "profiler", "analyze", str(args.trace), "--json"],
     }
-    print(f"medians of {args.runs} whole processes; {args.trace} is {args.trace.stat().st_size / 2**20:.2f} MiB on disk")
+    print(
+        f"medians of {args.runs} whole processes; {args.trace} is {args.trace.stat().st_size / 2**20:.2f} MiB on disk"
+    )
     print(f"{'command':52} {'wall s':>8} {'cpu s':>8} {'x pass':>8}")
     res = {}
     for label, cmd in commands.items():
         s = res[label] = median_of(cmd, args.runs, env=env, cwd=repo)
-        print(f"{label:52} {s.seconds:8.3f} {s.cpu_seconds:8.3f} {s.seconds / res['python -c pass'].seconds:8.1f}", flush=True)
+        print(
+            f"{label:52} {s.seconds:8.3f} {s.cpu_seconds:8.3f} {s.seconds / res['python -c pass'].seconds:8.1f}",
+            flush=True,
+        )
     helps = res["perf --help"].seconds
     analyze = res[f"perf analyze {args.trace.name} --json"]
     imports = res["import analyze's modules"]
-    print(f"perf --help: {helps:.3f} s (goal < {GOAL_HELP_S:g} s: {'PASS' if helps < GOAL_HELP_S else 'FAIL'}); "
-          f"{helps / res['python -c pass'].seconds:.1f}x python -c pass")
-    print(f"perf analyze: imports are {imports.seconds / analyze.seconds:.0%} of its wall time "
-          f"({imports.cpu_seconds / analyze.cpu_seconds:.0%} of its CPU time)")
+    print(
+        f"perf --help: {helps:.3f} s (goal < {GOAL_HELP_S:g} s: {'PASS' if helps < GOAL_HELP_S else 'FAIL'}); "
+        f"{helps / res['python -c pass'].seconds:.1f}x python -c pass"
+    )
+    print(
+        f"perf analyze: imports are {imports.seconds / analyze.seconds:.0%} of its wall time "
+        f"({imports.cpu_seconds / analyze.cpu_seconds:.0%} of its CPU time)"
+    )
     return 0
 
 

@@ -53,6 +53,7 @@ def read_trace_bytes(path: str) -> bytes:
 # returns the timed work; the work's return value is kept alive until the peak
 # is read, so the parsed result counts toward memory.
 
+
 def prepare_bare(path: str) -> Callable[[], Any]:
     import orjson
 
@@ -103,6 +104,7 @@ def prepare_ours(path: str, extra: list[str] | None = None) -> Callable[[], Any]
     # numpy still count, for both.
     import collectors.kineto  # noqa: F401
     from profiler.cli import main
+
     args = ["analyze", path, "--json", *(OURS_ARGS if extra is None else extra)]
 
     def work() -> Any:

@@ -30,18 +30,24 @@ DEFAULT_SOURCE = REPO / "tests/data/traces/ddp_allreduce_v100/df_index_resolver.
 # "cid" (ROCm callback id), "Python module id", "Device Id" are not unique ids
 # of one event, so they stay as they are.
 ID_ARGS = (
-    "External id", "external id", "correlation", "Ev Idx", "Sequence number",
-    "Record function id", "Python id", "Python parent id",
+    "External id",
+    "external id",
+    "correlation",
+    "Ev Idx",
+    "Sequence number",
+    "Record function id",
+    "Python id",
+    "Python parent id",
 )
 FLOW_PHASES = ("s", "t", "f")
 STEP_RE = re.compile(r"^ProfilerStep#(\d+)$")
 
 # Private-use characters mark placeholders inside json.dumps output; the
 # source is checked not to contain them.
-SLOT = "\ue000"   # "\ue000<kind><n>\ue002<suffix>": a value that changes per copy
-RAW = "\ue001"    # "\ue001<text>": a float kept as its exact source text
+SLOT = "\ue000"  # "\ue000<kind><n>\ue002<suffix>": a value that changes per copy
+RAW = "\ue001"  # "\ue001<text>": a float kept as its exact source text
 SEP = "\ue002"
-SLOT_RE = re.compile('"' + SLOT + r'([NS])(\d+)' + SEP + '([^"]*)"')
+SLOT_RE = re.compile('"' + SLOT + r"([NS])(\d+)" + SEP + '([^"]*)"')
 RAW_RE = re.compile('"' + RAW + '([^"]*)"')
 
 GiB = 2**30
@@ -72,7 +78,7 @@ def ts_parts(ts: Any) -> tuple[int, str]:
     """Split a ts into (integer µs, fractional suffix text such as '.655' or '')."""
     if isinstance(ts, int):
         return ts, ""
-    text = ts[len(RAW):]
+    text = ts[len(RAW) :]
     dec = Decimal(text)
     if dec < 0:
         raise ValueError(f"negative ts {text} not supported")
@@ -83,7 +89,7 @@ def ts_parts(ts: Any) -> tuple[int, str]:
 
 
 def ts_value(ts: Any) -> Decimal:
-    return Decimal(ts) if isinstance(ts, int) else Decimal(ts[len(RAW):])
+    return Decimal(ts) if isinstance(ts, int) else Decimal(ts[len(RAW) :])
 
 
 class Templater:
@@ -156,8 +162,9 @@ def main(argv: list[str] | None = None) -> int:
         sys.exit(f"{args.source}: no traceEvents")
 
     starts = [ts_value(e["ts"]) for e in events if is_num(e.get("ts"))]
-    ends = [ts_value(e["ts"]) + ts_value(e.get("dur", 0)) for e in events
-            if is_num(e.get("ts")) and is_num(e.get("dur", 0))]
+    ends = [
+        ts_value(e["ts"]) + ts_value(e.get("dur", 0)) for e in events if is_num(e.get("ts")) and is_num(e.get("dur", 0))
+    ]
     shift_us = math.ceil(max(ends) - min(starts)) + args.gap_us
 
     max_id = 0
@@ -185,6 +192,7 @@ def main(argv: list[str] | None = None) -> int:
     tmp = args.out.with_name(args.out.name + ".partial")
     copies = 0
     with open(tmp, "wb") as out:
+
         def write(s: str) -> None:
             out.write(s.encode("utf-8"))
 
@@ -203,14 +211,16 @@ def main(argv: list[str] | None = None) -> int:
         if meta_tmpl:
             write(",\n" + render(meta_tmpl, mbases, mincs, 0))
         write("\n  ]")
-        for key in keys[keys.index("traceEvents") + 1:]:
+        for key in keys[keys.index("traceEvents") + 1 :]:
             write(f",\n  {json.dumps(key)}: {dumps_raw(trace[key])}")
         write("\n}\n")
     os.replace(tmp, args.out)
 
     size = args.out.stat().st_size
-    print(f"wrote {args.out}: {size / GiB:.2f} GiB, {copies} copies of {len(events)} events, "
-          f"shift {shift_us} us/copy, id span {id_span}, {time.perf_counter() - t0:.1f} s")
+    print(
+        f"wrote {args.out}: {size / GiB:.2f} GiB, {copies} copies of {len(events)} events, "
+        f"shift {shift_us} us/copy, id span {id_span}, {time.perf_counter() - t0:.1f} s"
+    )
     return 0
 
 

@@ -93,14 +93,18 @@ def run(cmd: list[str], *, env: dict[str, str] | None = None, cwd: Path | None =
 
 @dataclass(frozen=True)
 class Summary:
-    seconds: float       # median wall
-    cpu_seconds: float   # median CPU
-    peak_bytes: int      # largest peak seen (memory is not flattered)
+    seconds: float  # median wall
+    cpu_seconds: float  # median CPU
+    peak_bytes: int  # largest peak seen (memory is not flattered)
     all_seconds: tuple[float, ...]
 
 
 def median_of(cmd: list[str], n: int, **kw) -> Summary:
     """`n` runs one after another; medians of time, the worst peak."""
     runs = [run(cmd, **kw) for _ in range(n)]
-    return Summary(statistics.median(r.seconds for r in runs), statistics.median(r.cpu_seconds for r in runs),
-                   max(r.peak_bytes for r in runs), tuple(r.seconds for r in runs))
+    return Summary(
+        statistics.median(r.seconds for r in runs),
+        statistics.median(r.cpu_seconds for r in runs),
+        max(r.peak_bytes for r in runs),
+        tuple(r.seconds for r in runs),
+    )

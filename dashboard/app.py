@@ -52,8 +52,13 @@ function(contents, filename, cap) {
 """
 
 
-def create_app(paths: Sequence[str | Path] = (), *, upload_cap: int = DEFAULT_UPLOAD_CAP, store: TraceStore | None = None,
-               compile_report: Any = None) -> Dash:
+def create_app(
+    paths: Sequence[str | Path] = (),
+    *,
+    upload_cap: int = DEFAULT_UPLOAD_CAP,
+    store: TraceStore | None = None,
+    compile_report: Any = None,
+) -> Dash:
     """A Dash app over `paths` (trace files or directories). Bad paths raise InputError.
     `compile_report` (profiler.api.compile_report of a TORCH_TRACE directory) feeds the compiler page."""
     store = store or TraceStore(upload_cap=upload_cap)
@@ -61,8 +66,9 @@ def create_app(paths: Sequence[str | Path] = (), *, upload_cap: int = DEFAULT_UP
         store.compile_report = compile_report
     for p in paths:
         store.add_path(p)
-    app = Dash(__name__, title="perf dashboard", suppress_callback_exceptions=True, update_title=None,
-               serve_locally=True)
+    app = Dash(
+        __name__, title="perf dashboard", suppress_callback_exceptions=True, update_title=None, serve_locally=True
+    )
     app.server.config["MAX_CONTENT_LENGTH"] = store.upload_cap * 4 // 3 + 4 * 2**20  # base64 + the request's JSON
     app.index_string = app.index_string.replace("{%css%}", "{%css%}<style>" + CSS + "</style>")
     app.layout = lambda: _layout(store)  # a function: the trace list is read per page load, nothing at import
@@ -79,27 +85,40 @@ def _options(store: TraceStore) -> list[dict[str, str]]:
 
 def _layout(store: TraceStore) -> html.Div:
     opts = _options(store)
-    return html.Div([
-        dcc.Location(id="url"),
-        dcc.Store(id="hardware", data=""),
-        dcc.Store(id="selected-op", data=None),
-        dcc.Store(id="upload-cap", data=store.upload_cap),
-        dcc.Store(id="upload-payload"),
-        html.Header([
-            html.B("perf dashboard"),
-            html.Nav([dcc.Link(p.TITLE, href=p.PATH, id=f"nav-{p.__name__.rsplit('.', 1)[-1]}") for p in PAGES]),
-            dcc.Dropdown(id="trace-select", options=opts, value=opts[0]["value"] if opts else None, clearable=False,
-                         placeholder="no trace loaded", style={"width": "360px", "color": "#000"}),
-            dcc.Upload(id="upload", children=html.Span("Upload a trace (.json, .json.gz)"), multiple=False),
-        ]),
-        html.Div(id="upload-msg", role="status"),
-        html.Main(id="page"),
-    ])
+    return html.Div(
+        [
+            dcc.Location(id="url"),
+            dcc.Store(id="hardware", data=""),
+            dcc.Store(id="selected-op", data=None),
+            dcc.Store(id="upload-cap", data=store.upload_cap),
+            dcc.Store(id="upload-payload"),
+            html.Header(
+                [
+                    html.B("perf dashboard"),
+                    html.Nav(
+                        [dcc.Link(p.TITLE, href=p.PATH, id=f"nav-{p.__name__.rsplit('.', 1)[-1]}") for p in PAGES]
+                    ),
+                    dcc.Dropdown(
+                        id="trace-select",
+                        options=opts,
+                        value=opts[0]["value"] if opts else None,
+                        clearable=False,
+                        placeholder="no trace loaded",
+                        style={"width": "360px", "color": "#000"},
+                    ),
+                    dcc.Upload(id="upload", children=html.Span("Upload a trace (.json, .json.gz)"), multiple=False),
+                ]
+            ),
+            html.Div(id="upload-msg", role="status"),
+            html.Main(id="page"),
+        ]
+    )
 
 
 def _register(app: Dash, store: TraceStore) -> None:
-    @app.callback(Output("page", "children"), Input("url", "pathname"),
-                  State("hardware", "data"), State("selected-op", "data"))
+    @app.callback(
+        Output("page", "children"), Input("url", "pathname"), State("hardware", "data"), State("selected-op", "data")
+    )
     def route(path: str | None, hardware: str | None, selected: dict | None) -> Any:
         state = {"hardware": hardware if isinstance(hardware, str) else "", "selected": selected}
         path = path if isinstance(path, str) else ""
@@ -108,24 +127,45 @@ def _register(app: Dash, store: TraceStore) -> None:
                 return page.layout(state)
         return html.Div([html.H2("Not found"), html.P(f"No page at {path[:200]!r}.")])
 
-    app.clientside_callback(_CHECK_UPLOAD, Output("upload-payload", "data"), Output("upload-msg", "children"),
-                            Input("upload", "contents"), State("upload", "filename"), State("upload-cap", "data"))
+    app.clientside_callback(
+        _CHECK_UPLOAD,
+        Output("upload-payload", "data"),
+        Output("upload-msg", "children"),
+        Input("upload", "contents"),
+        State("upload", "filename"),
+        State("upload-cap", "data"),
+    )
 
-    @app.callback(Output("trace-select", "options"), Output("trace-select", "value"),
-                  Output("upload-msg", "children", allow_duplicate=True), Output("upload", "contents"),
-                  Input("upload-payload", "data"), prevent_initial_call=True)
+    @app.callback(
+        Output("trace-select", "options"),
+        Output("trace-select", "value"),
+        Output("upload-msg", "children", allow_duplicate=True),
+        Output("upload", "contents"),
+        Input("upload-payload", "data"),
+        prevent_initial_call=True,
+    )
     def upload(payload: dict | None) -> tuple:
         if not payload:
             return no_update, no_update, no_update, no_update
         if not isinstance(payload, dict) or not isinstance(payload.get("contents"), str):
-            return no_update, no_update, error_box("upload: expected a file's name and its contents", id="upload-error"), None
+            return (
+                no_update,
+                no_update,
+                error_box("upload: expected a file's name and its contents", id="upload-error"),
+                None,
+            )
         name = str(payload.get("filename") or "upload")
         try:
             tid = store.add_upload(name, str(payload.get("contents") or ""))
         except Exception as e:  # noqa: BLE001 - any failure is shown in the page; the server keeps serving
             return no_update, no_update, error_box(problem_text(e, safe_label(name)), id="upload-error"), None
         entry = store.entry(tid)
-        return _options(store), tid, html.Div(f"loaded {entry.label if entry else name}", id="upload-ok", className="caption"), None
+        return (
+            _options(store),
+            tid,
+            html.Div(f"loaded {entry.label if entry else name}", id="upload-ok", className="caption"),
+            None,
+        )
 
 
 def warm(store: TraceStore, tid: str) -> None:
@@ -147,9 +187,16 @@ def warm(store: TraceStore, tid: str) -> None:
     figures.equation_figure(tables.equation_long(a.equation))
 
 
-def serve(paths: Sequence[str | Path] = (), *, host: str = "127.0.0.1", port: int = 8050,
-          upload_cap: int = DEFAULT_UPLOAD_CAP, warm_up: bool = True, compile_report: Any = None,
-          max_bytes: int | None = None) -> None:
+def serve(
+    paths: Sequence[str | Path] = (),
+    *,
+    host: str = "127.0.0.1",
+    port: int = 8050,
+    upload_cap: int = DEFAULT_UPLOAD_CAP,
+    warm_up: bool = True,
+    compile_report: Any = None,
+    max_bytes: int | None = None,
+) -> None:
     """Run the dashboard until interrupted (Ctrl+C, SIGINT or SIGTERM); uploads are deleted on
     every exit. `warm_up` parses and analyzes the given traces in the background (see `warm`), so
     the first pages are quick. `max_bytes` bounds each trace file read (profiler.model.files)."""
@@ -159,6 +206,7 @@ def serve(paths: Sequence[str | Path] = (), *, host: str = "127.0.0.1", port: in
     store = TraceStore(upload_cap=upload_cap, max_bytes=max_bytes)
     app = create_app(paths, store=store, compile_report=compile_report)
     if warm_up:
+
         def _warm() -> None:
             for e in store.entries():
                 try:

@@ -27,9 +27,14 @@ def kv_table(rows: Iterable[tuple[str, Any]], id: str | None = None) -> html.Tab
 
 def grid(header: Sequence[str], rows: Iterable[Sequence[Any]], id: str | None = None) -> html.Table:
     """A plain table with a header row; cells shown as redacted text."""
-    return html.Table([html.Thead(html.Tr([html.Th(h) for h in header])),
-                       html.Tbody([html.Tr([html.Td(redact_text(str(c))) for c in r]) for r in rows])],
-                      className="grid", **({"id": id} if id else {}))
+    return html.Table(
+        [
+            html.Thead(html.Tr([html.Th(h) for h in header])),
+            html.Tbody([html.Tr([html.Td(redact_text(str(c))) for c in r]) for r in rows]),
+        ],
+        className="grid",
+        **({"id": id} if id else {}),
+    )
 
 
 def error_box(message: str, id: str | None = None) -> html.Div:
@@ -97,7 +102,11 @@ def as_selection(value: Any) -> dict[str, str] | None:
     """The selected-op store: None, or {'name': str, 'shapes': str}; anything else is refused."""
     if value is None:
         return None
-    if not isinstance(value, dict) or not isinstance(value.get("name"), str) or not isinstance(value.get("shapes", ""), str):
+    if (
+        not isinstance(value, dict)
+        or not isinstance(value.get("name"), str)
+        or not isinstance(value.get("shapes", ""), str)
+    ):
         raise InputError(None, "selected op: expected {'name': text, 'shapes': text}")
     return {"name": value["name"], "shapes": value.get("shapes", "")}
 
@@ -113,14 +122,37 @@ def as_dict(value: Any, what: str) -> dict:
 
 def op_details(r: Any) -> html.Table:
     """The numbers behind one op_table row."""
-    return kv_table([
-        ("op", r["label"] if "label" in r else r["name"]), ("shapes", r["shapes"] or "–"), ("family / dtype", f"{r['family']} / {r['dtype']}"),
-        ("calls", int(r["count"])), ("time", fmt_ns(r["time_ns"]) + (f" (total {fmt_ns(r['total_ns'])})"
-                                                                     if "total_ns" in r and r["total_ns"] != r["time_ns"] else "")), ("FLOPs (effective)", fmt_si(r["flops_effective"], "FLOP")),
-        ("bytes", fmt_si(r["bytes"], "B")), ("intensity", f"{r['intensity']:.3g} FLOP/B"),
-        ("achieved", fmt_si(r["achieved_flops"], "FLOP/s")),
-        ("floors", (f"compute {fmt_ns(r['t_compute_ns'])}, memory {fmt_ns(r['t_memory_ns'])}, "
-                    f"comm {fmt_ns(r['t_comm_ns'])}, runtime {fmt_ns(r['t_runtime_ns'])}")),
-        ("bound", r["bound"]), ("efficiency (floor / time)", r.get("ceiling_note") if r.get("above_ceiling") is True or r.get("above_ceiling") == 1
-                                      else f"{r['efficiency']:.3f}" if r["efficiency"] == r["efficiency"] else "–"),
-    ], id="op-details")
+    return kv_table(
+        [
+            ("op", r["label"] if "label" in r else r["name"]),
+            ("shapes", r["shapes"] or "–"),
+            ("family / dtype", f"{r['family']} / {r['dtype']}"),
+            ("calls", int(r["count"])),
+            (
+                "time",
+                fmt_ns(r["time_ns"])
+                + (f" (total {fmt_ns(r['total_ns'])})" if "total_ns" in r and r["total_ns"] != r["time_ns"] else ""),
+            ),
+            ("FLOPs (effective)", fmt_si(r["flops_effective"], "FLOP")),
+            ("bytes", fmt_si(r["bytes"], "B")),
+            ("intensity", f"{r['intensity']:.3g} FLOP/B"),
+            ("achieved", fmt_si(r["achieved_flops"], "FLOP/s")),
+            (
+                "floors",
+                (
+                    f"compute {fmt_ns(r['t_compute_ns'])}, memory {fmt_ns(r['t_memory_ns'])}, "
+                    f"comm {fmt_ns(r['t_comm_ns'])}, runtime {fmt_ns(r['t_runtime_ns'])}"
+                ),
+            ),
+            ("bound", r["bound"]),
+            (
+                "efficiency (floor / time)",
+                r.get("ceiling_note")
+                if r.get("above_ceiling") is True or r.get("above_ceiling") == 1
+                else f"{r['efficiency']:.3f}"
+                if r["efficiency"] == r["efficiency"]
+                else "–",
+            ),
+        ],
+        id="op-details",
+    )

@@ -41,13 +41,24 @@ def chrome_json(trace: Trace) -> bytes:
     dur = ev["dur"].to_numpy() / 1e3
     names = ev["name"].astype(object).to_numpy()
     cats = ev["kind"].astype(object).to_numpy()
-    out = [{"ph": "X", "name": n, "cat": c, "pid": int(r), "tid": int(t), "ts": round(float(s), 3), "dur": round(float(d), 3)}
-           for n, c, r, t, s, d in zip(names, cats, rank, tid, ts, dur)]
+    out = [
+        {
+            "ph": "X",
+            "name": n,
+            "cat": c,
+            "pid": int(r),
+            "tid": int(t),
+            "ts": round(float(s), 3),
+            "dur": round(float(d), 3),
+        }
+        for n, c, r, t, s, d in zip(names, cats, rank, tid, ts, dur)
+    ]
     seen = set()
     for t, r in zip(*np.unique(np.stack([tid, rank]), axis=1)) if len(tid) else ():
         if (t, r) not in seen:
             seen.add((t, r))
-            out.append({"ph": "M", "name": "thread_name", "pid": int(r), "tid": int(t), "args": {"name": str(tracks[t])}})
-    doc = {"traceEvents": out, "displayTimeUnit": "ns", "baseTimeNanoseconds": origin,
-           "metadata": trace.metadata}
+            out.append(
+                {"ph": "M", "name": "thread_name", "pid": int(r), "tid": int(t), "args": {"name": str(tracks[t])}}
+            )
+    doc = {"traceEvents": out, "displayTimeUnit": "ns", "baseTimeNanoseconds": origin, "metadata": trace.metadata}
     return orjson.dumps(doc)

@@ -139,11 +139,21 @@ def file_hash(path: Path) -> str:
 class TraceStore:
     """Registry of traces plus the LRU caches of what the pages need."""
 
-    def __init__(self, *, upload_cap: int = DEFAULT_UPLOAD_CAP, expanded_cap: int | None = None, max_traces: int = 4,
-                 max_analyses: int = 8, max_views: int = 256, max_bytes: int | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        upload_cap: int = DEFAULT_UPLOAD_CAP,
+        expanded_cap: int | None = None,
+        max_traces: int = 4,
+        max_analyses: int = 8,
+        max_views: int = 256,
+        max_bytes: int | None = None,
+    ) -> None:
         self.upload_cap = upload_cap
         self.expanded_cap = expanded_cap if expanded_cap is not None else default_expanded_cap()
-        self.max_bytes = max_bytes  # the most read of one trace file, decompressed (None: profiler.model.files' default)
+        self.max_bytes = (
+            max_bytes  # the most read of one trace file, decompressed (None: profiler.model.files' default)
+        )
         self._entries: dict[str, Entry] = {}
         self._order: list[str] = []
         self._lock = threading.Lock()
@@ -171,8 +181,11 @@ class TraceStore:
         label = safe_label(filename)
         _, _, b64 = (contents or "").partition(",")
         if len(b64) * 3 // 4 > self.upload_cap:  # base64: 4 characters carry 3 bytes
-            raise InputError(label, f"file is about {len(b64) * 3 // 4 / MiB:.1f} MiB; "
-                                    f"the upload limit is {self.upload_cap / MiB:.0f} MiB (perf dashboard --max-upload-mb)")
+            raise InputError(
+                label,
+                f"file is about {len(b64) * 3 // 4 / MiB:.1f} MiB; "
+                f"the upload limit is {self.upload_cap / MiB:.0f} MiB (perf dashboard --max-upload-mb)",
+            )
         try:
             raw = base64.b64decode(b64, validate=True)
         except (binascii.Error, ValueError):
@@ -252,7 +265,9 @@ class TraceStore:
 
         hw = check_hardware(hardware)
         self._need(tid)
-        return self._analyses.get((tid, hw or ""), lambda: analyze(self.trace(tid), top=None, hardware=hw, sections=CORE_SECTIONS))
+        return self._analyses.get(
+            (tid, hw or ""), lambda: analyze(self.trace(tid), top=None, hardware=hw, sections=CORE_SECTIONS)
+        )
 
     def compile_tables(self, tid: str | None, hardware: str | None = None) -> dict:
         """profiler.api.compile_tables for the compiler page, cached per (trace, hardware): the
@@ -264,8 +279,14 @@ class TraceStore:
         if self.compile_report is not None and not tid:
             return compile_tables(self.compile_report, hardware=hw)
         source = self.compile_report
-        return self.view(tid or "", hw, "compiler", lambda: compile_tables(source if source is not None else self.trace(tid or ""),
-                                                                          trace=self.trace(tid or ""), hardware=hw))
+        return self.view(
+            tid or "",
+            hw,
+            "compiler",
+            lambda: compile_tables(
+                source if source is not None else self.trace(tid or ""), trace=self.trace(tid or ""), hardware=hw
+            ),
+        )
 
     def view(self, tid: str, hardware: str | None, what: str, build: Callable[[], Any]) -> Any:
         """A derived product (op table, timeline index) cached per (trace, hardware, what)."""
@@ -281,7 +302,9 @@ class TraceStore:
         cached; 50 sessions queued behind such work to a p99 of 3-5 s). Built once, outside any
         shared lock, then sent from the cache.
         """
-        return self.view(tid, hardware, f"answer:{what}:{json.dumps(args, sort_keys=True, default=str)}", lambda: plain(build()))
+        return self.view(
+            tid, hardware, f"answer:{what}:{json.dumps(args, sort_keys=True, default=str)}", lambda: plain(build())
+        )
 
     def _need(self, tid: str) -> Entry:
         entry = self.entry(tid)

@@ -19,8 +19,16 @@ if TYPE_CHECKING:
     from profiler.api import Analysis
 
 #: The wall-time equation's parts, in the order they stack (docs/architecture.md, "Time attribution").
-EQUATION_PARTS = ["compute_ns", "memory_ns", "communication_ns", "runtime_ns", "unknown_ns",
-                  "idle_host_ns", "idle_sync_ns", "idle_other_ns"]
+EQUATION_PARTS = [
+    "compute_ns",
+    "memory_ns",
+    "communication_ns",
+    "runtime_ns",
+    "unknown_ns",
+    "idle_host_ns",
+    "idle_sync_ns",
+    "idle_other_ns",
+]
 
 
 def focus_units(units: pd.DataFrame) -> pd.DataFrame:
@@ -44,17 +52,45 @@ def op_table(units: pd.DataFrame) -> pd.DataFrame:
     t_compute_ns, t_memory_ns, t_comm_ns, t_runtime_ns, floor_ns (ns), bound,
     efficiency (floor_ns / time_ns), above_ceiling, ceiling_note (analysis.ceiling). Sorted by time_ns, most first.
     """
-    cols = ["op", "name", "label", "shapes", "family", "dtype", "count", "time_ns", "total_ns", "share", "flops_effective", "bytes",
-            "intensity", "achieved_flops", "t_compute_ns", "t_memory_ns", "t_comm_ns", "t_runtime_ns", "floor_ns",
-            "bound", "efficiency", "above_ceiling", "ceiling_note"]
+    cols = [
+        "op",
+        "name",
+        "label",
+        "shapes",
+        "family",
+        "dtype",
+        "count",
+        "time_ns",
+        "total_ns",
+        "share",
+        "flops_effective",
+        "bytes",
+        "intensity",
+        "achieved_flops",
+        "t_compute_ns",
+        "t_memory_ns",
+        "t_comm_ns",
+        "t_runtime_ns",
+        "floor_ns",
+        "bound",
+        "efficiency",
+        "above_ceiling",
+        "ceiling_note",
+    ]
     if units.empty:
         return pd.DataFrame({c: pd.Series(dtype=object) for c in cols})
     g = groups(units)
-    whole = np.where(units["device"].to_numpy(dtype=object) == "cpu",
-                     units["end_ns"].to_numpy(dtype=np.int64) - units["start_ns"].to_numpy(dtype=np.int64),
-                     units["time_ns"].to_numpy(dtype=np.int64))  # a CPU unit's time is its self time
-    counts = units.assign(total_ns=whole).groupby(["name", "shapes"], sort=False).agg(
-        count=("time_ns", "size"), total_ns=("total_ns", "sum")).reset_index()
+    whole = np.where(
+        units["device"].to_numpy(dtype=object) == "cpu",
+        units["end_ns"].to_numpy(dtype=np.int64) - units["start_ns"].to_numpy(dtype=np.int64),
+        units["time_ns"].to_numpy(dtype=np.int64),
+    )  # a CPU unit's time is its self time
+    counts = (
+        units.assign(total_ns=whole)
+        .groupby(["name", "shapes"], sort=False)
+        .agg(count=("time_ns", "size"), total_ns=("total_ns", "sum"))
+        .reset_index()
+    )
     g = g.merge(counts, on=["name", "shapes"], how="left")
     total = float(g["time_ns"].sum())
     g["share"] = g["time_ns"] / total if total else 0.0
@@ -142,13 +178,19 @@ def device_summary(a: Analysis) -> pd.DataFrame:
     if a.equation.empty:
         return pd.DataFrame(columns=cols)
     eq = a.equation.copy()
-    util = a.utilization if len(a.utilization) else pd.DataFrame(columns=["rank", "device", "compute_util", "memory_util"])
+    util = (
+        a.utilization if len(a.utilization) else pd.DataFrame(columns=["rank", "device", "compute_util", "memory_util"])
+    )
     eq = eq.merge(util[["rank", "device", "compute_util", "memory_util"]], on=["rank", "device"], how="left")
-    out = pd.DataFrame({
-        "device": [f"rank{r}/{d}" for r, d in zip(eq["rank"], eq["device"])],
-        "wall_ns": eq["window_ns"].astype(np.int64), "busy_ns": eq["busy_ns"].astype(np.int64),
-        "mfu": eq["compute_util"].astype(float), "mbu": eq["memory_util"].astype(float),
-    })
+    out = pd.DataFrame(
+        {
+            "device": [f"rank{r}/{d}" for r, d in zip(eq["rank"], eq["device"])],
+            "wall_ns": eq["window_ns"].astype(np.int64),
+            "busy_ns": eq["busy_ns"].astype(np.int64),
+            "mfu": eq["compute_util"].astype(float),
+            "mbu": eq["memory_util"].astype(float),
+        }
+    )
     out["idle_ns"] = out["wall_ns"] - out["busy_ns"]  # wall = busy + idle
     out["hardware"] = [a.hardware.get(d, "") for d in out["device"]]
     out["mfu_over"] = "whole trace"

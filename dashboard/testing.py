@@ -13,9 +13,18 @@ from typing import Any
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMEDRIVER = "/usr/bin/chromedriver"
-CHROME_FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                "--disable-dev-shm-usage", "--window-size=1400,1000")
+CHROME_FLAGS = (
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--disable-dev-shm-usage",
+    "--window-size=1400,1000",
+)
 
 
 @contextmanager
@@ -48,7 +57,9 @@ def chromium(download_dir: Path | None = None) -> Iterator[Any]:
         try:
             if download_dir is not None:
                 download_dir.mkdir(parents=True, exist_ok=True)
-                driver.execute_cdp_cmd("Browser.setDownloadBehavior", {"behavior": "allow", "downloadPath": str(download_dir)})
+                driver.execute_cdp_cmd(
+                    "Browser.setDownloadBehavior", {"behavior": "allow", "downloadPath": str(download_dir)}
+                )
             yield driver
         finally:
             driver.quit()
@@ -66,7 +77,9 @@ def wait_for(predicate: Callable[[], Any], timeout: float = 30.0, every: float =
         except Exception as e:  # noqa: BLE001 - the page is still rendering
             last = e
         time.sleep(every)
-    raise TimeoutError(f"timed out after {timeout:.0f} s waiting for {what}" + (f" (last error: {last})" if last else ""))
+    raise TimeoutError(
+        f"timed out after {timeout:.0f} s waiting for {what}" + (f" (last error: {last})" if last else "")
+    )
 
 
 def graph_data(driver: Any, graph_id: str) -> list[dict]:
@@ -76,14 +89,19 @@ def graph_data(driver: Any, graph_id: str) -> list[dict]:
         "if (!gd || !gd._fullData) return null;"  # _fullData: arrays decoded (plotly ships typed arrays as base64)
         "return gd._fullData.map(t => ({name: t.name, type: t.type, meta: t.meta || null,"
         " n: (t.x && t.x.length) || (t.z && t.z.length) || 0, y: t.type === 'heatmap' ? null : Array.from(t.y || []).slice(0, 4)}));",
-        graph_id)
+        graph_id,
+    )
 
 
 def update_sizes(driver: Any) -> list[int]:
     """Body sizes (bytes, as received) of the Dash callback responses this page has fetched."""
-    return driver.execute_script(
-        "return performance.getEntriesByType('resource')"
-        ".filter(e => e.name.includes('_dash-update-component')).map(e => e.encodedBodySize);") or []
+    return (
+        driver.execute_script(
+            "return performance.getEntriesByType('resource')"
+            ".filter(e => e.name.includes('_dash-update-component')).map(e => e.encodedBodySize);"
+        )
+        or []
+    )
 
 
 def find_option(driver: Any, dropdown_id: str, label: str) -> Any:
@@ -91,15 +109,22 @@ def find_option(driver: Any, dropdown_id: str, label: str) -> Any:
     from selenium.webdriver.common.by import By
 
     driver.find_element(By.CSS_SELECTOR, f"#{dropdown_id}").click()
-    search = wait_for(lambda: driver.find_elements(By.CSS_SELECTOR, "input.dash-dropdown-search"), 10, what="the search box")
+    search = wait_for(
+        lambda: driver.find_elements(By.CSS_SELECTOR, "input.dash-dropdown-search"), 10, what="the search box"
+    )
     search[0].send_keys(label)
-    return wait_for(lambda: [o for o in driver.find_elements(By.CSS_SELECTOR, "[role=option]") if label in o.text],
-                    10, what=f"option {label!r} in #{dropdown_id}")[0]
+    return wait_for(
+        lambda: [o for o in driver.find_elements(By.CSS_SELECTOR, "[role=option]") if label in o.text],
+        10,
+        what=f"option {label!r} in #{dropdown_id}",
+    )[0]
 
 
 def pick(driver: Any, dropdown_id: str, label: str) -> None:
     """Choose the option whose text contains `label` in a dcc.Dropdown."""
-    driver.execute_script("arguments[0].click();", find_option(driver, dropdown_id, label))  # a script click: no overlay intercepts it
+    driver.execute_script(
+        "arguments[0].click();", find_option(driver, dropdown_id, label)
+    )  # a script click: no overlay intercepts it
 
 
 def callback_keys(app: Any) -> list[str]:
@@ -119,6 +144,10 @@ def callback_body(app: Any, key: str, values: dict[str, Any] | None = None, defa
 
     parts = key[2:-2].split("...") if key.startswith("..") else [key]
     outputs = [dict(zip(("id", "property"), p.split(".", 1))) for p in parts]
-    return {"output": key, "outputs": outputs if key.startswith("..") else outputs[0],
-            "inputs": [item(d) for d in spec["inputs"]], "state": [item(d) for d in spec["state"]],
-            "changedPropIds": [f"{d['id']}.{d['property']}" for d in spec["inputs"]]}
+    return {
+        "output": key,
+        "outputs": outputs if key.startswith("..") else outputs[0],
+        "inputs": [item(d) for d in spec["inputs"]],
+        "state": [item(d) for d in spec["state"]],
+        "changedPropIds": [f"{d['id']}.{d['property']}" for d in spec["inputs"]],
+    }

@@ -116,8 +116,14 @@ def _track_order(t: Track) -> tuple:
     return (key, host, digits, t.name)
 
 
-def window(index: TimelineIndex, t0: float | None = None, t1: float | None = None, *,
-           buckets: int = 600, detail_limit: int = 2000) -> TimelineView:
+def window(
+    index: TimelineIndex,
+    t0: float | None = None,
+    t1: float | None = None,
+    *,
+    buckets: int = 600,
+    detail_limit: int = 2000,
+) -> TimelineView:
     """The view of [t0, t1) ns (from the trace start; None: the whole span), bounded in size."""
     lo = int(max(0, t0 if t0 is not None else 0))
     hi = int(min(index.span_ns, t1 if t1 is not None else index.span_ns))
@@ -127,11 +133,26 @@ def window(index: TimelineIndex, t0: float | None = None, t1: float | None = Non
     picks = [_overlapping(t, lo, hi) for t in index.tracks]
     visible = int(sum(len(p) for p in picks))
     if visible <= detail_limit:
-        frames = [pd.DataFrame({"track": t.name, "start_ns": np.maximum(t.start[p], lo),
-                                "dur_ns": np.minimum(t.end[p], hi) - np.maximum(t.start[p], lo),
-                                "name": index.names[t.name_code[p]]}) for t, p in zip(index.tracks, picks) if len(p)]
-        bars = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=["track", "start_ns", "dur_ns", "name"])
-        return TimelineView("events", lo, hi, names, visible, bars, np.zeros((0, 0)), np.zeros((0, 0), dtype=object), 0.0)
+        frames = [
+            pd.DataFrame(
+                {
+                    "track": t.name,
+                    "start_ns": np.maximum(t.start[p], lo),
+                    "dur_ns": np.minimum(t.end[p], hi) - np.maximum(t.start[p], lo),
+                    "name": index.names[t.name_code[p]],
+                }
+            )
+            for t, p in zip(index.tracks, picks)
+            if len(p)
+        ]
+        bars = (
+            pd.concat(frames, ignore_index=True)
+            if frames
+            else pd.DataFrame(columns=["track", "start_ns", "dur_ns", "name"])
+        )
+        return TimelineView(
+            "events", lo, hi, names, visible, bars, np.zeros((0, 0)), np.zeros((0, 0), dtype=object), 0.0
+        )
     nb = max(50, min(buckets, MAX_CELLS // max(1, len(index.tracks))))
     edges = np.linspace(lo, hi, nb + 1)
     occ = np.zeros((len(index.tracks), nb))
@@ -186,5 +207,6 @@ def unit_marks(units: pd.DataFrame, origin_ns: int, t0: int, t1: int, buckets: i
         return pd.DataFrame(columns=["start_ns", "time_ns", "count"])
     b = ((s - t0) * buckets // max(1, t1 - t0)).astype(np.int64)
     g = pd.DataFrame({"b": b, "start_ns": s, "time_ns": t}).groupby("b", sort=True)
-    return pd.DataFrame({"start_ns": g["start_ns"].min(), "time_ns": g["time_ns"].sum(),
-                         "count": g.size()}).reset_index(drop=True)
+    return pd.DataFrame(
+        {"start_ns": g["start_ns"].min(), "time_ns": g["time_ns"].sum(), "count": g.size()}
+    ).reset_index(drop=True)

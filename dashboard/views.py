@@ -29,7 +29,9 @@ def units_for(store: TraceStore, tid: str, hardware: str | None) -> pd.DataFrame
 
 def ops_for(store: TraceStore, tid: str, hardware: str | None) -> pd.DataFrame:
     """dashboard.tables.op_table of the trace's focus units under `hardware` (cached)."""
-    return store.view(tid, hardware, "ops", lambda: tables.op_table(tables.focus_units(units_for(store, tid, hardware))))
+    return store.view(
+        tid, hardware, "ops", lambda: tables.op_table(tables.focus_units(units_for(store, tid, hardware)))
+    )
 
 
 def timeline_for(store: TraceStore, tid: str) -> TimelineIndex:

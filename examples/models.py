@@ -27,9 +27,15 @@ def mlp(dim: int = 256, hidden: int = 1024) -> nn.Module:
 def convnet(classes: int = 10) -> nn.Module:
     """Input (batch, 3, H, W) float with H, W divisible by 4; output (batch, classes)."""
     return nn.Sequential(
-        nn.Conv2d(3, 16, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
-        nn.Conv2d(16, 32, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
-        nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(32, classes),
+        nn.Conv2d(3, 16, 3, padding=1),
+        nn.ReLU(),
+        nn.MaxPool2d(2),
+        nn.Conv2d(16, 32, 3, padding=1),
+        nn.ReLU(),
+        nn.MaxPool2d(2),
+        nn.AdaptiveAvgPool2d(1),
+        nn.Flatten(),
+        nn.Linear(32, classes),
     )
 
 

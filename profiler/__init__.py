@@ -34,7 +34,9 @@ def __getattr__(name: str) -> Any:
         except ModuleNotFoundError as e:
             if e.name != "torch":
                 raise
-            raise ModuleNotFoundError(f"profiler.{name} needs torch: pip install 'perf-suite[profile]'", name="torch") from None
+            raise ModuleNotFoundError(
+                f"profiler.{name} needs torch: pip install 'perf-suite[profile]'", name="torch"
+            ) from None
 
         if name == "step":
             return session.step

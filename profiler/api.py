@@ -93,7 +93,9 @@ def spec_resolver(trace: Trace, hardware: str | None = None) -> Callable[[int, s
         if d.device == "cpu":
             spec = override if (override and cpu_only) else load_spec(DEFAULT_CPU_SPEC)
         else:
-            spec = override or match_device(d.name, int(max(d.sm_count, 0)), d.compute_capability, int(max(d.memory_bytes, 0)))
+            spec = override or match_device(
+                d.name, int(max(d.sm_count, 0)), d.compute_capability, int(max(d.memory_bytes, 0))
+            )
         matched[(int(d.rank), str(d.device))] = spec
     return lambda rank, device: matched.get((rank, device))
 
@@ -110,8 +112,10 @@ def hardware_notes(trace: Trace, hardware: str | None = None) -> tuple[str, ...]
         label = f"rank{int(d.rank)}/{d.device}"
         if d.device == "cpu":
             if cpu_only and not hardware:
-                notes.append(f"{label}: floored on the NOMINAL {DEFAULT_CPU_SPEC} preset (no figure measured on this CPU); "
-                             "run perf calibrate and pass --hardware FILE")
+                notes.append(
+                    f"{label}: floored on the NOMINAL {DEFAULT_CPU_SPEC} preset (no figure measured on this CPU); "
+                    "run perf calibrate and pass --hardware FILE"
+                )
             continue
         if hardware:
             continue
@@ -130,8 +134,14 @@ _VERDICT_NEEDS = ("roofline", "critical_path", "advice")
 
 
 def analyze(
-    trace: Trace, *, top: int | None = 20, rank: int | None = None, hardware: str | None = None, dtype: str | None = None,
-    sections: tuple[str, ...] = SECTIONS, collectives: str | Path | None = None,
+    trace: Trace,
+    *,
+    top: int | None = 20,
+    rank: int | None = None,
+    hardware: str | None = None,
+    dtype: str | None = None,
+    sections: tuple[str, ...] = SECTIONS,
+    collectives: str | Path | None = None,
 ) -> Analysis:
     """Run the analysis passes over `trace` (or one rank of it).
 
@@ -201,8 +211,14 @@ def collective_patterns(path: str | Path | None = None):  # -> analysis.comm_pat
     return with_user_file(Path(path) if path is not None else None)
 
 
-def _roofline(trace: Trace, base: Analysis, hardware: str | None, dtype: str | None, sections: tuple[str, ...],
-              collectives: str | Path | None = None) -> Analysis:
+def _roofline(
+    trace: Trace,
+    base: Analysis,
+    hardware: str | None,
+    dtype: str | None,
+    sections: tuple[str, ...],
+    collectives: str | Path | None = None,
+) -> Analysis:
     """The classification passes, and the timeline and advice that build on them."""
     from dataclasses import replace
 
@@ -217,6 +233,7 @@ def _roofline(trace: Trace, base: Analysis, hardware: str | None, dtype: str | N
 
     spec_for = spec_resolver(trace, hardware)
     u = find_units(trace)
+
     # the fusion map `perf profile --compile` carries per rank (metadata 'perfCompile', as plain
     # row dicts): it costs Inductor's generated kernels, whose names the op-name model cannot
     def carried(meta: object) -> list:
@@ -226,7 +243,9 @@ def _roofline(trace: Trace, base: Analysis, hardware: str | None, dtype: str | N
         rows = tables.get("fusion") if isinstance(tables, dict) else None
         return [r for r in rows if isinstance(r, dict)] if isinstance(rows, list) else []
 
-    fusion = pd.DataFrame([{**row, "rank": int(r)} for r, m in trace.metadata.get("ranks", {}).items() for row in carried(m)])
+    fusion = pd.DataFrame(
+        [{**row, "rank": int(r)} for r, m in trace.metadata.get("ranks", {}).items() for row in carried(m)]
+    )
     costs = with_kernel_costs(cost_table(u, tree=trace.events, flows=trace.flows), u, fusion)
     comm = comm_table(u, _world_sizes(trace), collective_patterns(collectives), unit_work_names(trace.events, u))
     costs = apply_comm(drop_carried_costs(trace.events, u, costs), comm, u["name"])
@@ -246,23 +265,41 @@ def _roofline(trace: Trace, base: Analysis, hardware: str | None, dtype: str | N
 
         classified = project(source, classified)
         src_names = {k: v for k, v in _spec_names(trace, spec_resolver(trace)).items()}
-        whatif = step_projection(classified, attribute(trace, pd.Series(source["bound"].to_numpy(), index=source["unit_id"].to_numpy())),
-                                 src_names, _spec_names(trace, spec_for))
+        whatif = step_projection(
+            classified,
+            attribute(trace, pd.Series(source["bound"].to_numpy(), index=source["unit_id"].to_numpy())),
+            src_names,
+            _spec_names(trace, spec_for),
+        )
         if dtype:
-            whatif["peak_used"] = [_peak_label(spec_for(int(r), str(d)), dtype) for r, d in zip(whatif["rank"], whatif["device"])]
+            whatif["peak_used"] = [
+                _peak_label(spec_for(int(r), str(d)), dtype) for r, d in zip(whatif["rank"], whatif["device"])
+            ]
     unit_bound = pd.Series(classified["bound"].to_numpy(), index=classified["unit_id"].to_numpy())
     equation = attribute(trace, unit_bound)
     names = _spec_names(trace, spec_for)
     top = base.top_ops
     if len(top):
         top = top.merge(groups(classified), on=["name", "shapes"], how="left", suffixes=("", "_unit"))
-        top = top.merge(comm_groups(classified), on=["name", "shapes"], how="left")  # collectives' bytes and bus bandwidth
+        top = top.merge(
+            comm_groups(classified), on=["name", "shapes"], how="left"
+        )  # collectives' bytes and bus bandwidth
         top["enqueue"] = top["enqueue"].astype("boolean").fillna(False).astype(bool)
     share, unknown = unknown_summary(trace, classified)
     out = replace(
-        base, top_ops=top, units=classified, unknown_share=share, unknown=unknown, equation=equation, by_bound=by(classified, "bound"),
-        by_family=by(classified, "family"), by_dtype=by(classified, "dtype"), hardware=names, whatif_dtype=dtype,
-        utilization=utilization(classified, equation, spec_for), whatif=whatif,
+        base,
+        top_ops=top,
+        units=classified,
+        unknown_share=share,
+        unknown=unknown,
+        equation=equation,
+        by_bound=by(classified, "bound"),
+        by_family=by(classified, "family"),
+        by_dtype=by(classified, "dtype"),
+        hardware=names,
+        whatif_dtype=dtype,
+        utilization=utilization(classified, equation, spec_for),
+        whatif=whatif,
     )
     out = _memory_and_llm(trace, out, hardware, sections)
     if "modules" in sections:
@@ -276,8 +313,14 @@ def _roofline(trace: Trace, base: Analysis, hardware: str | None, dtype: str | N
     return _timeline_and_advice(trace, out, classified, unit_bound, spec_for, sections)
 
 
-def _timeline_and_advice(trace: Trace, out: Analysis, classified: pd.DataFrame, unit_bound: pd.Series,
-                         spec_for: Callable[[int, str], HardwareSpec | None], sections: tuple[str, ...]) -> Analysis:
+def _timeline_and_advice(
+    trace: Trace,
+    out: Analysis,
+    classified: pd.DataFrame,
+    unit_bound: pd.Series,
+    spec_for: Callable[[int, str], HardwareSpec | None],
+    sections: tuple[str, ...],
+) -> Analysis:
     """The timeline tables and the advice, on the classified units."""
     from dataclasses import replace
 
@@ -294,8 +337,12 @@ def _timeline_and_advice(trace: Trace, out: Analysis, classified: pd.DataFrame, 
     out = replace(out, communication=communication)
     if "timeline" in sections:
         out = replace(
-            out, streams=streams(trace), launches=launch_delays(trace),
-            iterations=iterations(classified, attribute(trace, unit_bound, by_step=True), spec_for) if has_steps else pd.DataFrame(),
+            out,
+            streams=streams(trace),
+            launches=launch_delays(trace),
+            iterations=iterations(classified, attribute(trace, unit_bound, by_step=True), spec_for)
+            if has_steps
+            else pd.DataFrame(),
         )
     if "advice" in sections:
         out = replace(out, advice=tuple(advise(classified, communication, spec_for, trace=trace, equation=equation)))
@@ -362,7 +409,9 @@ def perfetto_bytes(trace: Trace, units: pd.DataFrame | None = None) -> bytes:
     return write(trace, units)
 
 
-def compile_report(path: str | Path, *, max_bytes: int | None = None):  # -> collectors.torch_compile.report.CompileReport
+def compile_report(
+    path: str | Path, *, max_bytes: int | None = None
+):  # -> collectors.torch_compile.report.CompileReport
     """The torch.compile tables of a TORCH_TRACE directory or one structured-log file: phases,
     compiles, graph breaks, recompiles, caches, fusion map. Unreadable lines are counted in
     `.problems`; a path with no log raises InputError (each file at most `max_bytes`)."""
@@ -378,15 +427,25 @@ def trace_compile_report(trace: Trace):  # -> CompileReport | None
     from collectors.torch_compile.phases import phase_summary, phases_from_events
     from collectors.torch_compile.report import CompileReport, report_from_doc
 
-    doc = next((m.get(DOC_KEY) for m in trace.metadata.get("ranks", {}).values() if isinstance(m, dict) and DOC_KEY in m), None)
+    doc = next(
+        (m.get(DOC_KEY) for m in trace.metadata.get("ranks", {}).values() if isinstance(m, dict) and DOC_KEY in m), None
+    )
     report = report_from_doc(doc, source=", ".join(trace.metadata.get("files", [])))
     phases = phases_from_events(trace.events)
     if report is None:
         if phases.empty:
             return None
         empty = pd.DataFrame()
-        return CompileReport(phases=phases, phase_summary=phase_summary(phases), compiles=empty, graph_breaks=empty,
-                             recompiles=empty, caches=empty, fusion=empty, source="compile_pass events")
+        return CompileReport(
+            phases=phases,
+            phase_summary=phase_summary(phases),
+            compiles=empty,
+            graph_breaks=empty,
+            recompiles=empty,
+            caches=empty,
+            fusion=empty,
+            source="compile_pass events",
+        )
     from dataclasses import replace
 
     return replace(report, phases=phases) if len(phases) else report
@@ -418,17 +477,35 @@ def compile_tables(source, *, trace: Trace | None = None, hardware: str | None =
     if report is None:
         return {name: pd.DataFrame() for name in COMPILE_TABLES}
     phases = report.phases
-    overall = phase_summary(phases.assign(compile_id="")).drop(columns="compile_id") if len(phases) else pd.DataFrame(
-        columns=["phase", "time_ns", "steps", "share"])
+    overall = (
+        phase_summary(phases.assign(compile_id="")).drop(columns="compile_id")
+        if len(phases)
+        else pd.DataFrame(columns=["phase", "time_ns", "steps", "share"])
+    )
     fusion = report.fusion
     if trace is not None and len(fusion) and (trace.events["source"].astype(str) != "compiler").any():
         fusion = fusion_times(fusion, trace, spec_resolver(trace, hardware))
-    return {"phases": overall, "phase_summary": report.phase_summary, "compiles": report.compiles,
-            "graph_breaks": report.graph_breaks, "recompiles": report.recompiles, "caches": report.caches, "fusion": fusion}
+    return {
+        "phases": overall,
+        "phase_summary": report.phase_summary,
+        "compiles": report.compiles,
+        "graph_breaks": report.graph_breaks,
+        "recompiles": report.recompiles,
+        "caches": report.caches,
+        "fusion": fusion,
+    }
 
 
-def compare_compile(factory_or_module, inputs, steps: int = 3, *, warmup: int = 2, hardware: str | HardwareSpec | None = None,
-                    backward: bool = False, workdir: str | Path | None = None):  # -> CompareResult
+def compare_compile(
+    factory_or_module,
+    inputs,
+    steps: int = 3,
+    *,
+    warmup: int = 2,
+    hardware: str | HardwareSpec | None = None,
+    backward: bool = False,
+    workdir: str | Path | None = None,
+):  # -> CompareResult
     """Eager vs compiled, per fused kernel: the compiler collector runs `factory_or_module` on
     `inputs` both ways (collectors.torch_compile.compare.compare_compile, which documents the
     arguments), and analysis joins each kernel to the eager ops it replaced and floors it
@@ -436,13 +513,17 @@ def compare_compile(factory_or_module, inputs, steps: int = 3, *, warmup: int = 
     from analysis.fusion import fusion_groups
     from collectors.torch_compile.compare import compare_compile as run_both
 
-    res = run_both(factory_or_module, inputs, steps, warmup=warmup, hardware=hardware, backward=backward, workdir=workdir)
+    res = run_both(
+        factory_or_module, inputs, steps, warmup=warmup, hardware=hardware, backward=backward, workdir=workdir
+    )
     if res.compiled is None or res.eager is None:
         from analysis.fusion import GROUP_COLUMNS
 
         return replace(res, groups=pd.DataFrame(columns=GROUP_COLUMNS))
     spec = res.spec
-    groups, unmatched = fusion_groups(res.compile.fusion, res.graphs, res.eager, res.compiled, steps, lambda rank, device: spec)
+    groups, unmatched = fusion_groups(
+        res.compile.fusion, res.graphs, res.eager, res.compiled, steps, lambda rank, device: spec
+    )
     return replace(res, groups=groups, unmatched=unmatched)
 
 
@@ -465,29 +546,29 @@ def refloor(units: pd.DataFrame, trace: Trace, hardware: str | None) -> pd.DataF
 #: there); each is imported on first use (PEP 562), so `perf --help` loads none of them.
 #: The docstring of each is its home's.
 FACADE: dict[str, tuple[str, str]] = {
-    "units": ("analysis.units", "units"),                       # one row per unit of work
-    "op_groups": ("analysis.roofline", "groups"),               # classified units per (name, shapes)
-    "op_times": ("analysis.diff", "op_times"),                  # per (kind, name, shapes) from the top tables
-    "diff": ("analysis.diff", "diff"),                          # op_times A against B, changes only
-    "setup": ("analysis.diff", "setup"),                        # one trace's setup: hardware, ranks, dtypes...
-    "compare_setup": ("analysis.diff", "compare_setup"),        # two setups side by side, like-for-like or not
-    "gate_samples": ("analysis.gate", "samples"),               # per (trace, step) and op name
-    "gate_compare": ("analysis.gate", "compare"),               # the regression verdicts
-    "UNKNOWN_WARN_SHARE": ("analysis.unknown", "WARN_SHARE"),   # above this unknown share, the report says so
-    "step_walls": ("analysis.gate", "step_walls"),              # wall-clock time per step of one trace
-    "GATE_MIN_RUNS": ("analysis.gate", "MIN_RUNS"),             # runs a side for a statistical verdict
-    "interval_runs": ("analysis.intervals", "runs"),            # the union of intervals as disjoint runs
-    "llm_phases": ("analysis.llm", "llm_phases"),               # one row per serving step
-    "llm_summary": ("analysis.llm", "llm_summary"),             # per (rank, phase)
-    "memory_summary": ("analysis.memory", "memory_summary"),    # allocator peak per device
+    "units": ("analysis.units", "units"),  # one row per unit of work
+    "op_groups": ("analysis.roofline", "groups"),  # classified units per (name, shapes)
+    "op_times": ("analysis.diff", "op_times"),  # per (kind, name, shapes) from the top tables
+    "diff": ("analysis.diff", "diff"),  # op_times A against B, changes only
+    "setup": ("analysis.diff", "setup"),  # one trace's setup: hardware, ranks, dtypes...
+    "compare_setup": ("analysis.diff", "compare_setup"),  # two setups side by side, like-for-like or not
+    "gate_samples": ("analysis.gate", "samples"),  # per (trace, step) and op name
+    "gate_compare": ("analysis.gate", "compare"),  # the regression verdicts
+    "UNKNOWN_WARN_SHARE": ("analysis.unknown", "WARN_SHARE"),  # above this unknown share, the report says so
+    "step_walls": ("analysis.gate", "step_walls"),  # wall-clock time per step of one trace
+    "GATE_MIN_RUNS": ("analysis.gate", "MIN_RUNS"),  # runs a side for a statistical verdict
+    "interval_runs": ("analysis.intervals", "runs"),  # the union of intervals as disjoint runs
+    "llm_phases": ("analysis.llm", "llm_phases"),  # one row per serving step
+    "llm_summary": ("analysis.llm", "llm_summary"),  # per (rank, phase)
+    "memory_summary": ("analysis.memory", "memory_summary"),  # allocator peak per device
     "memory_timeline": ("analysis.memory", "memory_timeline"),  # allocator samples, down-sampled
     "kv_cache_footprint": ("analysis.memory", "kv_cache_footprint"),
     "write_perfetto": ("collectors.perfetto", "write_perfetto"),
     "write_chrome_json": ("collectors.perfetto", "write_chrome_json"),
-    "run_model": ("collectors.torch_runtime", "run_model"),     # perf profile --model (torch)
-    "run_script": ("collectors.torch_runtime", "run_script"),   # perf profile SCRIPT (torch)
+    "run_model": ("collectors.torch_runtime", "run_model"),  # perf profile --model (torch)
+    "run_script": ("collectors.torch_runtime", "run_script"),  # perf profile SCRIPT (torch)
     "prepare_model": ("collectors.torch_runtime.run_model", "prepare"),
-    "OUTPUT_TABLES": ("analysis.columns", "OUTPUT_TABLES"),      # every Analysis table's columns
+    "OUTPUT_TABLES": ("analysis.columns", "OUTPUT_TABLES"),  # every Analysis table's columns
     "output_tables_markdown": ("analysis.columns", "markdown"),  # their reference (docs/json-schema.md)
 }
 

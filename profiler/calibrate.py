@@ -59,8 +59,13 @@ class Sizes:
 
     @classmethod
     def quick(cls) -> Sizes:
-        return cls(matmul_n=512, stream_elems=4 * 2**20, vector_elems=16 * 2**10, repeats=3,
-                   allreduce_bytes=(4 << 10, 256 << 10, 4 << 20))
+        return cls(
+            matmul_n=512,
+            stream_elems=4 * 2**20,
+            vector_elems=16 * 2**10,
+            repeats=3,
+            allreduce_bytes=(4 << 10, 256 << 10, 4 << 20),
+        )
 
 
 def best_time(fn: Callable[[], object], repeats: int, inner: int = 1, device: str = "cpu") -> float:
@@ -168,13 +173,23 @@ def gloo_link(sizes: Sizes, world: int = 2) -> Link:
     port = _free_port()
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "times")
-        mp.spawn(_allreduce_worker, args=(world, port, list(sizes.allreduce_bytes), sizes.repeats, out), nprocs=world, join=True)
+        mp.spawn(
+            _allreduce_worker,
+            args=(world, port, list(sizes.allreduce_bytes), sizes.repeats, out),
+            nprocs=world,
+            join=True,
+        )
         with open(out) as f:
             times = [float(v) for v in f.read().split()]
     algo = [2 * (world - 1) / world * size for size in sizes.allreduce_bytes]  # ring all-reduce
     latency, seconds_per_byte = _fit_line(algo, times)
     # a negative intercept (noise) says nothing about latency: the smallest message's time bounds it
-    return Link(name="gloo-loopback", bandwidth=1 / seconds_per_byte, latency=latency if latency > 0 else times[0], topology="host")
+    return Link(
+        name="gloo-loopback",
+        bandwidth=1 / seconds_per_byte,
+        latency=latency if latency > 0 else times[0],
+        topology="host",
+    )
 
 
 def _allreduce_worker(rank: int, world: int, port: int, sizes: list[int], repeats: int, out: str) -> None:
@@ -216,7 +231,9 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def calibrate(sizes: Sizes = Sizes(), progress: Callable[[str], None] = lambda step: None, links: bool = True) -> list[HardwareSpec]:
+def calibrate(
+    sizes: Sizes = Sizes(), progress: Callable[[str], None] = lambda step: None, links: bool = True
+) -> list[HardwareSpec]:
     """Measure this machine: a spec for its CPU, and one for the GPU where torch sees one."""
     import torch
 
@@ -249,7 +266,11 @@ def _measure(device: str, sizes: Sizes, progress: Callable[[str], None], links: 
     caches: list[MemoryLevel] = []
     reference = None
     if device == "cpu":
-        name, vendor, capacity = f"calibrated-{socket.gethostname()}-cpu", platform.processor() or platform.machine(), _ram_bytes()
+        name, vendor, capacity = (
+            f"calibrated-{socket.gethostname()}-cpu",
+            platform.processor() or platform.machine(),
+            _ram_bytes(),
+        )
         progress("cpu: cache levels")
         caches, notes = cache_levels(bw, sizes.repeats)
         for note in notes:
@@ -259,7 +280,9 @@ def _measure(device: str, sizes: Sizes, progress: Callable[[str], None], links: 
         props = torch.cuda.get_device_properties(0)
         name, vendor, capacity = f"calibrated-{props.name}", props.name, props.total_memory
         cores = props.multi_processor_count
-        reference = match_device(props.name, props.multi_processor_count, f"{props.major}.{props.minor}", props.total_memory)
+        reference = match_device(
+            props.name, props.multi_processor_count, f"{props.major}.{props.minor}", props.total_memory
+        )
     spec = HardwareSpec(
         name=name.replace(" ", "-"),
         kind="cpu" if device == "cpu" else "gpu",

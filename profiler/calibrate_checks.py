@@ -47,28 +47,39 @@ def check_spec(spec: HardwareSpec, cores: int, reference: HardwareSpec | None = 
             else:
                 peaks[unit][dtype] = float(value)
     if "fp32" not in peaks.get("vector", {}):
-        raise CalibrationError("; ".join(n for n in notes if n.startswith("vector fp32")) or "no fp32 vector peak measured")
+        raise CalibrationError(
+            "; ".join(n for n in notes if n.startswith("vector fp32")) or "no fp32 vector peak measured"
+        )
     memory = list(spec.memory)
     ref_bw = reference.bandwidth() if reference is not None else None
     why = _ratio_problem(memory[0].bandwidth, ref_bw, f"{reference.name if reference else ''} bandwidth") or (
-        f"below the physical floor of {BANDWIDTH_FLOOR / 1e9:.3g} GB/s" if not memory[0].bandwidth >= BANDWIDTH_FLOOR else "")
+        f"below the physical floor of {BANDWIDTH_FLOOR / 1e9:.3g} GB/s"
+        if not memory[0].bandwidth >= BANDWIDTH_FLOOR
+        else ""
+    )
     if why:
         raise CalibrationError(f"{memory[0].name} bandwidth {memory[0].bandwidth / 1e9:.3g} GB/s rejected: {why}")
     return replace(spec, peak_flops={u: t for u, t in peaks.items() if t}), notes
 
 
-def _flop_problem(spec: HardwareSpec, unit: str, dtype: str, value: float, cores: int, reference: HardwareSpec | None) -> str:
+def _flop_problem(
+    spec: HardwareSpec, unit: str, dtype: str, value: float, cores: int, reference: HardwareSpec | None
+) -> str:
     if not math.isfinite(value) or value <= 0:
         return "not a positive number"
     if dtype in ("fp32", "fp64") and value < FLOP_FLOOR_PER_CORE * cores:
-        return (f"below the physical floor of {FLOP_FLOOR_PER_CORE * cores / 1e9:.3g} GFLOP/s ({cores} cores x 1 GFLOP/s): "
-                "a kernel bound by something else (memory, dispatch) was timed")
+        return (
+            f"below the physical floor of {FLOP_FLOOR_PER_CORE * cores / 1e9:.3g} GFLOP/s ({cores} cores x 1 GFLOP/s): "
+            "a kernel bound by something else (memory, dispatch) was timed"
+        )
     if reference is not None:
         ref = reference.peak_flops.get(unit, {}).get(dtype)
         return _ratio_problem(value, float(ref) if ref else None, f"{reference.name} {unit} {dtype}")
     if spec.kind == "cpu" and dtype in CPU_MAX_PER_CORE and value > HIGH * CPU_MAX_PER_CORE[dtype] * cores:
-        return (f"above {HIGH}x the most a core can do ({CPU_MAX_PER_CORE[dtype] / 1e9:.0f} GFLOP/s per core x {cores}: "
-                "2 FMA units x 16 lanes x 2 FLOP x 4 GHz)")
+        return (
+            f"above {HIGH}x the most a core can do ({CPU_MAX_PER_CORE[dtype] / 1e9:.0f} GFLOP/s per core x {cores}: "
+            "2 FMA units x 16 lanes x 2 FLOP x 4 GHz)"
+        )
     return ""
 
 

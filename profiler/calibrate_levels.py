@@ -84,11 +84,15 @@ def cache_levels(dram_bandwidth: float, repeats: int) -> tuple[list[MemoryLevel]
         # included, so lower than the level's bandwidth: still a safe floor)
         bw = 12 * (n2 - n1) / (t2 - t1) if t2 > t1 else 12 * n2 / t2
         if not bw > dram_bandwidth:
-            notes.append(f"{name} ({capacity} B) left out: measured {bw / 1e9:.3g} GB/s, not above the DRAM's "
-                         f"{dram_bandwidth / 1e9:.3g} GB/s (noise or a spilled working set); rerun on a quiet machine")
+            notes.append(
+                f"{name} ({capacity} B) left out: measured {bw / 1e9:.3g} GB/s, not above the DRAM's "
+                f"{dram_bandwidth / 1e9:.3g} GB/s (noise or a spilled working set); rerun on a quiet machine"
+            )
             continue
         if bw < outer_bw:  # an inner level is never slower than the one outside it: noise
-            notes.append(f"{name}: measured {bw / 1e9:.3g} GB/s, below the outer level's {outer_bw / 1e9:.3g} GB/s; that figure kept")
+            notes.append(
+                f"{name}: measured {bw / 1e9:.3g} GB/s, below the outer level's {outer_bw / 1e9:.3g} GB/s; that figure kept"
+            )
             bw = outer_bw
         levels.append(MemoryLevel(name=name, capacity_bytes=capacity, bandwidth=bw, partitions=instances))
         outer_bw = bw

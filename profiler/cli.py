@@ -17,15 +17,27 @@ from profiler.cli_usage import OneLineUsage, one_line
 from profiler.model.errors import InputError, printable
 from profiler.model.files import parse_size
 
-app = typer.Typer(cls=OneLineUsage, add_completion=False, no_args_is_help=True,
-                  help="Performance profiling and bottleneck analysis for ML compilers and accelerators.")
+app = typer.Typer(
+    cls=OneLineUsage,
+    add_completion=False,
+    no_args_is_help=True,
+    help="Performance profiling and bottleneck analysis for ML compilers and accelerators.",
+)
 
 #: --max-bytes: the most a command reads of one file, decompressed (profiler.model.files).
-MaxBytes = Annotated[int | None, typer.Option(
-    "--max-bytes", parser=parse_size, metavar="SIZE",
-    help="Refuse a file larger than this once decompressed (e.g. 512M, 8G). Default: half the memory available.")]
+MaxBytes = Annotated[
+    int | None,
+    typer.Option(
+        "--max-bytes",
+        parser=parse_size,
+        metavar="SIZE",
+        help="Refuse a file larger than this once decompressed (e.g. 512M, 8G). Default: half the memory available.",
+    ),
+]
 #: --force: replace an existing output file (never an input).
-Force = Annotated[bool, typer.Option("--force", help="Overwrite the output file if it exists (never one of the inputs).")]
+Force = Annotated[
+    bool, typer.Option("--force", help="Overwrite the output file if it exists (never one of the inputs).")
+]
 
 
 def Console(**options):  # noqa: N802 - rich's Console, imported only when text is printed (not for --json)
@@ -91,11 +103,28 @@ def analyze(
     top: Annotated[int, typer.Option(min=1, help="How many ops and kernels to list.")] = 15,
     rank: Annotated[int | None, typer.Option(help="Analyze only this rank.")] = None,
     json: Annotated[bool, typer.Option("--json", help="Write the versioned JSON report to stdout.")] = False,
-    hardware: Annotated[str | None, typer.Option(help="Floor every device on this spec (preset name or YAML): what-if.")] = None,
-    dtype: Annotated[str | None, typer.Option(help="Re-floor GEMMs, convolutions and attention at this precision: bf16, fp8, int8 (what-if).")] = None,
-    section: Annotated[list[str] | None, typer.Option(help="Only these sections (repeatable): verdict, summary, ops, roofline, timeline, critical_path, memory, llm, modules, advice.")] = None,
-    full: Annotated[bool, typer.Option("--full", help="Every section (the default is the verdict and a short summary).")] = False,
-    collectives: Annotated[Path | None, typer.Option(help="YAML table of extra collective op/kernel names (format: analysis/collectives.yaml; default $PERF_COLLECTIVES or ~/.config/perf/collectives.yaml).")] = None,
+    hardware: Annotated[
+        str | None, typer.Option(help="Floor every device on this spec (preset name or YAML): what-if.")
+    ] = None,
+    dtype: Annotated[
+        str | None,
+        typer.Option(help="Re-floor GEMMs, convolutions and attention at this precision: bf16, fp8, int8 (what-if)."),
+    ] = None,
+    section: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="Only these sections (repeatable): verdict, summary, ops, roofline, timeline, critical_path, memory, llm, modules, advice."
+        ),
+    ] = None,
+    full: Annotated[
+        bool, typer.Option("--full", help="Every section (the default is the verdict and a short summary).")
+    ] = False,
+    collectives: Annotated[
+        Path | None,
+        typer.Option(
+            help="YAML table of extra collective op/kernel names (format: analysis/collectives.yaml; default $PERF_COLLECTIVES or ~/.config/perf/collectives.yaml)."
+        ),
+    ] = None,
     max_bytes: MaxBytes = None,
 ) -> None:
     """What bounds the run (the verdict, first), then device busy and idle time, the wall equation and the top ops;
@@ -112,8 +141,15 @@ def analyze(
         unknown = sorted(set(section or ()) - set(SECTIONS))
         if unknown:
             raise InputError(None, f"--section {unknown[0]}: expected one of {', '.join(SECTIONS)}")
-        result = run_analysis(t, top=top, rank=rank, hardware=hardware, dtype=dtype, sections=tuple(section or SECTIONS),
-                              collectives=collectives)
+        result = run_analysis(
+            t,
+            top=top,
+            rank=rank,
+            hardware=hardware,
+            dtype=dtype,
+            sections=tuple(section or SECTIONS),
+            collectives=collectives,
+        )
         if json:
             from profiler.render.json import to_json
 
@@ -175,7 +211,9 @@ def hardware_show(name: Annotated[str, typer.Argument(help="A preset name or a s
 
 @app.command()
 def calibrate(
-    output: Annotated[Path, typer.Option("-o", "--output", help="Where to write the measured spec (YAML).")] = Path("calibrated.yaml"),
+    output: Annotated[Path, typer.Option("-o", "--output", help="Where to write the measured spec (YAML).")] = Path(
+        "calibrated.yaml"
+    ),
     quick: Annotated[bool, typer.Option(help="Small sizes: seconds instead of a minute, rougher figures.")] = False,
     links: Annotated[bool, typer.Option(help="Also measure gloo all_reduce between two local processes.")] = True,
     force: Force = False,
@@ -221,7 +259,9 @@ def diff(
     new: Annotated[Path, typer.Argument(help="Trace B: file or directory.")],
     top: Annotated[int, typer.Option(min=1, help="How many changes to list.")] = 20,
     threshold: Annotated[float, typer.Option(help="Ignore time changes below this percent of A's time.")] = 0.0,
-    json: Annotated[bool, typer.Option("--json", help="Write the setup and the changes as JSON (schema perf.diff, version 2).")] = False,
+    json: Annotated[
+        bool, typer.Option("--json", help="Write the setup and the changes as JSON (schema perf.diff, version 2).")
+    ] = False,
     max_bytes: MaxBytes = None,
 ) -> None:
     """Compare two traces: first what differs in the setup (hardware, ranks, dtypes, versions, shapes; a
@@ -241,8 +281,11 @@ def diff(
             setups.append(setup(a.overview, t.metadata, a.by_dtype, a.top_ops))
     with one_line_errors(new):
         same_setup = compare_setup(*setups)
-        changes = diff_tables(op_times(sides[0].top_ops, sides[0].top_kernels),
-                              op_times(sides[1].top_ops, sides[1].top_kernels), threshold / 100)
+        changes = diff_tables(
+            op_times(sides[0].top_ops, sides[0].top_kernels),
+            op_times(sides[1].top_ops, sides[1].top_kernels),
+            threshold / 100,
+        )
         busy = [_busy_ns(s.device_time) for s in sides]
         if json:
             from profiler.render.json import diff_json
@@ -261,10 +304,21 @@ def diff(
 
 @app.command()
 def export(
-    trace: Annotated[Path, typer.Argument(help="Trace file (.json, .json.gz, .pftrace) or a directory of per-rank files.")],
-    output: Annotated[Path, typer.Option("-o", "--output", help="Where to write: .pftrace / .perfetto-trace (Perfetto protobuf) or .json (Chrome JSON); .gz compresses.")],
+    trace: Annotated[
+        Path, typer.Argument(help="Trace file (.json, .json.gz, .pftrace) or a directory of per-rank files.")
+    ],
+    output: Annotated[
+        Path,
+        typer.Option(
+            "-o",
+            "--output",
+            help="Where to write: .pftrace / .perfetto-trace (Perfetto protobuf) or .json (Chrome JSON); .gz compresses.",
+        ),
+    ],
     hardware: Annotated[str | None, typer.Option(help="Floor every device on this spec (preset name or YAML).")] = None,
-    analysis: Annotated[bool, typer.Option(help="Attach the analysis (bound, efficiency, FLOPs, bytes) to the slices.")] = True,
+    analysis: Annotated[
+        bool, typer.Option(help="Attach the analysis (bound, efficiency, FLOPs, bytes) to the slices.")
+    ] = True,
     force: Force = False,
     max_bytes: MaxBytes = None,
 ) -> None:
@@ -287,9 +341,16 @@ def export(
         elif name.endswith((".pftrace", ".perfetto-trace", ".perfetto", ".pb")):
             paths = [write_perfetto(t, output, units, force=force, inputs=[trace])]
         else:
-            raise InputError(output, "unknown output format: name it .pftrace or .perfetto-trace (Perfetto) or .json (Chrome JSON), .gz optional")
+            raise InputError(
+                output,
+                "unknown output format: name it .pftrace or .perfetto-trace (Perfetto) or .json (Chrome JSON), .gz optional",
+            )
     for p in paths:
-        print(printable(f"wrote {p} ({len(t.events):,} events, {len(t.flows):,} flows, {len(t.counters):,} counter samples)"))
+        print(
+            printable(
+                f"wrote {p} ({len(t.events):,} events, {len(t.flows):,} flows, {len(t.counters):,} counter samples)"
+            )
+        )
 
 
 def _busy_ns(device_time) -> int:
@@ -317,12 +378,31 @@ def _runs(path: Path) -> list[Path]:
 
 @app.command()
 def gate(
-    base_new: Annotated[list[Path] | None, typer.Argument(metavar="[BASE NEW]", help="Baseline and new: each a trace file, a directory of repeated runs (one trace file each), or a directory of multi-rank run directories.")] = None,
-    base: Annotated[list[Path] | None, typer.Option("--base", help="Baseline trace (repeatable: several runs), instead of BASE.")] = None,
-    new: Annotated[list[Path] | None, typer.Option("--new", help="New trace (repeatable: several runs), instead of NEW.")] = None,
-    max_regression: Annotated[float, typer.Option(help="Allowed slowdown, percent (with 3+ runs a side: and beyond the noise).")] = 10.0,
-    tolerance: Annotated[float | None, typer.Option(help="With fewer than 3 runs a side: allowed slowdown, percent, judged without a noise estimate (default: --max-regression).")] = None,
-    json: Annotated[bool, typer.Option("--json", help="Write the verdicts as JSON (schema perf.gate, version 2).")] = False,
+    base_new: Annotated[
+        list[Path] | None,
+        typer.Argument(
+            metavar="[BASE NEW]",
+            help="Baseline and new: each a trace file, a directory of repeated runs (one trace file each), or a directory of multi-rank run directories.",
+        ),
+    ] = None,
+    base: Annotated[
+        list[Path] | None, typer.Option("--base", help="Baseline trace (repeatable: several runs), instead of BASE.")
+    ] = None,
+    new: Annotated[
+        list[Path] | None, typer.Option("--new", help="New trace (repeatable: several runs), instead of NEW.")
+    ] = None,
+    max_regression: Annotated[
+        float, typer.Option(help="Allowed slowdown, percent (with 3+ runs a side: and beyond the noise).")
+    ] = 10.0,
+    tolerance: Annotated[
+        float | None,
+        typer.Option(
+            help="With fewer than 3 runs a side: allowed slowdown, percent, judged without a noise estimate (default: --max-regression)."
+        ),
+    ] = None,
+    json: Annotated[
+        bool, typer.Option("--json", help="Write the verdicts as JSON (schema perf.gate, version 2).")
+    ] = False,
     max_bytes: MaxBytes = None,
 ) -> None:
     """CI gate: exit 1 when NEW is slower than BASE: in wall-clock time per step, in device (or
@@ -356,11 +436,14 @@ def gate(
     tol = max_regression if tolerance is None else tolerance
     verdicts = compare(sides[0], sides[1], max_regression / 100, runs=(runs[0], runs[1]), tolerance=tol / 100)
     statistical = min(runs) >= MIN_RUNS
-    method = (f"{runs[0]} and {runs[1]} runs: ratio = mean(new)/mean(base) - 1 over iterations; regression when "
-              f"ratio > {max_regression:g}% and the 95% bootstrap interval's lower end > 0" if statistical else
-              f"{runs[0]} run(s) against {runs[1]}: fewer than {MIN_RUNS} runs a side, so the change cannot be separated "
-              f"from run-to-run noise; regression when ratio > the tolerance of {tol:g}% (the interval over iterations "
-              "of one run is shown, not used)")
+    method = (
+        f"{runs[0]} and {runs[1]} runs: ratio = mean(new)/mean(base) - 1 over iterations; regression when "
+        f"ratio > {max_regression:g}% and the 95% bootstrap interval's lower end > 0"
+        if statistical
+        else f"{runs[0]} run(s) against {runs[1]}: fewer than {MIN_RUNS} runs a side, so the change cannot be separated "
+        f"from run-to-run noise; regression when ratio > the tolerance of {tol:g}% (the interval over iterations "
+        "of one run is shown, not used)"
+    )
     failed = [v for v in verdicts if v.regression]
     if json:
         from profiler.render.json import gate_json
@@ -379,27 +462,80 @@ def gate(
 
 # Options stop at the script: `perf profile -o t.json.gz train.py --lr 0.1 -o x` gives the script
 # `--lr 0.1 -o x` (as python -m cProfile does).
-@app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True, "allow_interspersed_args": False})
+@app.command(
+    context_settings={"allow_extra_args": True, "ignore_unknown_options": True, "allow_interspersed_args": False}
+)
 def profile(
     ctx: typer.Context,
-    script: Annotated[Path | None, typer.Argument(help="Python script to run in this process; what follows it is its own arguments.")] = None,
-    output: Annotated[Path | None, typer.Option("-o", "--output", help="Trace to write (.json.gz; .json for plain). Default: perf-<script or factory>.json.gz here.")] = None,
-    model: Annotated[str | None, typer.Option(help="Profile a model instead: MODULE:FACTORY (or file.py:FACTORY), a callable returning an nn.Module.")] = None,
-    input: Annotated[list[str] | None, typer.Option("--input", help="Model input SHAPE[:DTYPE[:HIGH]], e.g. 32x256 or 1x128:int64 (repeatable, in order).")] = None,
-    dtype: Annotated[str | None, typer.Option(help="Model weights and float inputs: fp32 (default), bf16, fp16, fp64.")] = None,
-    compile_: Annotated[bool, typer.Option("--compile", help="Model: torch.compile it (compiles during warm-up, outside the recording).")] = False,
+    script: Annotated[
+        Path | None, typer.Argument(help="Python script to run in this process; what follows it is its own arguments.")
+    ] = None,
+    output: Annotated[
+        Path | None,
+        typer.Option(
+            "-o",
+            "--output",
+            help="Trace to write (.json.gz; .json for plain). Default: perf-<script or factory>.json.gz here.",
+        ),
+    ] = None,
+    model: Annotated[
+        str | None,
+        typer.Option(
+            help="Profile a model instead: MODULE:FACTORY (or file.py:FACTORY), a callable returning an nn.Module."
+        ),
+    ] = None,
+    input: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--input", help="Model input SHAPE[:DTYPE[:HIGH]], e.g. 32x256 or 1x128:int64 (repeatable, in order)."
+        ),
+    ] = None,
+    dtype: Annotated[
+        str | None, typer.Option(help="Model weights and float inputs: fp32 (default), bf16, fp16, fp64.")
+    ] = None,
+    compile_: Annotated[
+        bool,
+        typer.Option("--compile", help="Model: torch.compile it (compiles during warm-up, outside the recording)."),
+    ] = False,
     steps: Annotated[int | None, typer.Option(min=1, help="Model: recorded steps (default 3).")] = None,
     backward: Annotated[bool, typer.Option(help="Model: also run backward of the first output's sum.")] = False,
-    warmup: Annotated[int | None, typer.Option(min=0, help="Steps before the recorded ones (default 1). Model: run unprofiled. Script: with --active, traced and discarded.")] = None,
-    wait: Annotated[int, typer.Option(min=0, help="Script, with --active: marked steps to skip before the warm-up.")] = 0,
-    active: Annotated[int | None, typer.Option(min=1, help="Script: record this many steps marked by profiler.step() (default: the whole run).")] = None,
-    with_stack: Annotated[bool, typer.Option(help="Record Python stacks of ops (larger trace, more overhead).")] = False,
+    warmup: Annotated[
+        int | None,
+        typer.Option(
+            min=0,
+            help="Steps before the recorded ones (default 1). Model: run unprofiled. Script: with --active, traced and discarded.",
+        ),
+    ] = None,
+    wait: Annotated[
+        int, typer.Option(min=0, help="Script, with --active: marked steps to skip before the warm-up.")
+    ] = 0,
+    active: Annotated[
+        int | None,
+        typer.Option(min=1, help="Script: record this many steps marked by profiler.step() (default: the whole run)."),
+    ] = None,
+    with_stack: Annotated[
+        bool, typer.Option(help="Record Python stacks of ops (larger trace, more overhead).")
+    ] = False,
     with_modules: Annotated[bool, typer.Option(help="Record the nn.Module hierarchy of ops.")] = False,
     top: Annotated[int, typer.Option(min=1, help="How many ops and kernels to list.")] = 15,
-    json: Annotated[bool, typer.Option("--json", help="Write the perf.analyze JSON report to stdout (the script's prints go to stderr).")] = False,
+    json: Annotated[
+        bool,
+        typer.Option("--json", help="Write the perf.analyze JSON report to stdout (the script's prints go to stderr)."),
+    ] = False,
     hardware: Annotated[str | None, typer.Option(help="Floor every device on this spec (preset name or YAML).")] = None,
-    section: Annotated[list[str] | None, typer.Option(help="Only these sections (repeatable): summary, ops, roofline, timeline, critical_path, memory, llm, modules, advice.")] = None,
-    compare_compile: Annotated[bool, typer.Option("--compare-compile", help="Model: run it eager and torch.compiled and show, per fused kernel, the ops it replaced, time before and after, and its bound.")] = False,
+    section: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="Only these sections (repeatable): summary, ops, roofline, timeline, critical_path, memory, llm, modules, advice."
+        ),
+    ] = None,
+    compare_compile: Annotated[
+        bool,
+        typer.Option(
+            "--compare-compile",
+            help="Model: run it eager and torch.compiled and show, per fused kernel, the ops it replaced, time before and after, and its bound.",
+        ),
+    ] = False,
     force: Force = False,
 ) -> None:
     """Run a script (or --model factory) under torch.profiler, write the trace, then analyze it as `perf analyze` does."""
@@ -412,25 +548,64 @@ def profile(
         from profiler.model.files import check_writable
 
         if script and str(script).startswith("-"):  # ignore_unknown_options let a typo through as the script
-            raise InputError(None, f"no such option: {script} (see perf profile --help; the script's own options go after it)")
+            raise InputError(
+                None, f"no such option: {script} (see perf profile --help; the script's own options go after it)"
+            )
         if bool(model) == bool(script):
             raise InputError(None, "give a script to run or --model MODULE:FACTORY (one of them)")
         if model:
             if ctx.args or active is not None or wait:
-                raise InputError(None, f"--model takes --steps and --warmup, not {' '.join(ctx.args) or '--active/--wait'}")
+                raise InputError(
+                    None, f"--model takes --steps and --warmup, not {' '.join(ctx.args) or '--active/--wait'}"
+                )
             out = check_writable(output or Path(f"perf-{model.rpartition(':')[2]}.json.gz"), force=force)
-            session = run_model(model, input or [], out, dtype=dtype or "fp32", compile=compile_, steps=steps or 3,
-                                warmup=1 if warmup is None else warmup, backward=backward, with_stack=with_stack, with_modules=with_modules)
+            session = run_model(
+                model,
+                input or [],
+                out,
+                dtype=dtype or "fp32",
+                compile=compile_,
+                steps=steps or 3,
+                warmup=1 if warmup is None else warmup,
+                backward=backward,
+                with_stack=with_stack,
+                with_modules=with_modules,
+            )
         else:
             if input or dtype or compile_ or steps or backward:
-                raise InputError(script, "--input, --dtype, --compile, --steps and --backward go with --model; a script marks its own steps")
+                raise InputError(
+                    script,
+                    "--input, --dtype, --compile, --steps and --backward go with --model; a script marks its own steps",
+                )
             out = check_writable(output or Path(f"perf-{script.stem}.json.gz"), force=force, inputs=[script])
-            session = run_script(script, list(ctx.args), out, active=active, wait=wait, warmup=1 if warmup is None else warmup,
-                                 with_stack=with_stack, with_modules=with_modules, stdout_to_stderr=json)
-    short = "" if session.complete else f" (the run ended after {session.marks} step marks, before all {session.steps} recorded steps)"
+            session = run_script(
+                script,
+                list(ctx.args),
+                out,
+                active=active,
+                wait=wait,
+                warmup=1 if warmup is None else warmup,
+                with_stack=with_stack,
+                with_modules=with_modules,
+                stdout_to_stderr=json,
+            )
+    short = (
+        ""
+        if session.complete
+        else f" (the run ended after {session.marks} step marks, before all {session.steps} recorded steps)"
+    )
     print(one_line(f"wrote {session.path}{short}"), file=sys.stderr)
-    analyze(session.path, top=top, rank=None, json=json, hardware=hardware, dtype=None, section=section, full=False,
-            collectives=None)
+    analyze(
+        session.path,
+        top=top,
+        rank=None,
+        json=json,
+        hardware=hardware,
+        dtype=None,
+        section=section,
+        full=False,
+        collectives=None,
+    )
     if session.compile is not None and not json:
         from profiler.render import console
         from profiler.render.compile import render_summary
@@ -438,8 +613,15 @@ def profile(
         console().print(render_summary(session.compile))
 
 
-def _compare_compile(model: str | None, inputs: list[str], dtype: str | None, steps: int | None, backward: bool,
-                     hardware: str | None, as_json: bool) -> None:
+def _compare_compile(
+    model: str | None,
+    inputs: list[str],
+    dtype: str | None,
+    steps: int | None,
+    backward: bool,
+    hardware: str | None,
+    as_json: bool,
+) -> None:
     """`perf profile --model M --compare-compile`: eager vs compiled per fused kernel."""
     with one_line_errors(Path(model or "profile")):
         if not model:
@@ -468,11 +650,16 @@ def _compare_compile(model: str | None, inputs: list[str], dtype: str | None, st
 
 @app.command()
 def dashboard(
-    traces: Annotated[list[Path] | None, typer.Argument(help="Trace files or directories to open (more can be uploaded in the page).")] = None,
+    traces: Annotated[
+        list[Path] | None, typer.Argument(help="Trace files or directories to open (more can be uploaded in the page).")
+    ] = None,
     port: Annotated[int, typer.Option(min=1, max=65535, help="Port to listen on.")] = 8050,
     host: Annotated[str, typer.Option(help="Address to bind; the default serves this machine only.")] = "127.0.0.1",
     max_upload_mb: Annotated[int, typer.Option(min=1, help="Largest trace the page accepts as an upload, MiB.")] = 512,
-    compile_log: Annotated[Path | None, typer.Option(help="A TORCH_TRACE directory (torch.compile's structured logs) for the Compiler page.")] = None,
+    compile_log: Annotated[
+        Path | None,
+        typer.Option(help="A TORCH_TRACE directory (torch.compile's structured logs) for the Compiler page."),
+    ] = None,
     max_bytes: MaxBytes = None,
 ) -> None:
     """Serve the Dash dashboard: overview, roofline, timeline, ops, compare, memory, LLM and compiler pages."""
@@ -498,8 +685,13 @@ def dashboard(
 
 @app.command("compile-report")
 def compile_report_cmd(
-    logdir: Annotated[Path, typer.Argument(help="A TORCH_TRACE directory (or one of its .log files): torch.compile's structured logs.")],
-    json: Annotated[bool, typer.Option("--json", help="Write the tables as JSON (schema perf.compile_report, version 1).")] = False,
+    logdir: Annotated[
+        Path,
+        typer.Argument(help="A TORCH_TRACE directory (or one of its .log files): torch.compile's structured logs."),
+    ],
+    json: Annotated[
+        bool, typer.Option("--json", help="Write the tables as JSON (schema perf.compile_report, version 1).")
+    ] = False,
     max_bytes: MaxBytes = None,
 ) -> None:
     """torch.compile's own story from its structured log: phases, graph breaks (reason, file:line),

@@ -32,8 +32,14 @@ def one_line(problem: str) -> str:
 class OneLineUsage(TyperGroup):
     """The root command group: usage errors become one line (module docstring)."""
 
-    def main(self, args: Any = None, prog_name: str | None = None, complete_var: str | None = None,
-             standalone_mode: bool = True, **extra: Any) -> Any:
+    def main(
+        self,
+        args: Any = None,
+        prog_name: str | None = None,
+        complete_var: str | None = None,
+        standalone_mode: bool = True,
+        **extra: Any,
+    ) -> Any:
         try:
             rv = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
         except _click_errors.NoArgsIsHelpError as e:  # `perf` alone: the help was printed

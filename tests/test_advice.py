@@ -12,14 +12,26 @@ from profiler import analyze, load_trace
 from profiler.model.hardware import load_spec
 from tests.conftest import real_trace, write_trace, x
 
-REAL = ["b200_eager", "nccl_meta_a100", "resnet50_legacy_v100", "dlrm_8rank_v100", "sglang_qwen3_prefill_mi300x",
-        "sglang_qwen3_decode_mi300x", "vllm_graphs_mi300x", "ddp_allreduce_v100"]
+REAL = [
+    "b200_eager",
+    "nccl_meta_a100",
+    "resnet50_legacy_v100",
+    "dlrm_8rank_v100",
+    "sglang_qwen3_prefill_mi300x",
+    "sglang_qwen3_decode_mi300x",
+    "vllm_graphs_mi300x",
+    "ddp_allreduce_v100",
+]
 
 
 def _record(path, body, steps: int = 3) -> object:
     """`body` run `steps` times under torch.profiler (shapes recorded), one ProfilerStep each."""
-    with profile(activities=[ProfilerActivity.CPU], record_shapes=True, schedule=schedule(wait=0, warmup=1, active=steps),
-                 on_trace_ready=lambda p: p.export_chrome_trace(str(path))) as prof:
+    with profile(
+        activities=[ProfilerActivity.CPU],
+        record_shapes=True,
+        schedule=schedule(wait=0, warmup=1, active=steps),
+        on_trace_ready=lambda p: p.export_chrome_trace(str(path)),
+    ) as prof:
         for _ in range(steps + 1):
             body()
             prof.step()
@@ -56,7 +68,9 @@ def test_unfused_attention_is_one_attention_saving_the_chain_less_the_fused_floo
     #   192 GFLOP/s) 174.8 us
     #   Q + K + V + O = 4 tensors * 4*512*8 * 4 B = 262,144 B; at 20 GB/s 13.1 us
     #   floor = max(174.8 us, 13.1 us) = 174.8 us
-    floor_ns = max(2 * (2 * 4 * 512 * 512 * 8) / spec.peak("fp32", "matrix"), 4 * (4 * 512 * 8 * 4) / spec.bandwidth()) * 1e9
+    floor_ns = (
+        max(2 * (2 * 4 * 512 * 512 * 8) / spec.peak("fp32", "matrix"), 4 * (4 * 512 * 8 * 4) / spec.bandwidth()) * 1e9
+    )
     assert top.saving_ns == pytest.approx(u["time_ns"].sum() - 3 * floor_ns)
     assert top.saving_ns > 0.5 * u["time_ns"].sum()  # not a quarter of the chain: the score matrix's trips go
     assert "chain time - max(" in top.formula and top.assumption
@@ -66,11 +80,31 @@ def test_advice_on_the_same_ops_is_not_counted_twice(tmp_path):
     # Hand-built unfused attention, B*H = 4, L = 256, D = 64, fp32, times fixed (us):
     # bmm 2000 -> div 300 -> _softmax 300 -> bmm 2000; chain 4600 us.
     scores = [1, 4, 256, 256]
-    events = [x("ProfilerStep#0", "user_annotation", 0, 5_000),
-              x("aten::bmm", "cpu_op", 10, 2_000, **{"Input Dims": [[4, 256, 64], [4, 64, 256]], "Input type": ["float"] * 2}),
-              x("aten::div", "cpu_op", 2_020, 300, **{"Input Dims": [scores, []], "Input type": ["float", "Scalar"]}),
-              x("aten::_softmax", "cpu_op", 2_330, 300, **{"Input Dims": [scores, [], []], "Input type": ["float", "Int", "Bool"]}),
-              x("aten::bmm", "cpu_op", 2_640, 2_000, **{"Input Dims": [[4, 256, 256], [4, 256, 64]], "Input type": ["float"] * 2})]
+    events = [
+        x("ProfilerStep#0", "user_annotation", 0, 5_000),
+        x(
+            "aten::bmm",
+            "cpu_op",
+            10,
+            2_000,
+            **{"Input Dims": [[4, 256, 64], [4, 64, 256]], "Input type": ["float"] * 2},
+        ),
+        x("aten::div", "cpu_op", 2_020, 300, **{"Input Dims": [scores, []], "Input type": ["float", "Scalar"]}),
+        x(
+            "aten::_softmax",
+            "cpu_op",
+            2_330,
+            300,
+            **{"Input Dims": [scores, [], []], "Input type": ["float", "Int", "Bool"]},
+        ),
+        x(
+            "aten::bmm",
+            "cpu_op",
+            2_640,
+            2_000,
+            **{"Input Dims": [[4, 256, 256], [4, 256, 64]], "Input type": ["float"] * 2},
+        ),
+    ]
     a = analyze(load_trace(write_trace(tmp_path / "attn.json", events)))
     att = a.advice[0]
     assert att.kind == "attention"
@@ -99,10 +133,12 @@ def _mm_relu_add(relu_dims: list[int]) -> list[dict]:
     add = {"Input Dims": [relu_dims, relu_dims, []], "Input type": ["float", "float", "Scalar"]}
     events = []
     for s, t0 in enumerate((0, 20_000)):
-        events += [x(f"ProfilerStep#{s}", "user_annotation", t0, 19_000),
-                   x("aten::mm", "cpu_op", t0 + 10, 12_000, **mm),
-                   x("aten::relu", "cpu_op", t0 + 12_100, 1_000, **relu),
-                   x("aten::add", "cpu_op", t0 + 13_200, 1_500, **add)]
+        events += [
+            x(f"ProfilerStep#{s}", "user_annotation", t0, 19_000),
+            x("aten::mm", "cpu_op", t0 + 10, 12_000, **mm),
+            x("aten::relu", "cpu_op", t0 + 12_100, 1_000, **relu),
+            x("aten::add", "cpu_op", t0 + 13_200, 1_500, **add),
+        ]
     return events
 
 
@@ -166,7 +202,9 @@ def test_fusion_never_spans_an_optimizer_step(training_loop):
     from analysis.advice import advise
     from profiler.api import spec_resolver
 
-    every = advise(a.units, a.communication, spec_resolver(training_loop), limit=1000, trace=training_loop, equation=a.equation)
+    every = advise(
+        a.units, a.communication, spec_resolver(training_loop), limit=1000, trace=training_loop, equation=a.equation
+    )
     ids = a.units["unit_id"].to_numpy()
     _, optimizer = unit_scopes(training_loop.events, ids)
     assert optimizer.sum() > 20  # Adam's per-parameter ops are there
@@ -184,9 +222,9 @@ def test_savings_bounded_by_busy_and_wall_time(folder):
     eq = a.equation.assign(where=lambda e: "rank" + e["rank"].astype(str) + "/" + e["device"].astype(str))
     busy = dict(zip(eq["where"], eq["busy_ns"]))
     assert sum(x.saving_ns for x in a.advice) <= eq["window_ns"].max()  # all advice together within the wall time
-    for x in a.advice:
-        assert 0 < x.saving_ns <= max(busy[d] for d in x.devices), x  # advice here removes device work
-        assert x.formula and x.assumption and x.count >= 1
+    for item in a.advice:
+        assert 0 < item.saving_ns <= max(busy[d] for d in item.devices), item  # advice here removes device work
+        assert item.formula and item.assumption and item.count >= 1
     keys = [(x.kind, x.title) for x in a.advice]
     assert len(keys) == len(set(keys))  # the same advice on identical layers or ranks is one line
 
@@ -208,10 +246,10 @@ def test_identical_layers_are_one_line_with_a_count():
     a = analyze(load_trace(real_trace("resnet50_legacy_v100")))
     fusion = [x for x in a.advice if x.kind == "fusion"]
     assert fusion and all(x.count > 1 and f"(× {x.count})" in x.title for x in fusion[:3])
-    for x in fusion:
-        assert len(x.units) % x.count == 0  # count chains of the same ops
-        ops = x.title.split(" (× ")[0].removeprefix("fuse ").split(" -> ")
-        assert len(x.units) == x.count * len(ops)
+    for item in fusion:
+        assert len(item.units) % item.count == 0  # count chains of the same ops
+        ops = item.title.split(" (× ")[0].removeprefix("fuse ").split(" -> ")
+        assert len(item.units) == item.count * len(ops)
 
 
 def test_attention_with_scale_mask_and_dropout_is_one_attention(tmp_path):
@@ -220,12 +258,13 @@ def test_attention_with_scale_mask_and_dropout_is_one_attention(tmp_path):
     ev = [x("ProfilerStep#0", "user_annotation", 0, 9_000)]
     t = 10
     for name, dims, types, dur in (
-            ("aten::bmm", [[4, 256, 64], [4, 64, 256]], ["float"] * 2, 2_000),
-            ("aten::mul", [s, []], ["float", "Scalar"], 300),
-            ("aten::add", [s, s, []], ["float", "float", "Scalar"], 300),
-            ("aten::_softmax", [s, [], []], ["float", "Int", "Bool"], 300),
-            ("aten::native_dropout", [s, [], []], ["float", "Double", "Bool"], 300),
-            ("aten::bmm", [s, [4, 256, 64]], ["float"] * 2, 2_000)):
+        ("aten::bmm", [[4, 256, 64], [4, 64, 256]], ["float"] * 2, 2_000),
+        ("aten::mul", [s, []], ["float", "Scalar"], 300),
+        ("aten::add", [s, s, []], ["float", "float", "Scalar"], 300),
+        ("aten::_softmax", [s, [], []], ["float", "Int", "Bool"], 300),
+        ("aten::native_dropout", [s, [], []], ["float", "Double", "Bool"], 300),
+        ("aten::bmm", [s, [4, 256, 64]], ["float"] * 2, 2_000),
+    ):
         ev.append(x(name, "cpu_op", t, dur, **{"Input Dims": dims, "Input type": types}))
         t += dur + 10
     a = analyze(load_trace(write_trace(tmp_path / "attn.json", ev)))

@@ -18,11 +18,15 @@ def kernel(name, ts, dur, stream, corr):
 
 # Times in us. Host thread 1 launches four kernels; stream 7 and stream 8 on gpu0.
 EVENTS = [
-    x("A", "cpu_op", 0, 5), x("cudaLaunchKernel", "cuda_runtime", 1, 1, correlation=1),
-    x("B", "cpu_op", 29, 3), x("cudaLaunchKernel", "cuda_runtime", 30, 1, correlation=2),
+    x("A", "cpu_op", 0, 5),
+    x("cudaLaunchKernel", "cuda_runtime", 1, 1, correlation=1),
+    x("B", "cpu_op", 29, 3),
+    x("cudaLaunchKernel", "cuda_runtime", 30, 1, correlation=2),
     x("cudaDeviceSynchronize", "cuda_runtime", 41, 19),
-    x("C", "cpu_op", 42, 0.5), x("cudaLaunchKernel", "cuda_runtime", 42, 0.5, correlation=3),
-    x("D", "cpu_op", 43, 0.5), x("cudaLaunchKernel", "cuda_runtime", 43, 0.5, correlation=4),
+    x("C", "cpu_op", 42, 0.5),
+    x("cudaLaunchKernel", "cuda_runtime", 42, 0.5, correlation=3),
+    x("D", "cpu_op", 43, 0.5),
+    x("cudaLaunchKernel", "cuda_runtime", 43, 0.5, correlation=4),
     kernel("K1", 10, 10, 7, 1),  # [10, 20)
     kernel("K2", 32, 8, 7, 2),  # [32, 40)
     kernel("K3", 50, 10, 8, 3),  # [50, 60) on stream 8
@@ -48,7 +52,16 @@ def test_hand_worked_equation(trace):
     # inside cudaDeviceSynchronize [41, 60) -> 8 us sync.
     assert row["window_ns"] == 50_000
     assert (row["idle_host_ns"], row["idle_sync_ns"], row["idle_other_ns"]) == (12_000, 8_000, 2_000)
-    parts = ["compute_ns", "memory_ns", "communication_ns", "runtime_ns", "unknown_ns", "idle_host_ns", "idle_sync_ns", "idle_other_ns"]
+    parts = [
+        "compute_ns",
+        "memory_ns",
+        "communication_ns",
+        "runtime_ns",
+        "unknown_ns",
+        "idle_host_ns",
+        "idle_sync_ns",
+        "idle_other_ns",
+    ]
     assert sum(row[p] for p in parts) == row["window_ns"]
 
 
@@ -72,7 +85,16 @@ def test_equation_holds_on_real_traces(folder):
 
     t = load_trace(real_trace(folder))
     eq = attribute(t, pd.Series(dtype=object))
-    parts = ["compute_ns", "memory_ns", "communication_ns", "runtime_ns", "unknown_ns", "idle_host_ns", "idle_sync_ns", "idle_other_ns"]
+    parts = [
+        "compute_ns",
+        "memory_ns",
+        "communication_ns",
+        "runtime_ns",
+        "unknown_ns",
+        "idle_host_ns",
+        "idle_sync_ns",
+        "idle_other_ns",
+    ]
     assert (eq[parts].sum(axis=1) == eq["window_ns"]).all()
     assert (eq["unknown_ns"] == eq["busy_ns"]).all()  # nothing classified: all busy time is unknown
     dt = device_time(t)
@@ -103,10 +125,16 @@ def test_equation_per_iteration(tmp_path):
         return x(f"k{corr}", "kernel", ts, dur, pid=0, tid=7, device=0, stream=7, correlation=corr)
 
     events = [
-        x("ProfilerStep#1", "user_annotation", 0, 50), x("A", "cpu_op", 1, 3), x("cudaLaunchKernel", "cuda_runtime", 2, 1, correlation=1),
-        x("ProfilerStep#2", "user_annotation", 50, 50), x("B", "cpu_op", 51, 3),
-        x("cudaLaunchKernel", "cuda_runtime", 52, 0.5, correlation=2), x("cudaLaunchKernel", "cuda_runtime", 53, 0.5, correlation=3),
-        k(10, 10, 1), k(60, 4, 2), k(70, 4, 3),
+        x("ProfilerStep#1", "user_annotation", 0, 50),
+        x("A", "cpu_op", 1, 3),
+        x("cudaLaunchKernel", "cuda_runtime", 2, 1, correlation=1),
+        x("ProfilerStep#2", "user_annotation", 50, 50),
+        x("B", "cpu_op", 51, 3),
+        x("cudaLaunchKernel", "cuda_runtime", 52, 0.5, correlation=2),
+        x("cudaLaunchKernel", "cuda_runtime", 53, 0.5, correlation=3),
+        k(10, 10, 1),
+        k(60, 4, 2),
+        k(70, 4, 3),
     ]
     t = load_trace(write_trace(tmp_path / "steps.json", events))
     per = attribute(t, pd.Series(dtype=object), by_step=True).set_index("step")
@@ -121,13 +149,22 @@ def test_rank_span_counts_host_time_before_and_after_the_device_work(tmp_path):
     then the host runs B [40, 100). Device window: [22, 32), 10 us busy. Rank span [0, 100):
     before K, 20 us host late (launch issued at 20) + 2 us queued (other); after K, 68 us of
     host time (nothing left to launch). 10 + 20 + 2 + 68 = 100."""
-    events = [x("A", "cpu_op", 0, 30), x("cudaLaunchKernel", "cuda_runtime", 20, 1, correlation=1),
-              x("B", "cpu_op", 40, 60), kernel("K", 22, 10, 7, 1)]
+    events = [
+        x("A", "cpu_op", 0, 30),
+        x("cudaLaunchKernel", "cuda_runtime", 20, 1, correlation=1),
+        x("B", "cpu_op", 40, 60),
+        kernel("K", 22, 10, 7, 1),
+    ]
     t = load_trace(write_trace(tmp_path / "t.json", events))
     device = attribute(t, pd.Series(dtype=object)).iloc[0]
     assert (device["window_ns"], device["idle_host_ns"]) == (10_000, 0)
     row = attribute(t, pd.Series(dtype=object), span="rank").iloc[0]
     assert (row["window_ns"], row["busy_ns"], row["idle_host_ns"], row["idle_sync_ns"], row["idle_other_ns"]) == (
-        100_000, 10_000, 88_000, 0, 2_000)
+        100_000,
+        10_000,
+        88_000,
+        0,
+        2_000,
+    )
     with pytest.raises(ValueError):
         attribute(t, pd.Series(dtype=object), by_step=True, span="rank")

@@ -276,7 +276,11 @@ def test_unreadable_input_in_a_real_process(tmp_path: Path, name: str):
     env = {k: v for k, v in os.environ.items() if k != "PERF_DEBUG"}
     p = subprocess.run(
         [sys.executable, "-m", "profiler", "analyze", str(path)],
-        capture_output=True, text=True, cwd=REPO, env=env, timeout=60,
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        env=env,
+        timeout=60,
     )
     assert p.returncode == 2, (p.returncode, p.stderr)
     assert "Traceback" not in p.stderr
@@ -292,6 +296,7 @@ def test_unknown_rank_is_one_line(tmp_path: Path):
 # --------------------------------------------------------------------------------------------
 # Recoverable event-level problems: exit 0, the rest analyzed, the problem counted exactly.
 # --------------------------------------------------------------------------------------------
+
 
 def kernel_indexes(doc: dict, k: int = 3) -> list[int]:
     """k kernel events spread over the trace (first, middle, last...)."""
@@ -333,7 +338,9 @@ RECOVERABLE = {
     "string-dur": (_break(lambda e: e.__setitem__("dur", "fast")), SKIPPED_TIME, 3, -3),
     "unknown-category": (
         _break(lambda e: e.__setitem__("cat", "npu_kernel_v9")),
-        "events of unknown category 'npu_kernel_v9' kept as kind 'other'", 3, 0,
+        "events of unknown category 'npu_kernel_v9' kept as kind 'other'",
+        3,
+        0,
     ),
     "invalid-utf8-name": (invalid_utf8_names, None, 3, 0),
 }
@@ -435,7 +442,11 @@ def test_markup_category_in_a_real_process(tmp_path: Path):
     path = _write(tmp_path / "markup.json", json.dumps(doc).encode())
     p = subprocess.run(
         [sys.executable, "-m", "profiler", "analyze", str(path)],
-        capture_output=True, text=True, cwd=REPO, env={**os.environ, **WIDE}, timeout=60,
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        env={**os.environ, **WIDE},
+        timeout=60,
     )
     assert p.returncode == 0, p.stderr
     assert "Traceback" not in p.stderr and p.stderr == ""

@@ -32,7 +32,9 @@ def test_spec_round_trips_with_its_structure(spec_file):
     assert spec.peak("fp32", "vector") > 0 and spec.bandwidth() > 0 and spec.min_op_time > 0
     # cache levels: capacities exactly as sysfs gives them (the bandwidths are measurements)
     sysfs = {name: cap for name, cap, _ in cache_capacities()}
-    assert [lvl.name for lvl in spec.memory[1:]] and all(lvl.capacity_bytes == sysfs[lvl.name] for lvl in spec.memory[1:])
+    assert [lvl.name for lvl in spec.memory[1:]] and all(
+        lvl.capacity_bytes == sysfs[lvl.name] for lvl in spec.memory[1:]
+    )
     assert spec.links and spec.links[0].topology == "host"
 
 
@@ -52,8 +54,11 @@ def test_fit_line_recovers_alpha_beta():
 def _cpu(vector_fp32: float, matrix_fp32: float, dram: float):
     base = load_spec("generic-x86-cpu")
     # bf16 at 0.4 GFLOP/s stays: a CPU without bf16 units emulates it that slowly (no floor for it)
-    return replace(base, peak_flops={"vector": {"fp32": vector_fp32}, "matrix": {"fp32": matrix_fp32, "bf16": 0.4e9}},
-                   memory=(MemoryLevel("dram", None, dram),))
+    return replace(
+        base,
+        peak_flops={"vector": {"fp32": vector_fp32}, "matrix": {"fp32": matrix_fp32, "bf16": 0.4e9}},
+        memory=(MemoryLevel("dram", None, dram),),
+    )
 
 
 def test_sanity_checks_keep_plausible_figures_and_reject_impossible_ones():

@@ -20,7 +20,9 @@ def test_cpu_small_copy_is_floored_at_the_cache_that_holds_it():
     # fits L2: floor = 524288 B / 192e9 B/s = 2731 ns, not 524288 / 20e9 = 26214 ns (which a real
     # copy beat by 1.5x). A 64 MiB copy fits no cache: the DRAM floor stays.
     spec = load_spec("generic-x86-cpu")
-    u = pd.DataFrame({"bytes": [524288.0, 64 * 2**20], "flops": [0.0, 0.0], "family": ["copy", "copy"], "dtype": ["fp32", "fp32"]})
+    u = pd.DataFrame(
+        {"bytes": [524288.0, 64 * 2**20], "flops": [0.0, 0.0], "family": ["copy", "copy"], "dtype": ["fp32", "fp32"]}
+    )
     t, level, _ = memory_floor(u, spec)
     assert t[0] == pytest.approx(524288 / 192e9 * 1e9) and level[0] == "l2"
     assert t[1] == pytest.approx(64 * 2**20 / 20e9 * 1e9) and level[1] == "dram"
@@ -35,8 +37,14 @@ def test_gpu_keeps_the_hbm_floor():
 
 def test_cache_capacities_from_sysfs(tmp_path):
     # 4 CPUs: L1d 32K private, L1i skipped, L2 1M per 2 CPUs, L3 32M shared by all
-    for i, (level, kind, size, shared) in enumerate([(1, "Data", "32K", "0"), (1, "Instruction", "32K", "0"),
-                                                     (2, "Unified", "1024K", "0-1"), (3, "Unified", "32768K", "0-3")]):
+    for i, (level, kind, size, shared) in enumerate(
+        [
+            (1, "Data", "32K", "0"),
+            (1, "Instruction", "32K", "0"),
+            (2, "Unified", "1024K", "0-1"),
+            (3, "Unified", "32768K", "0-3"),
+        ]
+    ):
         d = tmp_path / f"index{i}"
         d.mkdir()
         for name, value in (("level", level), ("type", kind), ("size", size), ("shared_cpu_list", shared)):
@@ -46,8 +54,11 @@ def test_cache_capacities_from_sysfs(tmp_path):
 
 def _cpu_spec(vector: float, bw: float = 20e9):
     base = load_spec("generic-x86-cpu")
-    return replace(base, peak_flops={"vector": {"fp32": vector}, "matrix": {"fp32": 100e9}},
-                   memory=(replace(base.memory[0], bandwidth=bw),))
+    return replace(
+        base,
+        peak_flops={"vector": {"fp32": vector}, "matrix": {"fp32": 100e9}},
+        memory=(replace(base.memory[0], bandwidth=bw),),
+    )
 
 
 def test_calibration_rejects_a_vector_peak_timed_over_memory():

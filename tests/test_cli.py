@@ -48,7 +48,10 @@ def test_rank_option_and_multi_rank_directory():
     doc = json.loads(r.stdout)
     assert doc["trace"]["ranks"] == [3]
     want = next(v for v in EXPECTED["dlrm_8rank_v100"].values() if v["rank"] == 3)
-    assert doc["summary"]["busy_ns"] == {"rank3/cpu": doc["summary"]["busy_ns"]["rank3/cpu"], "rank3/gpu3": want["busy_ns"]["gpu3"]}
+    assert doc["summary"]["busy_ns"] == {
+        "rank3/cpu": doc["summary"]["busy_ns"]["rank3/cpu"],
+        "rank3/gpu3": want["busy_ns"]["gpu3"],
+    }
     assert sum(doc["trace"]["events_by_kind"].values()) == want["events"]
 
 

@@ -59,7 +59,9 @@ def test_the_log_and_the_trace_tell_the_same_compile(compiled):
     ev = trace.events
     passes = ev[ev["kind"] == "compile_pass"]
     assert sorted(passes["name"].astype(str)) == sorted(rep.phases["name"])
-    assert sorted(passes["ts"].tolist()) == sorted(rep.phases["start_ns"].tolist())  # one clock, exact to the ns as written
+    assert sorted(passes["ts"].tolist()) == sorted(
+        rep.phases["start_ns"].tolist()
+    )  # one clock, exact to the ns as written
     carried = trace.metadata["ranks"]["0"]["perfCompile"]["tables"]["fusion"]
     assert [k["runtime_name"] for k in carried] == rep.fusion["runtime_name"].tolist()
 
@@ -77,15 +79,20 @@ def test_corrupt_lines_are_counted_not_fatal(compiled, tmp_path):
     lines = r.stderr.strip().splitlines()
     assert f"perf: {d}: 1 structured-log lines without a glog prefix skipped" in lines
     assert f"perf: {d}: 1 structured-log lines with unreadable JSON skipped" in lines
-    assert read_compile_report(d).problems.counts == {"structured-log lines without a glog prefix skipped": 1,
-                                                     "structured-log lines with unreadable JSON skipped": 1}
+    assert read_compile_report(d).problems.counts == {
+        "structured-log lines without a glog prefix skipped": 1,
+        "structured-log lines with unreadable JSON skipped": 1,
+    }
 
 
-@pytest.mark.parametrize("case, message", [
-    ("missing", "no such file or directory"),
-    ("empty", "no structured-log files (*.log) in this TORCH_TRACE directory"),
-    ("junk", "not a torch.compile structured log"),
-])
+@pytest.mark.parametrize(
+    "case, message",
+    [
+        ("missing", "no such file or directory"),
+        ("empty", "no structured-log files (*.log) in this TORCH_TRACE directory"),
+        ("junk", "not a torch.compile structured log"),
+    ],
+)
 def test_bad_log_directories_are_one_line_errors(case, message, tmp_path):
     d = tmp_path / case
     if case != "missing":
@@ -95,7 +102,9 @@ def test_bad_log_directories_are_one_line_errors(case, message, tmp_path):
     for cmd in (["compile-report", d], ["dashboard", "--compile-log", d]):  # the dashboard refuses before serving
         r = run(*cmd)
         assert r.exit_code == 2, r.output
-        assert r.stderr.startswith(f"perf: {d}") and message in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
+        assert r.stderr.startswith(f"perf: {d}") and message in r.stderr and len(r.stderr.strip().splitlines()) == 1, (
+            r.stderr
+        )
 
 
 def test_dashboard_compile_log_joins_the_log_to_the_trace(compiled):

@@ -23,7 +23,7 @@ from profiler.model.errors import InputError
 
 ROOT = Path(__file__).resolve().parents[1]
 
-SCRIPT = textwrap.dedent('''
+SCRIPT = textwrap.dedent("""
     import torch
     import torch._inductor.config as ic
 
@@ -47,7 +47,7 @@ SCRIPT = textwrap.dedent('''
             c = torch.compile(f)
             c(x, 2)
             c(x, 3)                  # guard n == 2 fails: recompile
-''')
+""")
 
 
 @pytest.fixture(scope="module")
@@ -56,7 +56,9 @@ def torch_trace(tmp_path_factory):
     script = d / "model_script.py"
     script.write_text(SCRIPT)
     env = {**os.environ, "TORCH_TRACE": str(d / "trace"), "TORCHINDUCTOR_CACHE_DIR": str(d / "cache")}
-    r = subprocess.run([sys.executable, str(script)], check=False, env=env, capture_output=True, text=True, timeout=600, cwd=d)
+    r = subprocess.run(
+        [sys.executable, str(script)], check=False, env=env, capture_output=True, text=True, timeout=600, cwd=d
+    )
     assert r.returncode == 0, r.stderr[-3000:]
     return script, d / "trace"
 
@@ -93,14 +95,16 @@ def test_cache_hits_are_labelled_and_skip_phases(torch_trace):
     hits = rep.caches[rep.caches["state"] == "hit"]
     assert len(hits) >= 1 and set(hits["cache"]) <= {"aotautograd", "fx_graph"}
     warm = hits["compile_id"].iloc[0]
-    cold = rep.caches.loc[(rep.caches["state"] == "miss") & (rep.caches["cache"] == hits["cache"].iloc[0]), "compile_id"].iloc[0]
+    cold = rep.caches.loc[
+        (rep.caches["state"] == "miss") & (rep.caches["cache"] == hits["cache"].iloc[0]), "compile_id"
+    ].iloc[0]
     phases = rep.phase_summary
     # the warm compile loaded the compiled graph: no scheduling, fusion or code generation ran
     assert "scheduling_fusion" in set(phases.loc[phases["compile_id"] == cold, "phase"])
     assert "scheduling_fusion" not in set(phases.loc[phases["compile_id"] == warm, "phase"])
 
 
-GRAPH = '''class GraphModule(torch.nn.Module):
+GRAPH = """class GraphModule(torch.nn.Module):
     def forward(self, primals_1: "f32[64, 64][64, 1]cpu", primals_2: "f32[64][1]cpu", primals_3: "f32[32, 64][64, 1]cpu"):
         # File: /m/model.py:10 in forward, code: y = s.l(x)
         permute: "f32[64, 64][1, 64]cpu" = torch.ops.aten.permute.default(primals_1, [1, 0]);  primals_1 = None
@@ -117,22 +121,26 @@ GRAPH = '''class GraphModule(torch.nn.Module):
         # File: /m/model.py:11 in forward, code: z = torch.relu(y * 2 + 1)
         le: "b8[32, 64][64, 1]cpu" = torch.ops.aten.le.Scalar(relu, 0);  relu = None
         return (sum_1, primals_3, le)
-'''
-CODE = '''cpp_fused_add_mul_relu_0 = async_compile.cpp_pybinding(['const float*', 'float*', 'bool*'], r\'\'\'
+"""
+CODE = """cpp_fused_add_mul_relu_0 = async_compile.cpp_pybinding(['const float*', 'float*', 'bool*'], r\'\'\'
     torch::aot_inductor::RAIIAtenRecordFunctionHandle record_graph_3_cpp_fused_add_mul_relu_0_("graph_3_cpp_fused_add_mul_relu_0", nullptr);
 \'\'\')
-'''
-MAPPING = ('{"cppCodeToPost": {"extern_kernels.addmm:1": ["addmm"], "cpp_fused_add_mul_relu_0:2": ["sum_1", "relu", "add", "mul", "le"]},'
-           ' "postToPre": {"addmm": ["y"], "mul": ["mul"], "add": ["add"], "relu": ["z"], "sum_1": ["sum_1"]}}')
+"""
+MAPPING = (
+    '{"cppCodeToPost": {"extern_kernels.addmm:1": ["addmm"], "cpp_fused_add_mul_relu_0:2": ["sum_1", "relu", "add", "mul", "le"]},'
+    ' "postToPre": {"addmm": ["y"], "mul": ["mul"], "add": ["add"], "relu": ["z"], "sum_1": ["sum_1"]}}'
+)
 
 
 def _log() -> Log:
     ids = {"frame_id": 0, "frame_compile_id": 0}
-    return Log(records=[
-        Record("artifact", {"artifact": {"name": "inductor_post_grad_graph"}, **ids}, GRAPH),
-        Record("inductor_output_code", {"inductor_output_code": {}, **ids}, CODE),
-        Record("artifact", {"artifact": {"name": "inductor_provenance_tracking_node_mappings"}, **ids}, MAPPING),
-    ])
+    return Log(
+        records=[
+            Record("artifact", {"artifact": {"name": "inductor_post_grad_graph"}, **ids}, GRAPH),
+            Record("inductor_output_code", {"inductor_output_code": {}, **ids}, CODE),
+            Record("artifact", {"artifact": {"name": "inductor_provenance_tracking_node_mappings"}, **ids}, MAPPING),
+        ]
+    )
 
 
 def test_fusion_map_from_a_hand_written_log():
@@ -154,23 +162,44 @@ def test_fusion_map_from_a_hand_written_log():
 
 def test_graph_text_and_dynamo_nodes():
     g = parse_graph(GRAPH)
-    assert g.values["le"].dtype == "b8" and g.values["le"].shape == (32, 64) and g.outputs == ("sum_1", "primals_3", "le")
-    assert g.nodes["addmm"].inputs == ("primals_2", "primals_3", "permute") and g.nodes["addmm"].source == "/m/model.py:10"
-    dyn = '''        y: "f32[32, 64]" = torch._C._nn.linear(l_x_, w, b);  l_x_ = None
+    assert (
+        g.values["le"].dtype == "b8" and g.values["le"].shape == (32, 64) and g.outputs == ("sum_1", "primals_3", "le")
+    )
+    assert (
+        g.nodes["addmm"].inputs == ("primals_2", "primals_3", "permute") and g.nodes["addmm"].source == "/m/model.py:10"
+    )
+    dyn = """        y: "f32[32, 64]" = torch._C._nn.linear(l_x_, w, b);  l_x_ = None
         mul: "f32[32, 64]" = y * 2;  y = None
         z: "f32[32, 64]" = torch.relu(mul)
         sum_1: "f32[32]" = z.sum(-1)
-        getitem: "f32[32]" = sum_1[0]'''
-    assert dynamo_nodes(dyn) == [("y", "linear"), ("mul", "mul"), ("z", "relu"), ("sum_1", "sum"), ("getitem", "getitem")]
+        getitem: "f32[32]" = sum_1[0]"""
+    assert dynamo_nodes(dyn) == [
+        ("y", "linear"),
+        ("mul", "mul"),
+        ("z", "relu"),
+        ("sum_1", "sum"),
+        ("getitem", "getitem"),
+    ]
 
 
 def test_unreadable_lines_are_counted_not_hidden():
     log = Log()
-    parse_lines(iter(['V1202 16:12:15.881000 9946 torch/x.py:1] {"dynamo_start": {"stack": []}, "frame_id": 0, "frame_compile_id": 0}',
-                      "garbage line", 'V1202 16:12:15.881000 9946 torch/x.py:1] {"artifact": ', "\tpayload of a broken record"]), log)
+    parse_lines(
+        iter(
+            [
+                'V1202 16:12:15.881000 9946 torch/x.py:1] {"dynamo_start": {"stack": []}, "frame_id": 0, "frame_compile_id": 0}',
+                "garbage line",
+                'V1202 16:12:15.881000 9946 torch/x.py:1] {"artifact": ',
+                "\tpayload of a broken record",
+            ]
+        ),
+        log,
+    )
     assert [r.kind for r in log.records] == ["dynamo_start"] and log.records[0].compile_id == "0/0"
-    assert log.problems.counts == {"structured-log lines without a glog prefix skipped": 1,
-                                   "structured-log lines with unreadable JSON skipped": 1}
+    assert log.problems.counts == {
+        "structured-log lines without a glog prefix skipped": 1,
+        "structured-log lines with unreadable JSON skipped": 1,
+    }
 
 
 def test_bad_torch_trace_paths(tmp_path):

@@ -53,9 +53,29 @@ def compiled_model(tmp_path_factory: pytest.TempPathFactory, model: str) -> Path
         if not (d / "done").exists():
             d.mkdir(exist_ok=True)
             env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(d / "inductor_cache")}
-            r = subprocess.run([sys.executable, "-m", "profiler", "profile", "--model", f"examples.models:{model}",
-                                "--input", MODELS[model], "--compile", "--steps", "2", "-o", str(trace)],
-                               cwd=ROOT, env=env, capture_output=True, text=True, timeout=600, check=False)
+            r = subprocess.run(
+                [
+                    sys.executable,
+                    "-m",
+                    "profiler",
+                    "profile",
+                    "--model",
+                    f"examples.models:{model}",
+                    "--input",
+                    MODELS[model],
+                    "--compile",
+                    "--steps",
+                    "2",
+                    "-o",
+                    str(trace),
+                ],
+                cwd=ROOT,
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=600,
+                check=False,
+            )
             assert r.returncode == 0, r.stderr[-3000:]
             (d / "done").write_text("ok")
     return trace
@@ -86,7 +106,9 @@ def test_compile_passes_on_the_compiler_track_before_the_two_steps(either):
     passes = ev[ev["kind"] == Kind.COMPILE_PASS.value]
     assert len(passes) >= 10 and set(passes["source"].astype(str)) == {"compiler"}
     tracks = set(passes["track"].astype(str))
-    assert "rank0/compiler" in tracks and all(t == "rank0/compiler" or t.startswith("rank0/compiler/worker") for t in tracks)
+    assert "rank0/compiler" in tracks and all(
+        t == "rank0/compiler" or t.startswith("rank0/compiler/worker") for t in tracks
+    )
     steps = ev[ev["name"].astype(str).str.startswith("ProfilerStep#")]
     assert len(steps) == 2  # --steps 2: only the recorded steps, the warm-up (where it compiled) is not one
     assert int((passes["ts"] + passes["dur"]).max()) <= int(steps["ts"].min())
@@ -117,7 +139,9 @@ def test_convnet_convolutions_stay_extern_and_relu_pool_fuse(convnet):
     gen = f[f["kind"].isin(GENERATED)]
     assert (gen["kind"] == "cpp").all() and not gen["kernel"].str.contains("convolution_backward").any()
     # the conv epilogue: ReLU fused with the max-pool behind it (never into the mkldnn call)
-    epilogue = gen[gen["aten_ops"].map(lambda ops: {"aten::relu", "prims::_low_memory_max_pool_with_offsets"} <= set(ops))]
+    epilogue = gen[
+        gen["aten_ops"].map(lambda ops: {"aten::relu", "prims::_low_memory_max_pool_with_offsets"} <= set(ops))
+    ]
     assert len(epilogue) == 2
     last = epilogue[epilogue["aten_ops"].map(lambda ops: "aten::mean" in ops)].iloc[0]
     # ReLU(8x32x16x16) + max-pool (1 per input element, 65536) + global mean over 8x32x8x8 (16384)
@@ -128,7 +152,11 @@ def test_convnet_convolutions_stay_extern_and_relu_pool_fuse(convnet):
     # the layout copy in front of conv1: no arithmetic, input 8x3x32x32 + weight 16x3x3x3 + bias 16
     # fp32 read and written once: (24576 + 432 + 16) * 4 = 100096 byte each way
     copy = gen[gen["aten_ops"].map(lambda ops: set(ops) == {"aten::convolution"})]
-    assert len(copy) == 1 and (copy.iloc[0]["flops"], copy.iloc[0]["bytes_read"], copy.iloc[0]["bytes_written"]) == (0, 100096, 100096)
+    assert len(copy) == 1 and (copy.iloc[0]["flops"], copy.iloc[0]["bytes_read"], copy.iloc[0]["bytes_written"]) == (
+        0,
+        100096,
+        100096,
+    )
 
 
 def test_tiny_llama_fuses_rmsnorm_and_swiglu_and_keeps_sdpa(tiny_llama):
@@ -173,8 +201,14 @@ def test_analyze_classifies_every_generated_kernel(either):
 
 
 def test_perf_analyze_json_lists_the_fused_kernels(either):
-    r = subprocess.run([sys.executable, "-m", "profiler", "analyze", str(either), "--json"],
-                       cwd=ROOT, capture_output=True, text=True, timeout=300, check=False)
+    r = subprocess.run(
+        [sys.executable, "-m", "profiler", "analyze", str(either), "--json"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
     assert r.returncode == 0, r.stderr[-2000:]
     doc = json.loads(r.stdout)
     ops = doc["ops"]
@@ -194,7 +228,8 @@ def test_post_grad_graph_keeps_tuple_returning_nodes():
         '        relu: "f32[8, 16, 32, 32][16384, 1024, 32, 1]cpu" = torch.ops.aten.relu.default(arg0_1)\n'
         "        pool = torch.ops.prims._low_memory_max_pool_with_offsets.default(relu, [2, 2], [2, 2], [0, 0], [1, 1], False)\n"
         '        getitem: "f32[8, 16, 16, 16][4096, 256, 16, 1]cpu" = pool[0]\n'
-        "        return (getitem,)\n")
+        "        return (getitem,)\n"
+    )
     assert g.nodes["pool"].op == "prims::_low_memory_max_pool_with_offsets" and g.nodes["pool"].inputs == ("relu",)
     assert g.alias == {"getitem": "pool"} and "pool" not in g.values
 
@@ -204,9 +239,22 @@ def test_kernel_costs_divide_a_reused_kernel_by_its_sites():
 
     from analysis.cost.kernels import kernel_costs
 
-    fusion = pd.DataFrame([{"kernel": "cpp_fused_mul_silu_2", "runtime_name": "graph_0_cpp_fused_mul_silu_2", "kind": "cpp",
-                            "aten_ops": ("aten::mul",), "flops": 56320.0, "bytes_read": 90112.0, "bytes_written": 45056.0,
-                            "dtype": "fp32", "family": "fused", "sites": 2}])
+    fusion = pd.DataFrame(
+        [
+            {
+                "kernel": "cpp_fused_mul_silu_2",
+                "runtime_name": "graph_0_cpp_fused_mul_silu_2",
+                "kind": "cpp",
+                "aten_ops": ("aten::mul",),
+                "flops": 56320.0,
+                "bytes_read": 90112.0,
+                "bytes_written": 45056.0,
+                "dtype": "fp32",
+                "family": "fused",
+                "sites": 2,
+            }
+        ]
+    )
     k = kernel_costs(pd.DataFrame({"name": ["graph_0_cpp_fused_mul_silu_2"]}), fusion)
     # one run = 2 calls of the same code: each call half the run's numbers
     assert (k.loc[0, "flops"], k.loc[0, "bytes_read"], k.loc[0, "bytes_written"]) == (28160.0, 45056.0, 22528.0)

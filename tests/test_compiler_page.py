@@ -38,10 +38,34 @@ def shared_compile(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if not (d / "done").exists():
             d.mkdir(exist_ok=True)
-            env = {**os.environ, "TORCH_TRACE": str(out["torch_trace"]), "TORCHINDUCTOR_CACHE_DIR": str(d / "inductor_cache")}
-            r = subprocess.run([sys.executable, "-m", "profiler", "profile", "--model", "examples.models:mlp", "--input", "8x256",
-                                "--compile", "--steps", "2", "-o", str(out["trace"])],
-                               cwd=ROOT, env=env, capture_output=True, text=True, timeout=600, check=False)
+            env = {
+                **os.environ,
+                "TORCH_TRACE": str(out["torch_trace"]),
+                "TORCHINDUCTOR_CACHE_DIR": str(d / "inductor_cache"),
+            }
+            r = subprocess.run(
+                [
+                    sys.executable,
+                    "-m",
+                    "profiler",
+                    "profile",
+                    "--model",
+                    "examples.models:mlp",
+                    "--input",
+                    "8x256",
+                    "--compile",
+                    "--steps",
+                    "2",
+                    "-o",
+                    str(out["trace"]),
+                ],
+                cwd=ROOT,
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=600,
+                check=False,
+            )
             assert r.returncode == 0, r.stderr[-3000:]
             out["stdout"].write_text(r.stdout)
             (d / "done").write_text("ok")
@@ -59,7 +83,9 @@ def test_trace_file_carries_the_compile_passes_before_the_steps(compiled):
     passes = ev[ev["kind"] == Kind.COMPILE_PASS.value]
     assert len(passes) >= 10 and set(passes["source"].astype(str)) == {"compiler"}
     tracks = set(passes["track"].astype(str))
-    assert "rank0/compiler" in tracks and tracks <= {"rank0/compiler"} | {t for t in tracks if t.startswith("rank0/compiler/worker")}
+    assert "rank0/compiler" in tracks and tracks <= {"rank0/compiler"} | {
+        t for t in tracks if t.startswith("rank0/compiler/worker")
+    }
     assert {"entire_frame_compile", "inductor_compile"} <= set(passes["name"].astype(str))
     steps = ev[ev["name"].astype(str).str.startswith("ProfilerStep#")]
     assert len(steps) == 2
@@ -92,7 +118,9 @@ def test_compile_tables_from_the_trace_and_the_summary(compiled):
     assert k["calls"] == 2 and k["runs"] == 2 and k["time_ns"] > 0 and k["bound"] in ("memory", "compute", "runtime")
     assert k["bytes_read"] == 8 * 1024 * 4 and k["bytes_written"] == 8 * 1024 * 4
     assert k["per_run_ns"] == pytest.approx(k["time_ns"] / 2)
-    assert k["efficiency"] == pytest.approx(max(k["t_compute_ns"], k["t_memory_ns"], k["t_runtime_ns"]) / k["per_run_ns"])
+    assert k["efficiency"] == pytest.approx(
+        max(k["t_compute_ns"], k["t_memory_ns"], k["t_runtime_ns"]) / k["per_run_ns"]
+    )
     mm = t["fusion"][t["fusion"]["kind"] == "extern"].iloc[0]
     assert mm["calls"] == 4 and mm["runs"] == 2  # two addmm calls per run of the graph
     summary = compiled["stdout"].read_text()
@@ -118,22 +146,32 @@ def test_compiler_page_shows_phases_and_the_fusion_map(compiled, tmp_path):
         with serving(app) as url, chromium() as d:
             d.get(url + "/compiler")
             wait_for(lambda: d.find_elements(By.CSS_SELECTOR, "#compiler-fusion td"), 60, what="the fusion map")
-            bars = wait_for(lambda: d.execute_script(
-                "const gd = document.querySelector('#compiler-phases .js-plotly-plot');"
-                "if (!gd || !gd._fullData) return null;"  # _fullData: arrays decoded (plotly ships typed arrays as base64)
-                "return gd._fullData.map(t => ({type: t.type, x: Array.from(t.x), y: Array.from(t.y)}));"), 30, what="the phases chart")
+            bars = wait_for(
+                lambda: d.execute_script(
+                    "const gd = document.querySelector('#compiler-phases .js-plotly-plot');"
+                    "if (!gd || !gd._fullData) return null;"  # _fullData: arrays decoded (plotly ships typed arrays as base64)
+                    "return gd._fullData.map(t => ({type: t.type, x: Array.from(t.x), y: Array.from(t.y)}));"
+                ),
+                30,
+                what="the phases chart",
+            )
             assert len(bars) == 1 and bars[0]["type"] == "bar"
             assert list(reversed(bars[0]["y"])) == expected["phase"].tolist()
             assert [round(v * 1e9) for v in reversed(bars[0]["x"])] == expected["time_ns"].tolist()
-            rows = [[td.text for td in tr.find_elements(By.TAG_NAME, "td")]
-                    for tr in d.find_elements(By.CSS_SELECTOR, "#compiler-fusion tbody tr")]
+            rows = [
+                [td.text for td in tr.find_elements(By.TAG_NAME, "td")]
+                for tr in d.find_elements(By.CSS_SELECTOR, "#compiler-fusion tbody tr")
+            ]
             header = [th.text for th in d.find_elements(By.CSS_SELECTOR, "#compiler-fusion th")]
             gelu = [dict(zip(header, r)) for r in rows if r[1].startswith("cpp_fused") and "gelu" in r[1]]
             assert len(gelu) == 1, rows
             g = gelu[0]
             assert g["ATen ops"] == " + ".join(GELU_OPS) and g["runs as"].endswith(g["kernel"]) and g["calls"] == "2"
             assert g["bound"] in ("memory", "compute", "runtime") and g["time"] != "–"
-            assert "fx_graph" in d.find_element(By.ID, "compiler-caches").text and "cache miss" in d.find_element(By.ID, "compiler-caches").text
+            assert (
+                "fx_graph" in d.find_element(By.ID, "compiler-caches").text
+                and "cache miss" in d.find_element(By.ID, "compiler-caches").text
+            )
             assert "None" in d.find_element(By.ID, "compiler-breaks").text
             # a trace without compiler data says so
             pick(d, "trace-select", "eager.json")

@@ -13,15 +13,19 @@ from profiler.render.json import to_json
 from tests.conftest import real_trace, write_trace, x
 
 
-@pytest.mark.parametrize("kind, in_b, out_b, n, want", [
-    ("all_reduce", 64e6, 64e6, 2, 64e6),  # 2 (n-1)/n S = 2 * 1/2 * 64 MB
-    ("all_reduce", 80e6, 80e6, 8, 140e6),  # 2 * 7/8 * 80 MB
-    ("all_gather", 1e6, 8e6, 8, 7e6),  # (n-1)/n * S_out = 7/8 * 8 MB
-    ("reduce_scatter", 8e6, 1e6, 8, 7e6),  # (n-1)/n * S_in
-    ("all_to_all", 4e6, 4e6, 4, 3e6),  # 3/4 * 4 MB
-    ("broadcast", 5e6, 5e6, 8, 5e6),  # the whole message
-    ("barrier", 0, 0, 8, 0), ("all_reduce", 1e6, 1e6, 1, 0),  # nothing to send
-])
+@pytest.mark.parametrize(
+    "kind, in_b, out_b, n, want",
+    [
+        ("all_reduce", 64e6, 64e6, 2, 64e6),  # 2 (n-1)/n S = 2 * 1/2 * 64 MB
+        ("all_reduce", 80e6, 80e6, 8, 140e6),  # 2 * 7/8 * 80 MB
+        ("all_gather", 1e6, 8e6, 8, 7e6),  # (n-1)/n * S_out = 7/8 * 8 MB
+        ("reduce_scatter", 8e6, 1e6, 8, 7e6),  # (n-1)/n * S_in
+        ("all_to_all", 4e6, 4e6, 4, 3e6),  # 3/4 * 4 MB
+        ("broadcast", 5e6, 5e6, 8, 5e6),  # the whole message
+        ("barrier", 0, 0, 8, 0),
+        ("all_reduce", 1e6, 1e6, 1, 0),  # nothing to send
+    ],
+)
 def test_algorithm_bytes(kind, in_b, out_b, n, want):
     assert algorithm_bytes(kind, in_b, out_b, n) == pytest.approx(want)
 
@@ -34,11 +38,29 @@ def test_names():
 
 
 def test_gloo_region_uses_shape_and_world_size():
-    units = pd.DataFrame([{"name": "gloo:all_reduce", "collective": "", "msg_in_nelems": -1, "msg_out_nelems": -1,
-                           "group_size": -1, "msg_dtype": "", "shapes": "[[16777216]]", "dtypes": '["float"]', "rank": 0}])
+    units = pd.DataFrame(
+        [
+            {
+                "name": "gloo:all_reduce",
+                "collective": "",
+                "msg_in_nelems": -1,
+                "msg_out_nelems": -1,
+                "group_size": -1,
+                "msg_dtype": "",
+                "shapes": "[[16777216]]",
+                "dtypes": '["float"]',
+                "rank": 0,
+            }
+        ]
+    )
     row = comm_table(units, {0: 2}).iloc[0]
     # 16,777,216 floats = 64 MiB; ring all-reduce over 2 ranks sends 2 * 1/2 of it
-    assert (row["collective"], row["comm_bytes"], row["algo_bytes"], row["dtype"]) == ("all_reduce", 4 * 2**24, 4 * 2**24, "fp32")
+    assert (row["collective"], row["comm_bytes"], row["algo_bytes"], row["dtype"]) == (
+        "all_reduce",
+        4 * 2**24,
+        4 * 2**24,
+        "fp32",
+    )
 
 
 def test_nccl_collectives_in_a_real_trace_are_communication():
@@ -67,15 +89,18 @@ def test_collectives_known_by_kernel_name_without_metadata():
     assert ov["comm_ns"].iloc[0] > 0 and 0 <= ov["exposed_ns"].iloc[0] <= ov["comm_ns"].iloc[0]
 
 
-@pytest.mark.parametrize("kind, n, want", [
-    ("all_reduce", 8, 6),       # reduce then broadcast down a tree: 2 * log2(8)
-    ("all_reduce", 6, 6),       # 2 * ceil(log2 6) = 2 * 3
-    ("all_gather", 8, 3),       # recursive doubling: log2(8)
-    ("broadcast", 2, 1),
-    ("send_recv", 64, 1),
-    ("barrier", 4, 4),
-    ("all_reduce", 1, 0),       # a group of one moves nothing
-])
+@pytest.mark.parametrize(
+    "kind, n, want",
+    [
+        ("all_reduce", 8, 6),  # reduce then broadcast down a tree: 2 * log2(8)
+        ("all_reduce", 6, 6),  # 2 * ceil(log2 6) = 2 * 3
+        ("all_gather", 8, 3),  # recursive doubling: log2(8)
+        ("broadcast", 2, 1),
+        ("send_recv", 64, 1),
+        ("barrier", 4, 4),
+        ("all_reduce", 1, 0),  # a group of one moves nothing
+    ],
+)
 def test_algorithm_steps(kind, n, want):
     assert algorithm_steps(kind, n) == want
 
@@ -87,14 +112,24 @@ def test_comm_floor_counts_latency_steps():
     from analysis.roofline import _floors
     from profiler.model.hardware import load_spec
 
-    u = pd.DataFrame({"family": ["collective"], "dtype": ["fp32"], "flops": [0.0], "flops_effective": [0.0],
-                      "bytes": [0.0], "algo_bytes": [2 * 7 / 8 * 64 * 2**20], "algo_steps": [6.0]})
+    u = pd.DataFrame(
+        {
+            "family": ["collective"],
+            "dtype": ["fp32"],
+            "flops": [0.0],
+            "flops_effective": [0.0],
+            "bytes": [0.0],
+            "algo_bytes": [2 * 7 / 8 * 64 * 2**20],
+            "algo_steps": [6.0],
+        }
+    )
     floors, _ = _floors(u, load_spec("a100-sxm-80gb"))
     assert floors[0, 2] == pytest.approx((3.6e-6 + 6 * 0.47e-6 + 2 * 7 / 8 * 64 * 2**20 / 300e9) * 1e9)
     assert floors[0, 2] == pytest.approx(397_880, rel=1e-4)
 
 
 # ---------------------------------------------------------------------------- custom-kernel collectives
+
 
 def _k(name, ts, dur, stream, corr):
     return x(name, "kernel", ts, dur, pid=0, tid=stream, device=0, stream=stream, correlation=corr)
@@ -109,36 +144,95 @@ def _launch(ts, corr, **extra):
 #: [150, 170); vLLM's custom all-reduce under _C_custom_ar::all_reduce [180, 200).
 EP_EVENTS = [
     x("ProfilerStep#1", "user_annotation", 0, 210),
-    x("aten::mm", "cpu_op", 1, 5, **{"External id": 1, "Input Dims": [[1024, 4096], [4096, 4096]],
-                                    "Input type": ["c10::BFloat16", "c10::BFloat16"], "Concrete Inputs": ["", ""]}),
+    x(
+        "aten::mm",
+        "cpu_op",
+        1,
+        5,
+        **{
+            "External id": 1,
+            "Input Dims": [[1024, 4096], [4096, 4096]],
+            "Input type": ["c10::BFloat16", "c10::BFloat16"],
+            "Concrete Inputs": ["", ""],
+        },
+    ),
     _launch(2, 10, **{"External id": 1}),
     _launch(60, 11),
-    x("dpsk::ep::combine", "cpu_op", 140, 5, **{"External id": 2, "Input Dims": [[4096, 7168]],
-                                               "Input type": ["c10::BFloat16"], "Concrete Inputs": [""]}),
+    x(
+        "dpsk::ep::combine",
+        "cpu_op",
+        140,
+        5,
+        **{"External id": 2, "Input Dims": [[4096, 7168]], "Input type": ["c10::BFloat16"], "Concrete Inputs": [""]},
+    ),
     _launch(141, 12, **{"External id": 2}),
-    x("_C_custom_ar::all_reduce", "cpu_op", 175, 4, **{
-        "External id": 3, "Input Dims": [[], [1024, 4096], [1024, 4096], [], []],
-        "Input type": ["Scalar", "c10::BFloat16", "c10::BFloat16", "Scalar", "Scalar"], "Concrete Inputs": ["", "", "", "", ""]}),
+    x(
+        "_C_custom_ar::all_reduce",
+        "cpu_op",
+        175,
+        4,
+        **{
+            "External id": 3,
+            "Input Dims": [[], [1024, 4096], [1024, 4096], [], []],
+            "Input type": ["Scalar", "c10::BFloat16", "c10::BFloat16", "Scalar", "Scalar"],
+            "Concrete Inputs": ["", "", "", "", ""],
+        },
+    ),
     _launch(176, 13, **{"External id": 3}),
     _k("sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64_warpgroupsize1x1x1", 0, 100, 7, 10),
-    _k("void deep_ep::intranode::dispatch<8, 768, 8192>(int4*, float*, int*, long*, float*, int*, int*, int const*, "
-       "int4 const*, float const*, long const*, float const*, bool const*, int const*, int, int, int, int, int, int, "
-       "int, void**, int, int, int)", 80, 50, 20, 11),
-    _k("void deep_ep::internode::combine<false, 8, 768, 8, 4>(int4*, float*, int4 const*, float const*, ...)", 150, 20, 20, 12),
-    _k("void vllm::cross_device_reduce_1stage<__nv_bfloat16, 8>(vllm::RankData*, vllm::RankSignals, vllm::Signal*, "
-       "__nv_bfloat16*, int, int)", 180, 20, 21, 13),
+    _k(
+        "void deep_ep::intranode::dispatch<8, 768, 8192>(int4*, float*, int*, long*, float*, int*, int*, int const*, "
+        "int4 const*, float const*, long const*, float const*, bool const*, int const*, int, int, int, int, int, int, "
+        "int, void**, int, int, int)",
+        80,
+        50,
+        20,
+        11,
+    ),
+    _k(
+        "void deep_ep::internode::combine<false, 8, 768, 8, 4>(int4*, float*, int4 const*, float const*, ...)",
+        150,
+        20,
+        20,
+        12,
+    ),
+    _k(
+        "void vllm::cross_device_reduce_1stage<__nv_bfloat16, 8>(vllm::RankData*, vllm::RankSignals, vllm::Signal*, "
+        "__nv_bfloat16*, int, int)",
+        180,
+        20,
+        21,
+        13,
+    ),
 ]
-H800 = {"deviceProperties": [{"id": 0, "name": "NVIDIA H800", "totalGlobalMem": 85031714816, "computeMajor": 9,
-                              "computeMinor": 0, "numSms": 132, "warpSize": 32}],
-        "distributedInfo": {"backend": "nccl", "rank": 0, "world_size": 8}}
+H800 = {
+    "deviceProperties": [
+        {
+            "id": 0,
+            "name": "NVIDIA H800",
+            "totalGlobalMem": 85031714816,
+            "computeMajor": 9,
+            "computeMinor": 0,
+            "numSms": 132,
+            "warpSize": 32,
+        }
+    ],
+    "distributedInfo": {"backend": "nccl", "rank": 0, "world_size": 8},
+}
 
 
 def test_deepep_and_custom_allreduce_kernels_are_communication(tiny):
     a = analyze(load_trace(tiny(EP_EVENTS, **H800)), hardware="h100-sxm")
     u = a.units.set_index("name")
-    assert u.loc["void deep_ep::intranode::dispatch<8, 768, 8192>(int4*, float*, int*, long*, float*, int*, int*, int const*, "
-                 "int4 const*, float const*, long const*, float const*, bool const*, int const*, int, int, int, int, int, int, "
-                 "int, void**, int, int, int)", "family"] == "collective"
+    assert (
+        u.loc[
+            "void deep_ep::intranode::dispatch<8, 768, 8192>(int4*, float*, int*, long*, float*, int*, int*, int const*, "
+            "int4 const*, float const*, long const*, float const*, bool const*, int const*, int, int, int, int, int, int, "
+            "int, void**, int, int, int)",
+            "family",
+        ]
+        == "collective"
+    )
     for name, kind in (("dpsk::ep::combine", "all_to_all"), ("_C_custom_ar::all_reduce", "all_reduce")):
         assert (u.loc[name, "family"], u.loc[name, "bound"]) == ("collective", "communication")
     coll = a.units[a.units["family"] == "collective"]
@@ -174,11 +268,14 @@ def test_user_table_adds_a_collective(tiny, tmp_path, monkeypatch):
         assert a.communication.iloc[0]["comm_ns"] == 90_000
 
 
-@pytest.mark.parametrize("text, problem", [
-    ("collectives: 3\n", "'collectives' list"),
-    ("collectives:\n  - match: '(unclosed'\n    kind: all_reduce\n", "bad regular expression"),
-    ("collectives:\n  - match: 'x'\n    kind: allreduce_typo\n", "kind 'allreduce_typo'"),
-])
+@pytest.mark.parametrize(
+    "text, problem",
+    [
+        ("collectives: 3\n", "'collectives' list"),
+        ("collectives:\n  - match: '(unclosed'\n    kind: all_reduce\n", "bad regular expression"),
+        ("collectives:\n  - match: 'x'\n    kind: allreduce_typo\n", "kind 'allreduce_typo'"),
+    ],
+)
 def test_bad_user_table_is_one_clear_line(tmp_path, text, problem):
     from typer.testing import CliRunner
 

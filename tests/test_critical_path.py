@@ -54,10 +54,15 @@ def check_shape(cp) -> None:
 # Host-bound: three 30 us ops, each launching a 2 us kernel, with 10 us of untraced Python
 # between them (times in us).
 HOST_BOUND = [
-    x("A", "cpu_op", 0, 30), launch(20, 5, 1),
-    x("B", "cpu_op", 40, 30), launch(60, 5, 2),
-    x("C", "cpu_op", 80, 30), launch(100, 5, 3),
-    kernel("K1", 26, 2, 1), kernel("K2", 66, 2, 2), kernel("K3", 106, 2, 3),
+    x("A", "cpu_op", 0, 30),
+    launch(20, 5, 1),
+    x("B", "cpu_op", 40, 30),
+    launch(60, 5, 2),
+    x("C", "cpu_op", 80, 30),
+    launch(100, 5, 3),
+    kernel("K1", 26, 2, 1),
+    kernel("K2", 66, 2, 2),
+    kernel("K3", 106, 2, 3),
 ]
 
 
@@ -70,8 +75,15 @@ def test_host_bound(tmp_path):
     # The path runs from A's start to C's end: 110 us; the two 10 us gaps are untraced host time.
     assert (cp.length_ns, cp.wall_ns) == (110_000, 110_000)
     # runtime: 3 launch calls x 5 us; host: 3 x 25 us op self time + 2 x 10 us untraced
-    assert by_class(cp) == {"compute": 0, "memory": 0, "communication": 0, "runtime": 15_000, "unknown": 0,
-                            "host": 95_000, "waiting": 0}
+    assert by_class(cp) == {
+        "compute": 0,
+        "memory": 0,
+        "communication": 0,
+        "runtime": 15_000,
+        "unknown": 0,
+        "host": 95_000,
+        "waiting": 0,
+    }
     assert (cp.on_host_ns, cp.on_device_ns, cp.verdict) == (110_000, 0, "host-bound")
     assert list(cp.segments.loc[cp.segments["kind"] == "untraced", "start_ns"]) == [30_000, 70_000]
 
@@ -79,10 +91,15 @@ def test_host_bound(tmp_path):
 # Device-bound: op A launches three 100 us kernels in 12 us, then the host waits in
 # cudaDeviceSynchronize until they are done, and runs B.
 DEVICE_BOUND = [
-    x("A", "cpu_op", 0, 20), launch(2, 2, 1), launch(6, 2, 2), launch(10, 2, 3),
+    x("A", "cpu_op", 0, 20),
+    launch(2, 2, 1),
+    launch(6, 2, 2),
+    launch(10, 2, 3),
     x("cudaDeviceSynchronize", "cuda_runtime", 20, 287),  # [20, 307)
     x("B", "cpu_op", 310, 5),
-    kernel("K1", 5, 100, 1), kernel("K2", 105, 100, 2), kernel("K3", 205, 100, 3),
+    kernel("K1", 5, 100, 1),
+    kernel("K2", 105, 100, 2),
+    kernel("K3", 205, 100, 3),
 ]
 
 
@@ -97,15 +114,31 @@ def test_device_bound(tmp_path):
     # -> 306; B follows by program order -> 311.
     assert cp.work_ns == 311_000
     s = cp.segments
-    assert list(s["name"]) == ["A", "cudaLaunchKernel", "(waiting)", "K1", "K2", "K3", "cudaDeviceSynchronize",
-                               "(untraced host)", "B"]
+    assert list(s["name"]) == [
+        "A",
+        "cudaLaunchKernel",
+        "(waiting)",
+        "K1",
+        "K2",
+        "K3",
+        "cudaDeviceSynchronize",
+        "(untraced host)",
+        "B",
+    ]
     sync = s[s["name"] == "cudaDeviceSynchronize"].iloc[0]
     assert (sync["start_ns"], sync["end_ns"], sync["class"]) == (305_000, 307_000, "runtime")
     # length 315 us = compute 300 (K1..K3, unit A) + runtime 4 (launch 2 + sync tail 2)
     #   + host 10 (A [0,2) 2 + untraced [307,310) 3 + B 5) + waiting 1 (K1 queued [4, 5))
     assert cp.length_ns == 315_000
-    assert by_class(cp) == {"compute": 300_000, "memory": 0, "communication": 0, "runtime": 4_000, "unknown": 0,
-                            "host": 10_000, "waiting": 1_000}
+    assert by_class(cp) == {
+        "compute": 300_000,
+        "memory": 0,
+        "communication": 0,
+        "runtime": 4_000,
+        "unknown": 0,
+        "host": 10_000,
+        "waiting": 1_000,
+    }
     assert (cp.on_device_ns, cp.on_host_ns, cp.verdict) == (300_000, 14_000, "device-bound")
     assert set(s.loc[(s["on"] == "device") & (s["kind"] == "kernel"), "unit_id"]) == {ids["A"]}
 
@@ -114,7 +147,8 @@ def test_sync_waits_only_for_work_that_ended_by_its_return(tmp_path):
     # K1 (stream 7) ends inside cudaStreamSynchronize; K2 (stream 8) runs past the call's end,
     # so the call cannot have waited for it.
     events = [
-        launch(0, 2, 1), launch(4, 2, 2),
+        launch(0, 2, 1),
+        launch(4, 2, 2),
         x("cudaStreamSynchronize", "cuda_runtime", 10, 92),  # [10, 102)
         x("B", "cpu_op", 105, 5),
         kernel("K1", 3, 97, 1, stream=7),  # [3, 100)
@@ -133,8 +167,13 @@ def test_sync_waits_only_for_work_that_ended_by_its_return(tmp_path):
 
 def test_graph_launch_reaches_all_its_kernels(tmp_path):
     # one hipGraphLaunch, three kernels sharing its correlation id
-    events = [launch(0, 5, 9, name="hipGraphLaunch"), x("after", "cpu_op", 5, 5),
-              kernel("G1", 6, 14, 9), kernel("G2", 20, 20, 9), kernel("G3", 40, 30, 9)]
+    events = [
+        launch(0, 5, 9, name="hipGraphLaunch"),
+        x("after", "cpu_op", 5, 5),
+        kernel("G1", 6, 14, 9),
+        kernel("G2", 20, 20, 9),
+        kernel("G3", 40, 30, 9),
+    ]
     cp = critical_path(load(tmp_path, events), 0)
     check_shape(cp)
     # 5 (launch) + 14 + 20 + 30 = 69 us of work; [5, 6) waiting; length 70
@@ -144,12 +183,19 @@ def test_graph_launch_reaches_all_its_kernels(tmp_path):
 
 def test_gloo_worker_thread_is_on_the_cpu_path(tmp_path):
     # main thread 1 enqueues an all-reduce that gloo runs on thread 2, then waits (untraced)
-    events = [x("c10d::allreduce_", "cpu_op", 0, 10), x("gloo:all_reduce", "user_annotation", 5, 95, tid=2),
-              x("aten::add", "cpu_op", 105, 5)]
+    events = [
+        x("c10d::allreduce_", "cpu_op", 0, 10),
+        x("gloo:all_reduce", "user_annotation", 5, 95, tid=2),
+        x("aten::add", "cpu_op", 105, 5),
+    ]
     t = load(tmp_path, events)
     ids = ids_of(t)
-    units = pd.DataFrame({"unit_id": [ids["c10d::allreduce_"], ids["gloo:all_reduce"], ids["aten::add"]],
-                          "bound": ["runtime", "communication", "memory"]})
+    units = pd.DataFrame(
+        {
+            "unit_id": [ids["c10d::allreduce_"], ids["gloo:all_reduce"], ids["aten::add"]],
+            "bound": ["runtime", "communication", "memory"],
+        }
+    )
     cp = critical_path(t, 0, units)
     check_shape(cp)
     # c10d [0,10) = 10; the region follows it: its work is [10, 100) (its first 5 us overlap
@@ -162,8 +208,13 @@ def test_gloo_worker_thread_is_on_the_cpu_path(tmp_path):
 def test_python_frames_are_host_time_not_work(tmp_path):
     # python frame f [0, 100) around ops A [10, 30) and B [50, 60); after 20 us of untraced
     # time, frame g [120, 130) around op C [122, 128). One thread, no device (times in us).
-    events = [x("f", "python_function", 0, 100), x("A", "cpu_op", 10, 20), x("B", "cpu_op", 50, 10),
-              x("g", "python_function", 120, 10), x("C", "cpu_op", 122, 6)]
+    events = [
+        x("f", "python_function", 0, 100),
+        x("A", "cpu_op", 10, 20),
+        x("B", "cpu_op", 50, 10),
+        x("g", "python_function", 120, 10),
+        x("C", "cpu_op", 122, 6),
+    ]
     cp = critical_path(load(tmp_path, events), 0)
     check_shape(cp)
     # Frames are labels, not work: L = A 20 + B 10 + C 6 = 36. The path starts where A's work
@@ -171,12 +222,25 @@ def test_python_frames_are_host_time_not_work(tmp_path):
     assert (cp.work_ns, cp.length_ns, cp.wall_ns, cp.verdict) == (36_000, 120_000, 130_000, "cpu-only")
     s = cp.segments
     assert list(zip(s["name"], s["kind"], s["class"], s["start_ns"] // 1000, s["end_ns"] // 1000)) == [
-        ("A", "op", "unknown", 10, 30), ("f", "python", "host", 30, 50), ("B", "op", "unknown", 50, 60),
-        ("f", "python", "host", 60, 100), ("(untraced host)", "untraced", "host", 100, 120),
-        ("g", "python", "host", 120, 122), ("C", "op", "unknown", 122, 128), ("g", "python", "host", 128, 130)]
+        ("A", "op", "unknown", 10, 30),
+        ("f", "python", "host", 30, 50),
+        ("B", "op", "unknown", 50, 60),
+        ("f", "python", "host", 60, 100),
+        ("(untraced host)", "untraced", "host", 100, 120),
+        ("g", "python", "host", 120, 122),
+        ("C", "op", "unknown", 122, 128),
+        ("g", "python", "host", 128, 130),
+    ]
     # host: f's self time 40 + untraced 20 + g's self time 4; unknown: the ops (no units table)
-    assert by_class(cp) == {"compute": 0, "memory": 0, "communication": 0, "runtime": 0, "unknown": 36_000,
-                            "host": 84_000, "waiting": 0}
+    assert by_class(cp) == {
+        "compute": 0,
+        "memory": 0,
+        "communication": 0,
+        "runtime": 0,
+        "unknown": 36_000,
+        "host": 84_000,
+        "waiting": 0,
+    }
 
 
 def test_critical_paths_summarises_each_rank(tmp_path):
@@ -243,8 +307,10 @@ def test_every_real_trace_and_rank(folder, capsys):
         g = Graph(t, rank)  # the optimised DP agrees with the plain one on real graphs (with cycles)
         assert _longest(g) == reference_longest(g)
         with capsys.disabled():
-            print(f"\n{folder} rank {rank}: path {cp.length_ns / 1e6:.2f} ms of {cp.wall_ns / 1e6:.2f} ms wall, "
-                  f"{cp.verdict}, {len(cp.segments)} segments, {took:.2f} s")
+            print(
+                f"\n{folder} rank {rank}: path {cp.length_ns / 1e6:.2f} ms of {cp.wall_ns / 1e6:.2f} ms wall, "
+                f"{cp.verdict}, {len(cp.segments)} segments, {took:.2f} s"
+            )
 
 
 def test_real_trace_classes_come_from_the_units():
@@ -332,8 +398,14 @@ def test_longest_release_inside_a_run():
     """Nodes 1..5 form a run (each one's only predecessor is the previous, which ends by its
     cs). 0 <-> 1 is a cycle, so nothing is ready: node 4 starts earliest and is released first
     (dropping 3 -> 4), then node 0 (dropping 1 -> 0). The run after 0 must stop before 4."""
-    g = SimpleNamespace(n=6, start=ints([10, 11, 12, 13, 0, 20]), end=ints([11, 12, 13, 14, 20, 21]),
-                        cs=ints([10, 11, 12, 13, 14, 20]), src=ints([1, 0, 1, 2, 3, 4]), dst=ints([0, 1, 2, 3, 4, 5]))
+    g = SimpleNamespace(
+        n=6,
+        start=ints([10, 11, 12, 13, 0, 20]),
+        end=ints([11, 12, 13, 14, 20, 21]),
+        cs=ints([10, 11, 12, 13, 14, 20]),
+        src=ints([1, 0, 1, 2, 3, 4]),
+        dst=ints([0, 1, 2, 3, 4, 5]),
+    )
     L, R, P, dropped = _longest(g)
     # 4 alone: its work [14, 20) = 6; 5 follows: + 1. 0 alone: 1; 1..3 follow it: 2, 3, 4.
     assert (L, P, dropped) == ([1, 2, 3, 4, 6, 7], [-1, 0, 1, 2, -1, 4], 2)

@@ -52,16 +52,36 @@ def env(tmp_path_factory):
     b200 = real_trace("b200_eager")
     slow = d / "b200_slow.json.gz"
     kernel, total_us = _slow_copy(b200, slow)
-    secret = write_trace(d / "secret_run.json", [x("aten::mm", "cpu_op", 0, 50, **{"Input Dims": [[64, 64], [64, 64]],
-                                                                                   "Input type": ["float", "float"]})],
-                         env={"HF_TOKEN": SECRET}, traceName=f"run with HF_TOKEN={SECRET}")
-    app = create_app([b200, real_trace("dlrm_8rank_v100"), slow, secret, real_trace("resnet50_legacy_v100"),
-                      real_trace("sglang_qwen3_prefill_mi300x")], upload_cap=CAP)
+    secret = write_trace(
+        d / "secret_run.json",
+        [x("aten::mm", "cpu_op", 0, 50, **{"Input Dims": [[64, 64], [64, 64]], "Input type": ["float", "float"]})],
+        env={"HF_TOKEN": SECRET},
+        traceName=f"run with HF_TOKEN={SECRET}",
+    )
+    app = create_app(
+        [
+            b200,
+            real_trace("dlrm_8rank_v100"),
+            slow,
+            secret,
+            real_trace("resnet50_legacy_v100"),
+            real_trace("sglang_qwen3_prefill_mi300x"),
+        ],
+        upload_cap=CAP,
+    )
     ART.mkdir(parents=True, exist_ok=True)  # shared by xdist workers: screenshots only, each under its own name
     downloads = d / "downloads"
     with serving(app) as url, chromium(download_dir=downloads) as driver:
-        yield {"url": url, "driver": driver, "app": app, "store": app.perf_store, "kernel": kernel, "slow_us": total_us,
-               "dir": d, "downloads": downloads}
+        yield {
+            "url": url,
+            "driver": driver,
+            "app": app,
+            "store": app.perf_store,
+            "kernel": kernel,
+            "slow_us": total_us,
+            "dir": d,
+            "downloads": downloads,
+        }
     app.perf_store.close()
 
 
@@ -123,10 +143,14 @@ def test_roofline_points_roofs_click_and_hardware_switch(env):
     dot = d.find_elements(By.CSS_SELECTOR, "#roofline-graph .scatterlayer path.point")[-1]
     ActionChains(d).move_to_element(dot).pause(0.3).click().perform()
     details = wait_for(lambda: d.find_elements(By.CSS_SELECTOR, "#op-details"), 20, what="op details")[0].text
-    names = d.execute_script("return document.querySelector('#roofline-graph .js-plotly-plot')._fullData"
-                             ".filter(t => t.meta && t.meta.points === 'ops').flatMap(t => t.customdata.map(c => c[1]));")
+    names = d.execute_script(
+        "return document.querySelector('#roofline-graph .js-plotly-plot')._fullData"
+        ".filter(t => t.meta && t.meta.points === 'ops').flatMap(t => t.customdata.map(c => c[1]));"
+    )
     assert any(n in details for n in names) and "efficiency" in details
-    wait_for(lambda: any((t["meta"] or {}).get("points") == "selected" for t in graph_data(d, "roofline-graph")), what="ring")
+    wait_for(
+        lambda: any((t["meta"] or {}).get("points") == "selected" for t in graph_data(d, "roofline-graph")), what="ring"
+    )
     _shot(env, "roofline-selected")
 
     before = [t["y"] for t in _roofs(d, "memory")]
@@ -149,8 +173,10 @@ def test_ops_table_first_row_and_sort_by_efficiency(env):
     ops = ops_for(store, tid, None)
     first = _cells(d, "ops-table", "name")[0].text
     assert first == ops.iloc[0]["name"] and ops.iloc[0]["time_ns"] == ops["time_ns"].max()
-    expected = {dirn: apply_query(display(ops), "", [{"column_id": "efficiency", "direction": dirn}])["id"].head(25).tolist()
-                for dirn in ("asc", "desc")}
+    expected = {
+        dirn: apply_query(display(ops), "", [{"column_id": "efficiency", "direction": dirn}])["id"].head(25).tolist()
+        for dirn in ("asc", "desc")
+    }
 
     def ids() -> list[int]:
         return [int(c.text) for c in _cells(d, "ops-table", "op")]
@@ -159,8 +185,13 @@ def test_ops_table_first_row_and_sort_by_efficiency(env):
     seen = []
     for _ in range(2):  # two clicks: one direction, then the other
         d.find_element(By.CSS_SELECTOR, header).click()
-        seen.append(wait_for(lambda: ids() if ids() in expected.values() and ids() not in seen else None, 20,
-                             what="rows sorted by efficiency"))
+        seen.append(
+            wait_for(
+                lambda: ids() if ids() in expected.values() and ids() not in seen else None,
+                20,
+                what="rows sorted by efficiency",
+            )
+        )
     assert sorted(map(tuple, seen)) == sorted(map(tuple, expected.values()))
     _shot(env, "ops-sorted")
 
@@ -177,25 +208,43 @@ def test_timeline_tracks_zoom_and_export(env):
 
     d = _open(env, "/timeline", "#timeline-caption")
     pick(d, "trace-select", "dlrm_8rank_v100")
-    wait_for(lambda: "rank7" in json.dumps(d.execute_script(
-        "const g = document.querySelector('#timeline-graph .js-plotly-plot'); return g && g.layout.yaxis.categoryarray;")),
-        60, what="the 8 ranks' tracks")
-    rows = d.execute_script("return document.querySelector('#timeline-graph .js-plotly-plot').layout.yaxis.categoryarray;")
+    wait_for(
+        lambda: (
+            "rank7"
+            in json.dumps(
+                d.execute_script(
+                    "const g = document.querySelector('#timeline-graph .js-plotly-plot'); return g && g.layout.yaxis.categoryarray;"
+                )
+            )
+        ),
+        60,
+        what="the 8 ranks' tracks",
+    )
+    rows = d.execute_script(
+        "return document.querySelector('#timeline-graph .js-plotly-plot').layout.yaxis.categoryarray;"
+    )
     assert {r.split("/")[0] for r in rows} == {f"rank{i}" for i in range(8)}
     assert any("/gpu" in r for r in rows) and any("/cpu/" in r for r in rows)
     _shot(env, "timeline")
     full = _text(d, "#timeline-caption")
-    d.execute_script("const g = document.querySelector('#timeline-graph .js-plotly-plot');"
-                     "Plotly.relayout(g, {'xaxis.range[0]': 1.0, 'xaxis.range[1]': 1.5});")
-    wait_for(lambda: _text(d, "#timeline-caption") != full and "1 ms to 1.5 ms" in _text(d, "#timeline-caption"), 30,
-             what="the zoomed window re-queried")
+    d.execute_script(
+        "const g = document.querySelector('#timeline-graph .js-plotly-plot');"
+        "Plotly.relayout(g, {'xaxis.range[0]': 1.0, 'xaxis.range[1]': 1.5});"
+    )
+    wait_for(
+        lambda: _text(d, "#timeline-caption") != full and "1 ms to 1.5 ms" in _text(d, "#timeline-caption"),
+        30,
+        what="the zoomed window re-queried",
+    )
     xr = d.execute_script("return document.querySelector('#timeline-graph .js-plotly-plot').layout.xaxis.range;")
     assert xr == pytest.approx([1.0, 1.5])
     _shot(env, "timeline-zoomed")
     assert max(update_sizes(d)) < 2_000_000  # callback responses stay small: aggregated, never raw events
 
     d.find_element(By.ID, "export-btn").click()
-    out = wait_for(lambda: [p for p in env["downloads"].glob("dlrm_8rank_v100*.perfetto-trace.gz")], 60, what="the export download")[0]
+    out = wait_for(
+        lambda: [p for p in env["downloads"].glob("dlrm_8rank_v100*.perfetto-trace.gz")], 60, what="the export download"
+    )[0]
     wait_for(lambda: not list(env["downloads"].glob("*.crdownload")), 30, what="the download to finish")
     # a native Perfetto trace (profiler.api.perfetto_bytes): it reads back with every event
     pftrace = env["dir"] / "export.pftrace"
@@ -269,8 +318,15 @@ def test_secrets_in_metadata_never_reach_the_page(env):
     d.execute_script("document.querySelector('#page details').open = true;")
     meta = _text(d, "#overview-meta")
     assert "HF_TOKEN" in meta  # the metadata is shown, its value is not
-    pages = {"/": "#overview-devices", "/roofline": "#roofline-caption", "/timeline": "#timeline-caption",
-             "/ops": "#ops-count", "/compare": "#compare-body", "/memory": "#memory-body", "/llm": "#llm-body"}
+    pages = {
+        "/": "#overview-devices",
+        "/roofline": "#roofline-caption",
+        "/timeline": "#timeline-caption",
+        "/ops": "#ops-count",
+        "/compare": "#compare-body",
+        "/memory": "#memory-body",
+        "/llm": "#llm-body",
+    }
     for path, ready in pages.items():
         d = _open(env, path, ready)
         if path != "/compare":
@@ -300,14 +356,23 @@ def test_llm_page_shows_the_serving_steps(env):
 
     d = _open(env, "/llm", "#llm-body")
     pick(d, "trace-select", "sglang_Qwen3-8B_prefilldecode")
-    steps = llm_phases(env["store"].trace(next(e.trace_id for e in env["store"].entries() if e.label.startswith("sglang"))))
+    steps = llm_phases(
+        env["store"].trace(next(e.trace_id for e in env["store"].entries() if e.label.startswith("sglang")))
+    )
     expected = llm_summary(steps)
-    summary = wait_for(lambda: "tokens/s" in _text(d, "#llm-summary") and _text(d, "#llm-summary"), 60, what="the LLM summary")
-    for r in expected.itertuples(index=False):  # one row per (rank, phase): steps, tokens and tokens/s as analysis.llm says
+    summary = wait_for(
+        lambda: "tokens/s" in _text(d, "#llm-summary") and _text(d, "#llm-summary"), 60, what="the LLM summary"
+    )
+    for r in expected.itertuples(
+        index=False
+    ):  # one row per (rank, phase): steps, tokens and tokens/s as analysis.llm says
         assert f"{r.rank} {r.phase} {r.steps} {r.tokens:,.0f}" in summary and f"{r.tokens_per_s:,.1f}" in summary
     if len(steps) == 1:  # this trace holds one prefill step: a sentence, not a chart of one point (issue 10)
         assert wait_for(lambda: "One serving step" in _text(d, "#llm-graph"), 30, what="the one-step sentence")
     else:
-        phases = {(t["meta"] or {}).get("phase") for t in wait_for(lambda: graph_data(d, "llm-graph"), 30, what="steps figure")}
+        phases = {
+            (t["meta"] or {}).get("phase")
+            for t in wait_for(lambda: graph_data(d, "llm-graph"), 30, what="steps figure")
+        }
         assert phases == set(expected["phase"])
     _shot(env, "llm")

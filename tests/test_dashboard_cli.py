@@ -27,14 +27,19 @@ def _listening(port: int) -> set[str]:
         local, state = line.split()[1], line.split()[3]
         addr, p = local.split(":")
         if int(p, 16) == port and state == "0A":  # 0A: LISTEN
-            out.add(".".join(str(int(addr[i:i + 2], 16)) for i in (6, 4, 2, 0)))
+            out.add(".".join(str(int(addr[i : i + 2], 16)) for i in (6, 4, 2, 0)))
     return out
 
 
 def test_serves_the_given_trace_on_localhost_only():
     port = _free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "profiler", "dashboard", str(real_trace("b200_eager")), "--port", str(port)],
-                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "profiler", "dashboard", str(real_trace("b200_eager")), "--port", str(port)],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline and not _listening(port):
@@ -51,7 +56,13 @@ def test_serves_the_given_trace_on_localhost_only():
 
 
 def test_missing_trace_is_a_one_line_error():
-    r = subprocess.run([sys.executable, "-m", "profiler", "dashboard", "/no/such/trace.json"], check=False, cwd=ROOT,
-                       capture_output=True, text=True, timeout=60)
+    r = subprocess.run(
+        [sys.executable, "-m", "profiler", "dashboard", "/no/such/trace.json"],
+        check=False,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert r.returncode == 2
     assert r.stderr.strip() == "perf: /no/such/trace.json: no such file or directory"

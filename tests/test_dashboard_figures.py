@@ -37,8 +37,15 @@ def _ops(rows: list[tuple]) -> pd.DataFrame:
 def test_roofline_one_memory_roof_per_level_and_points_where_the_numbers_say():
     spec = load_spec("v100-sxm2-32gb")  # three memory levels: hbm, l2, smem
     # 2*1024^3 FLOPs in 1 ms -> 2.147e12 FLOP/s; intensity 2*1024^3 / 6 MiB = 341.3 FLOP/B
-    pts = tables.roofline_points(_ops([("mm", 1_000_000, 2 * 1024**3, 6 * 2**20, "compute"),
-                                       ("add", 10_000, 1e6, 12e6, "memory"), ("view", 1_000, 0.0, 0.0, "runtime")]))
+    pts = tables.roofline_points(
+        _ops(
+            [
+                ("mm", 1_000_000, 2 * 1024**3, 6 * 2**20, "compute"),
+                ("add", 10_000, 1e6, 12e6, "memory"),
+                ("view", 1_000, 0.0, 0.0, "runtime"),
+            ]
+        )
+    )
     assert list(pts["name"]) == ["mm", "add"]  # zero FLOPs cannot sit on a log axis
     roofs = tables.ceilings(spec, ["fp16", "float32"])
     fig = figures.roofline_figure(pts, roofs, selected=1)
@@ -48,8 +55,12 @@ def test_roofline_one_memory_roof_per_level_and_points_where_the_numbers_say():
     top = max(t.y[0] for t in compute)
     for t, m in zip(memory, spec.memory):
         assert t.y[0] == pytest.approx(m.bandwidth * t.x[0])  # y = bandwidth * intensity
-        assert t.x[1] == pytest.approx(top / m.bandwidth) and t.y[1] == pytest.approx(top)  # meets the top roof at the ridge
-    assert sorted(t.y[0] for t in compute) == sorted({spec.peak("fp16", "matrix"), spec.peak("fp32", "matrix"), spec.peak("fp32", "vector")})
+        assert t.x[1] == pytest.approx(top / m.bandwidth) and t.y[1] == pytest.approx(
+            top
+        )  # meets the top roof at the ridge
+    assert sorted(t.y[0] for t in compute) == sorted(
+        {spec.peak("fp16", "matrix"), spec.peak("fp32", "matrix"), spec.peak("fp32", "vector")}
+    )
     mm = next(t for t in fig.data if (t.meta or {}).get("points") == "ops" and "compute" in t.name)
     assert mm.x[0] == pytest.approx(2 * 1024**3 / (6 * 2**20)) and mm.y[0] == pytest.approx(2 * 1024**3 / 1e-3)
     ring = next(t for t in fig.data if (t.meta or {}).get("points") == "selected")
@@ -96,9 +107,15 @@ def _events(rows: list[tuple]) -> pd.DataFrame:
 
 
 def test_timeline_events_then_buckets_with_exact_occupancy():
-    ev = _events([("r0/gpu0/s7", "kernel", "a", 0, 100), ("r0/gpu0/s7", "kernel", "b", 300, 100),
-                  ("r0/cpu/t1", "op", "outer", 0, 1000), ("r0/cpu/t1", "op", "inner", 10, 50),  # nested: dropped
-                  ("r0/cpu/t1", "annotation", "ProfilerStep#1", 0, 1000)])  # a label, not drawn
+    ev = _events(
+        [
+            ("r0/gpu0/s7", "kernel", "a", 0, 100),
+            ("r0/gpu0/s7", "kernel", "b", 300, 100),
+            ("r0/cpu/t1", "op", "outer", 0, 1000),
+            ("r0/cpu/t1", "op", "inner", 10, 50),  # nested: dropped
+            ("r0/cpu/t1", "annotation", "ProfilerStep#1", 0, 1000),
+        ]
+    )  # a label, not drawn
     idx = index_events(ev)
     view = window(idx, detail_limit=10)
     assert view.mode == "events" and sorted(view.bars["name"]) == ["a", "b", "outer"]
@@ -117,9 +134,15 @@ def test_timeline_payload_is_bounded_for_a_million_intervals():
     rng = np.random.default_rng(0)
     ts = np.sort(rng.integers(0, 10**10, n))
     ev = _events([("x", "kernel", "k", 0, 1)])  # categories, then the big columns
-    ev = pd.DataFrame({"track": pd.Categorical.from_codes(rng.integers(0, 8, n), [f"rank{i}/gpu0/stream7" for i in range(8)]),
-                       "kind": pd.Categorical(["kernel"] * n), "name": pd.Categorical.from_codes(rng.integers(0, 500, n), [f"kernel_{i}" for i in range(500)]),
-                       "ts": ts, "dur": rng.integers(1, 5000, n)})
+    ev = pd.DataFrame(
+        {
+            "track": pd.Categorical.from_codes(rng.integers(0, 8, n), [f"rank{i}/gpu0/stream7" for i in range(8)]),
+            "kind": pd.Categorical(["kernel"] * n),
+            "name": pd.Categorical.from_codes(rng.integers(0, 500, n), [f"kernel_{i}" for i in range(500)]),
+            "ts": ts,
+            "dur": rng.integers(1, 5000, n),
+        }
+    )
     idx = index_events(ev)
     for lo, hi in ((None, None), (0, 10**9), (5 * 10**9, 5 * 10**9 + 10**5)):
         view = window(idx, lo, hi)
@@ -135,8 +158,16 @@ def test_unit_marks_one_per_bucket():
 
 
 def test_compare_figure_colours_regressions_red():
-    changes = pd.DataFrame({"name": ["slow", "fast"], "shapes": ["", ""], "delta_ns": [2_000_000, -1_000_000],
-                            "change": ["time", "time"], "time_a_ns": [1, 3], "time_b_ns": [3, 2]})
+    changes = pd.DataFrame(
+        {
+            "name": ["slow", "fast"],
+            "shapes": ["", ""],
+            "delta_ns": [2_000_000, -1_000_000],
+            "change": ["time", "time"],
+            "time_a_ns": [1, 3],
+            "time_b_ns": [3, 2],
+        }
+    )
     fig = figures.compare_figure(changes)
     colours = dict(zip([y.strip() for y in fig.data[0].y], fig.data[0].marker.color))
     assert colours == {"slow": "#d62728", "fast": "#2ca02c"}
@@ -149,7 +180,7 @@ def test_ops_query_filters_and_sorts_without_eval(b200):
     big = apply_query(df, "{time_us} > 100", [{"column_id": "efficiency", "direction": "asc"}])
     assert (big["time_us"] > 100).all()
     eff = big["efficiency"].dropna().to_numpy()
-    assert (np.diff(eff) >= 0).all() and big["efficiency"].isna().to_numpy()[len(eff):].all()  # NaN last
+    assert (np.diff(eff) >= 0).all() and big["efficiency"].isna().to_numpy()[len(eff) :].all()  # NaN last
     assert len(apply_query(df, "{name} = __import__('os')", [])) == 0  # text, never code
 
 
@@ -170,14 +201,15 @@ def test_upload_checks_size_parses_and_cleans_up(tmp_path):
     with pytest.raises(InputError, match="upload limit"):
         store.add_upload("big.json", "data:;base64," + base64.b64encode(b"x" * 2000).decode())
     with pytest.raises(InputError):
-        store.add_upload("broken.json.gz", "data:;base64," + base64.b64encode(gzip.compress(b'{"traceEvents": [')).decode())
+        store.add_upload(
+            "broken.json.gz", "data:;base64," + base64.b64encode(gzip.compress(b'{"traceEvents": [')).decode()
+        )
     assert [p.name for p in store.upload_dir().iterdir()] == [entry.path.name]  # the broken one is gone
     with pytest.raises(InputError, match="hardware"):
         store.analysis(tid, "/etc/passwd")  # a path is not a preset: never read
     d = store.upload_dir()
     store.close()
     assert not d.exists()
-
 
 
 def test_memory_figure_marks_the_peak_where_the_summary_puts_it():
@@ -220,12 +252,17 @@ def test_what_if_units_match_a_full_analysis_on_that_hardware(tmp_path):
 
 # --- issue 10, section 6: reading it ------------------------------------------------------------
 
+
 def test_op_table_shows_cpu_self_time_beside_total_and_demangled_names(tmp_path):
     """A CPU op of 10 µs with a 4 µs child: time (self) 6 µs, total 10 µs; the child 4 and 4.
     A HIP kernel name recorded mangled is shown demangled (c++filt's spelling), its key unchanged."""
     mangled = "_ZN5aiter6kernelIfEEvPT_"
-    t = load_trace(write_trace(tmp_path / "t.json", [x("aten::linear", "cpu_op", 0, 10), x("aten::addmm", "cpu_op", 3, 4),
-                                                     x(mangled, "cpu_op", 20, 1)]))
+    t = load_trace(
+        write_trace(
+            tmp_path / "t.json",
+            [x("aten::linear", "cpu_op", 0, 10), x("aten::addmm", "cpu_op", 3, 4), x(mangled, "cpu_op", 20, 1)],
+        )
+    )
     ops = tables.op_table(tables.focus_units(analyze(t, top=None, sections=("roofline",)).units)).set_index("name")
     assert ops.loc["aten::linear", ["time_ns", "total_ns"]].tolist() == [6_000, 10_000]
     assert ops.loc["aten::addmm", ["time_ns", "total_ns"]].tolist() == [4_000, 4_000]
@@ -283,7 +320,9 @@ def test_timeline_has_a_legend(tmp_path):
 
     idx = build_index(t)
     bars = figures.timeline_figure(window(idx))
-    assert bars.layout.showlegend and {d.name for d in bars.data} == {"device work (kernels, copies)", "host work (CPU ops, runtime calls)"}
+    assert bars.layout.showlegend and {d.name for d in bars.data} == {
+        "device work (kernels, copies)",
+        "host work (CPU ops, runtime calls)",
+    }
     heat = figures.timeline_figure(window(idx, detail_limit=1))  # two intervals > 1: occupancy buckets
     assert heat.data[0].type == "heatmap" and heat.data[0].showscale  # its colour scale is its legend
-

@@ -18,9 +18,24 @@ from dashboard.testing import callback_body, callback_keys
 from tests.conftest import real_trace, write_trace, x
 
 MiB = 2**20
-JUNK = [None, 0, -1, 1e308, True, "junk", "../../etc/passwd", "", [1, "x"], [{"value": 3}], {"a": 1},
-        {"points": "x", "row_id": "x"}, {"points": [{"customdata": ["x"]}]}, {"t0": "a", "t1": None},
-        {"filename": 3, "contents": "data:,@@@"}, {"name": ["x"], "shapes": 3}]
+JUNK = [
+    None,
+    0,
+    -1,
+    1e308,
+    True,
+    "junk",
+    "../../etc/passwd",
+    "",
+    [1, "x"],
+    [{"value": 3}],
+    {"a": 1},
+    {"points": "x", "row_id": "x"},
+    {"points": [{"customdata": ["x"]}]},
+    {"t0": "a", "t1": None},
+    {"filename": 3, "contents": "data:,@@@"},
+    {"name": ["x"], "shapes": 3},
+]
 
 
 @pytest.fixture(scope="module")
@@ -84,7 +99,9 @@ def test_one_sessions_parse_does_not_hold_up_anothers_page(tmp_path: Path, monke
     opens the overview of another trace, which needs its own parse and analysis. Client 2's page
     must complete while client 1's parse is still running: before the fix every cache build ran
     under one lock, so client 2 waited for client 1 (19.5 s behind a gzip bomb)."""
-    other = write_trace(tmp_path / "other.json", [x("aten::mm", "cpu_op", 1.0, 2.0), x("aten::add", "cpu_op", 4.0, 1.0)])
+    other = write_trace(
+        tmp_path / "other.json", [x("aten::mm", "cpu_op", 1.0, 2.0), x("aten::add", "cpu_op", 4.0, 1.0)]
+    )
     store = TraceStore()
     app = create_app([other], store=store)
     other_id = store.entries()[0].trace_id
@@ -105,13 +122,19 @@ def test_one_sessions_parse_does_not_hold_up_anothers_page(tmp_path: Path, monke
 
     def client1():
         c = app.server.test_client()
-        results["upload"] = c.post("/_dash-update-component", json=_body_for_upload(
-            app, "slow.json.gz", "data:;base64," + base64.b64encode(gzip.compress(upload_doc)).decode()))
+        results["upload"] = c.post(
+            "/_dash-update-component",
+            json=_body_for_upload(
+                app, "slow.json.gz", "data:;base64," + base64.b64encode(gzip.compress(upload_doc)).decode()
+            ),
+        )
 
     def client2():
         c = app.server.test_client()
         key = "overview-body.children"
-        results["page"] = c.post("/_dash-update-component", json=callback_body(app, key, {"trace-select.value": other_id}))
+        results["page"] = c.post(
+            "/_dash-update-component", json=callback_body(app, key, {"trace-select.value": other_id})
+        )
         results["page_done_while_parse_held"] = not release.is_set()
 
     t1 = threading.Thread(target=client1)

@@ -26,8 +26,18 @@ def test_diff_finds_a_slower_kernel_and_a_new_one(tmp_path):
     for e in slower:
         if e["name"] == "gemm":
             e["dur"] = 25  # 10 us -> 25 us
-    slower.append({"ph": "X", "cat": "kernel", "name": "extra_kernel", "pid": 0, "tid": 7, "ts": 99, "dur": 1,
-                   "args": {"device": 0, "stream": 7}})
+    slower.append(
+        {
+            "ph": "X",
+            "cat": "kernel",
+            "name": "extra_kernel",
+            "pid": 0,
+            "tid": 7,
+            "ts": 99,
+            "dur": 1,
+            "args": {"device": 0, "stream": 7},
+        }
+    )
     b = write_trace(tmp_path / "b.json", slower)
     doc = json.loads(runner.invoke(app, ["diff", str(a), str(b), "--json"]).stdout)
     by_name = {(c["kind"], c["name"]): c for c in doc["changes"]}

@@ -26,8 +26,11 @@ def test_seeds_read_cleanly(tmp_path: Path):
     from collectors.perfetto import load_perfetto
     from collectors.torch_compile.report import read_compile_report
 
-    for name, reader, suffix in (("kineto", load_kineto, ".json"), ("perfetto", load_perfetto, ".pftrace"),
-                                 ("torch_trace", read_compile_report, ".log")):
+    for name, reader, suffix in (
+        ("kineto", load_kineto, ".json"),
+        ("perfetto", load_perfetto, ".pftrace"),
+        ("torch_trace", read_compile_report, ".log"),
+    ):
         data = (SEEDS / name).read_bytes()
         p = tmp_path / f"{name}{suffix}"
         p.write_bytes(data[1:])
@@ -50,11 +53,15 @@ def test_perfetto_names_with_invalid_utf8_are_text(tmp_path: Path):
     p.interned_data.event_categories.add(iid=1, name="@@cat@@")
     p.track_descriptor.uuid = 7
     p.track_descriptor.name = "@@trk@@"
-    for ts, typ, extra in ((10, pb.TrackEvent.TYPE_SLICE_BEGIN, {"name_iid": 1, "category_iids": [1]}),
-                           (20, pb.TrackEvent.TYPE_SLICE_BEGIN, {"name": "ok"}),
-                           (25, pb.TrackEvent.TYPE_SLICE_END, {}), (30, pb.TrackEvent.TYPE_SLICE_END, {})):
-        q = t.packet.add(timestamp=ts, trusted_packet_sequence_id=1,
-                         sequence_flags=pb.TracePacket.SEQ_NEEDS_INCREMENTAL_STATE)
+    for ts, typ, extra in (
+        (10, pb.TrackEvent.TYPE_SLICE_BEGIN, {"name_iid": 1, "category_iids": [1]}),
+        (20, pb.TrackEvent.TYPE_SLICE_BEGIN, {"name": "ok"}),
+        (25, pb.TrackEvent.TYPE_SLICE_END, {}),
+        (30, pb.TrackEvent.TYPE_SLICE_END, {}),
+    ):
+        q = t.packet.add(
+            timestamp=ts, trusted_packet_sequence_id=1, sequence_flags=pb.TracePacket.SEQ_NEEDS_INCREMENTAL_STATE
+        )
         q.track_event.type = typ
         q.track_event.track_uuid = 7
         for k, v in extra.items():
@@ -91,9 +98,23 @@ def test_the_fuzzer_finds_nothing_in_a_bounded_run(tmp_path: Path):
     pytest.importorskip("atheris")
     corpus = tmp_path / "corpus"
     shutil.copytree(SEEDS, corpus)
-    r = subprocess.run([sys.executable, str(FUZZ), str(corpus), "-max_total_time=25", "-runs=5000", "-timeout=60",
-                        "-rss_limit_mb=4096", f"-artifact_prefix={tmp_path}/"],
-                       cwd=REPO, capture_output=True, text=True, timeout=600, check=False)
+    r = subprocess.run(
+        [
+            sys.executable,
+            str(FUZZ),
+            str(corpus),
+            "-max_total_time=25",
+            "-runs=5000",
+            "-timeout=60",
+            "-rss_limit_mb=4096",
+            f"-artifact_prefix={tmp_path}/",
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
     assert r.returncode == 0, r.stderr[-4000:]
     assert "Done" in r.stderr and not list(tmp_path.glob("crash-*"))
 
@@ -112,9 +133,16 @@ def test_compile_times_past_int64_are_counted(tmp_path: Path):
     from collectors.torch_compile.report import read_compile_report
 
     log = tmp_path / "big.log"
-    log.write_text(_chromium("B", 1.8e17) + _chromium("E", 1.8e17) + _chromium("B", 1.8e16) + _chromium("E", 1.8e16)
-                   + _chromium("B", 100.0) + _chromium("E", 105.0)
-                   + _chromium("B", 1.0, thread=10**30) + _chromium("E", 2.0, thread=10**30))
+    log.write_text(
+        _chromium("B", 1.8e17)
+        + _chromium("E", 1.8e17)
+        + _chromium("B", 1.8e16)
+        + _chromium("E", 1.8e16)
+        + _chromium("B", 100.0)
+        + _chromium("E", 105.0)
+        + _chromium("B", 1.0, thread=10**30)
+        + _chromium("E", 2.0, thread=10**30)
+    )
     rep = read_compile_report(log)
     assert rep.phases["dur_ns"].tolist() == [5000] and rep.phases["start_ns"].tolist() == [100_000]
     assert rep.problems.counts["compile events with a time past int64 nanoseconds skipped"] == 4

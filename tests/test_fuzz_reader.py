@@ -126,9 +126,31 @@ def test_truncated_anywhere(data, gz: bool):
 # ---------------------------------------------------------------------------------------------
 
 JSONISH = [
-    b'"', b",", b":", b"{", b"}", b"[", b"]", b"NaN", b"-Infinity", b"null", b"true", b"-1", b"1e999",
-    b"99999999999999999999999", b"\xff", b"\xc3", b"\xe2\x82", b'"X"', b'"i"', b'"abc"', b"0.5", b" ",
-    b"\\", b"\\u00", b"\x00",
+    b'"',
+    b",",
+    b":",
+    b"{",
+    b"}",
+    b"[",
+    b"]",
+    b"NaN",
+    b"-Infinity",
+    b"null",
+    b"true",
+    b"-1",
+    b"1e999",
+    b"99999999999999999999999",
+    b"\xff",
+    b"\xc3",
+    b"\xe2\x82",
+    b'"X"',
+    b'"i"',
+    b'"abc"',
+    b"0.5",
+    b" ",
+    b"\\",
+    b"\\u00",
+    b"\x00",
 ]
 patch_bytes = st.one_of(
     st.binary(min_size=1, max_size=12),
@@ -212,9 +234,28 @@ odd_time = st.one_of(
 time_value = mostly(good_time, odd_time)
 
 CATEGORIES = [
-    "cpu_op", "kernel", "cuda_runtime", "cuda_driver", "gpu_memcpy", "gpu_memset", "user_annotation",
-    "gpu_user_annotation", "python_function", "Trace", "Kernel", "Runtime", "Operator", "Memcpy",
-    "overhead", "ac2g", "fwdbwd", "async", "", "npu_op", "[/]", "mystery",
+    "cpu_op",
+    "kernel",
+    "cuda_runtime",
+    "cuda_driver",
+    "gpu_memcpy",
+    "gpu_memset",
+    "user_annotation",
+    "gpu_user_annotation",
+    "python_function",
+    "Trace",
+    "Kernel",
+    "Runtime",
+    "Operator",
+    "Memcpy",
+    "overhead",
+    "ac2g",
+    "fwdbwd",
+    "async",
+    "",
+    "npu_op",
+    "[/]",
+    "mystery",
 ]
 category = mostly(st.sampled_from(CATEGORIES), st.one_of(st.text(max_size=8), junk_scalar))
 phase = mostly(
@@ -223,8 +264,19 @@ phase = mostly(
 )
 name = mostly(
     st.one_of(
-        st.sampled_from(["aten::mm", "cudaLaunchKernel", "hipGraphLaunch", "ProfilerStep#3", "ProfilerStep#x",
-                         "[memory]", "process_name", "thread_name", "gemm [with T = float]"]),
+        st.sampled_from(
+            [
+                "aten::mm",
+                "cudaLaunchKernel",
+                "hipGraphLaunch",
+                "ProfilerStep#3",
+                "ProfilerStep#x",
+                "[memory]",
+                "process_name",
+                "thread_name",
+                "gemm [with T = float]",
+            ]
+        ),
         st.text(max_size=12),
     ),
     junk_scalar,
@@ -284,8 +336,12 @@ top_level = st.fixed_dictionaries(
         ),
         "baseTimeNanoseconds": st.one_of(st.integers(0, 2 * 10**18), st.integers(-(2**70), 2**70), junk_scalar),
         "deviceProperties": st.one_of(
-            st.lists(st.fixed_dictionaries({}, optional={"id": small_id, "name": junk_scalar, "numSms": small_id,
-                                                          "totalGlobalMem": small_id}), max_size=2),
+            st.lists(
+                st.fixed_dictionaries(
+                    {}, optional={"id": small_id, "name": junk_scalar, "numSms": small_id, "totalGlobalMem": small_id}
+                ),
+                max_size=2,
+            ),
             junk,
         ),
     },

@@ -96,9 +96,12 @@ def record(path, n_big: int) -> str:
             torch.relu(torch.mm(x_, w))
 
     step()
-    with profile(activities=[ProfilerActivity.CPU], record_shapes=True,
-                 schedule=schedule(wait=0, warmup=1, active=12),
-                 on_trace_ready=lambda p: p.export_chrome_trace(str(path))) as prof:
+    with profile(
+        activities=[ProfilerActivity.CPU],
+        record_shapes=True,
+        schedule=schedule(wait=0, warmup=1, active=12),
+        on_trace_ready=lambda p: p.export_chrome_trace(str(path)),
+    ) as prof:
         for _ in range(13):
             step()
             prof.step()
@@ -113,7 +116,9 @@ def test_real_bigger_matmul_fails(tmp_path):
     code, doc = gate(base, big)
     mm = next(v for v in doc["verdicts"] if v["name"] == "aten::mm")
     # one run a side: judged against the tolerance (25%), not the noise
-    assert code == 1 and mm["regression"] and mm["samples"] == [12, 12] and mm["ratio"] > 1 and mm["mode"] == "tolerance"
+    assert (
+        code == 1 and mm["regression"] and mm["samples"] == [12, 12] and mm["ratio"] > 1 and mm["mode"] == "tolerance"
+    )
 
 
 def test_one_run_a_side_is_judged_against_the_tolerance_and_says_so(tmp_path):

@@ -29,8 +29,17 @@ T = 1e12
 G = 1e9
 
 EXPECTED_PRESETS = {
-    "v100-sxm2-16gb", "v100-sxm2-32gb", "a100-sxm-40gb", "a100-sxm-80gb", "h100-sxm", "h100-pcie",
-    "h200", "b200", "mi250x", "mi300x", "generic-x86-cpu",
+    "v100-sxm2-16gb",
+    "v100-sxm2-32gb",
+    "a100-sxm-40gb",
+    "a100-sxm-80gb",
+    "h100-sxm",
+    "h100-pcie",
+    "h200",
+    "b200",
+    "mi250x",
+    "mi300x",
+    "generic-x86-cpu",
 }
 
 
@@ -60,7 +69,9 @@ def test_preset_loads_and_is_sane(name):
     # inner levels are smaller and faster than the outermost
     for inner in s.memory[1:]:
         assert inner.bandwidth > s.memory[0].bandwidth
-        assert s.memory[0].capacity_bytes is None or inner.capacity_bytes < s.memory[0].capacity_bytes  # DRAM size unknown on the nominal CPU
+        assert (
+            s.memory[0].capacity_bytes is None or inner.capacity_bytes < s.memory[0].capacity_bytes
+        )  # DRAM size unknown on the nominal CPU
     assert all(lk.bandwidth > 0 and 0 <= lk.latency < 1e-3 and lk.topology for lk in s.links)
     assert 0 < s.min_op_time < 1e-3
     assert s.sources and all(("http" in src) or ("NOMINAL" in src) for src in s.sources)
@@ -155,8 +166,14 @@ def test_spot_hbm(name, hbm):
 
 @pytest.mark.parametrize(
     "name,link",
-    [("v100-sxm2-32gb", 150 * G), ("a100-sxm-40gb", 300 * G), ("h100-sxm", 450 * G), ("h200", 450 * G),
-     ("b200", 900 * G), ("mi300x", 448 * G)],
+    [
+        ("v100-sxm2-32gb", 150 * G),
+        ("a100-sxm-40gb", 300 * G),
+        ("h100-sxm", 450 * G),
+        ("h200", 450 * G),
+        ("b200", 900 * G),
+        ("mi300x", 448 * G),
+    ],
 )
 def test_spot_link_per_direction(name, link):
     assert load_spec(name).links[0].bandwidth == pytest.approx(link)
@@ -166,10 +183,18 @@ def test_spot_link_per_direction(name, link):
 # Gen3 x16 16 x 8e9 x 128/130 / 8 = 15.754 GB/s, Gen4 twice that, Gen5 four times.
 @pytest.mark.parametrize(
     "name,link,gbps",
-    [("v100-sxm2-16gb", "pcie3-x16", 15.754), ("v100-sxm2-32gb", "pcie3-x16", 15.754), ("a100-sxm-40gb", "pcie4-x16", 31.508),
-     ("a100-sxm-80gb", "pcie4-x16", 31.508), ("mi250x", "pcie4-x16", 31.508), ("h100-sxm", "pcie5-x16", 63.015),
-     ("h100-pcie", "pcie5-x16", 63.015), ("h200", "pcie5-x16", 63.015), ("b200", "pcie5-x16", 63.015),
-     ("mi300x", "pcie5-x16", 63.015)],
+    [
+        ("v100-sxm2-16gb", "pcie3-x16", 15.754),
+        ("v100-sxm2-32gb", "pcie3-x16", 15.754),
+        ("a100-sxm-40gb", "pcie4-x16", 31.508),
+        ("a100-sxm-80gb", "pcie4-x16", 31.508),
+        ("mi250x", "pcie4-x16", 31.508),
+        ("h100-sxm", "pcie5-x16", 63.015),
+        ("h100-pcie", "pcie5-x16", 63.015),
+        ("h200", "pcie5-x16", 63.015),
+        ("b200", "pcie5-x16", 63.015),
+        ("mi300x", "pcie5-x16", 63.015),
+    ],
 )
 def test_spot_host_link_per_direction(name, link, gbps):
     s = load_spec(name)
@@ -292,7 +317,9 @@ def test_match_device_by_numbers():
     # numbers contradicting every preset, or a part we have no preset for
     assert match_device("NVIDIA A100-SXM4-40GB", 80, "8.0", 42_300_000_000) is None
     assert match_device("NVIDIA L40S", 142, "8.9", 48_000_000_000).name == "l40s"  # issue 10 added its preset
-    assert match_device("NVIDIA RTX 6000 Ada", 142, "8.9", 48_000_000_000).name == "l40s"  # same numbers: stands in (said in hardware_notes)
+    assert (
+        match_device("NVIDIA RTX 6000 Ada", 142, "8.9", 48_000_000_000).name == "l40s"
+    )  # same numbers: stands in (said in hardware_notes)
     assert match_device("NVIDIA A100 80GB PCIe", 108, "8.0", 85_100_000_000) is None  # excluded by name
     assert match_device("NVIDIA H100 NVL", 132, "9.0", 99_000_000_000) is None
     # ambiguous: one number pins several presets

@@ -29,8 +29,15 @@ MiB = 2**20
 def perf(*args: object, timeout: float = 90) -> subprocess.CompletedProcess:
     """`python -m profiler ARGS` as a real process (a blocking read would hang the test runner)."""
     env = {k: v for k, v in os.environ.items() if k != "PERF_DEBUG"}
-    return subprocess.run([sys.executable, "-m", "profiler", *map(str, args)], capture_output=True, text=True,
-                          cwd=REPO, env=env, timeout=timeout, check=False)
+    return subprocess.run(
+        [sys.executable, "-m", "profiler", *map(str, args)],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        env=env,
+        timeout=timeout,
+        check=False,
+    )
 
 
 def one_line(stderr: str, *words: str) -> str:
@@ -120,11 +127,19 @@ def test_a_gzip_bomb_stops_at_max_bytes(tmp_path: Path):
     """Refused while reading: the process never holds much more than the limit (peak RSS of the
     child, from getrusage, stays under 1 GiB while the file holds 4 GiB)."""
     path = bomb(tmp_path / "bomb.json.gz", gib=4)
-    code = ("import resource, sys; from profiler.cli import main\n"
-            "try: main(sys.argv[1:])\n"
-            "finally: print('maxrss_kib', resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, file=sys.stderr)")
-    r = subprocess.run([sys.executable, "-c", code, "analyze", str(path), "--max-bytes", "64M"], capture_output=True,
-                       text=True, cwd=REPO, timeout=300, check=False)
+    code = (
+        "import resource, sys; from profiler.cli import main\n"
+        "try: main(sys.argv[1:])\n"
+        "finally: print('maxrss_kib', resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, file=sys.stderr)"
+    )
+    r = subprocess.run(
+        [sys.executable, "-c", code, "analyze", str(path), "--max-bytes", "64M"],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=300,
+        check=False,
+    )
     lines = r.stderr.splitlines()
     rss_kib = int(lines.pop().split()[1])
     assert r.returncode == 2, r.stderr
@@ -157,8 +172,12 @@ def test_a_file_over_the_limit_is_refused_before_reading(tmp_path: Path):
 
 def test_max_bytes_reaches_every_reader(tmp_path: Path):
     """diff, gate, export, compile-report take --max-bytes too (the seed is 594,892 bytes unpacked)."""
-    for args in (["diff", SEED, SEED], ["gate", "--base", SEED, "--new", SEED], ["export", SEED, "-o", tmp_path / "o.json"],
-                 ["compile-report", SEED]):
+    for args in (
+        ["diff", SEED, SEED],
+        ["gate", "--base", SEED, "--new", SEED],
+        ["export", SEED, "-o", tmp_path / "o.json"],
+        ["compile-report", SEED],
+    ):
         r = runner.invoke(app, [*map(str, args), "--max-bytes", "500K"])
         assert r.exit_code == 2, (args, r.output)
         one_line(r.stderr, "reading limit of 512,000 bytes")
@@ -258,15 +277,20 @@ def test_an_unreadable_directory_is_one_line(tmp_path: Path, monkeypatch):
         d.chmod(0o300)  # can enter, cannot list
     else:
         real = Path.iterdir
-        monkeypatch.setattr(Path, "iterdir", lambda self: (_ for _ in ()).throw(PermissionError(13, "Permission denied"))
-                            if self == d else real(self))
+        monkeypatch.setattr(
+            Path,
+            "iterdir",
+            lambda self: (_ for _ in ()).throw(PermissionError(13, "Permission denied")) if self == d else real(self),
+        )
     r = runner.invoke(app, ["analyze", str(d)])  # before: "internal error (PermissionError ...)"
     assert r.exit_code == 2
     one_line(r.stderr, str(d), "cannot read the directory: permission denied")
 
 
-@pytest.mark.parametrize("args", [["analyze", "x.json", "--top", "abc"], ["analyze", "x.json", "--bogus"], ["analyze"],
-                                  ["analyse\n\x1b[31m", "x"]])
+@pytest.mark.parametrize(
+    "args",
+    [["analyze", "x.json", "--top", "abc"], ["analyze", "x.json", "--bogus"], ["analyze"], ["analyse\n\x1b[31m", "x"]],
+)
 def test_bad_arguments_are_one_line(args: list[str]):
     r = perf(*args)  # before: a usage line, a hint, and a three-line box
     assert r.returncode == 2
@@ -297,10 +321,14 @@ def test_a_blank_padded_trace_reads_as_the_compact_one(tmp_path: Path, monkeypat
     compact.write_text(json.dumps(doc))
     pads = [" " * 5000, "\n" * 3000, "\t \r\n" * 700, "\n" + " " * 9000, ""]
     lines = [json.dumps(e) for e in doc["traceEvents"]]
-    body = "".join(f"\n{pads[i % len(pads)]}{line}{pads[(i + 2) % len(pads)]}," for i, line in enumerate(lines)).rstrip(",")
+    body = "".join(f"\n{pads[i % len(pads)]}{line}{pads[(i + 2) % len(pads)]}," for i, line in enumerate(lines)).rstrip(
+        ","
+    )
     top = {k: v for k, v in doc.items() if k != "traceEvents"}
     padded = tmp_path / "padded.json"
-    padded.write_text("  \n" * 1000 + '{"traceEvents": [' + body + "\n" * 5000 + "]," + json.dumps(top)[1:] + " " * 100_000)
+    padded.write_text(
+        "  \n" * 1000 + '{"traceEvents": [' + body + "\n" * 5000 + "]," + json.dumps(top)[1:] + " " * 100_000
+    )
     monkeypatch.setattr(chunks, "CHUNK_BYTES", 64 * 1024)  # hundreds of chunks, boundaries in the blanks
     monkeypatch.setattr(parallel, "MIN_CHUNKS", 10**9)  # in this process
     assert len(chunks.spans(_events_raw(padded))) > 100

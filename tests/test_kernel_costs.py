@@ -62,8 +62,10 @@ def test_without_the_fusion_map_the_kernel_stays_unknown(compiled, carried):
     """The cost comes from the carried fusion map, not from the name: drop it (or carry junk) and
     it is unknown, without a traceback."""
     trace = load_trace(compiled["trace"])
-    ranks = {r: {**{k: v for k, v in m.items() if k != "perfCompile"}, **({"perfCompile": carried} if carried else {})}
-             for r, m in trace.metadata["ranks"].items()}
+    ranks = {
+        r: {**{k: v for k, v in m.items() if k != "perfCompile"}, **({"perfCompile": carried} if carried else {})}
+        for r, m in trace.metadata["ranks"].items()
+    }
     bare = replace(trace, metadata={**trace.metadata, "ranks": ranks})
     u = analyze(bare).units
     gelu = u[u["name"].astype(str).str.contains("cpp_fused_gelu")]
@@ -76,32 +78,116 @@ def _fusion(rows: list[dict]) -> pd.DataFrame:
 
 
 def test_kernel_costs_joins_generated_kernels_by_exact_name():
-    fusion = _fusion([
-        {"kernel": "cpp_fused_add_relu_0", "runtime_name": "graph_0_cpp_fused_add_relu_0", "kind": "cpp",
-         "aten_ops": ["aten::add", "aten::relu"], "flops": 200.0, "bytes_read": 800.0, "bytes_written": 400.0,
-         "dtype": "fp32", "family": "fused"},
-        {"kernel": "triton_red_fused_sum_1", "runtime_name": "triton_red_fused_sum_1", "kind": "triton",
-         "aten_ops": ["aten::sum"], "flops": 1024.0, "bytes_read": 2048.0, "bytes_written": 8.0,
-         "dtype": "bf16", "family": "fused"},
-        {"kernel": "extern_kernels.mm", "runtime_name": "aten::mm", "kind": "extern",
-         "aten_ops": ["aten::mm"], "flops": 1e6, "bytes_read": 1e4, "bytes_written": 1e3, "dtype": "fp32", "family": "gemm"},
-        # the same name twice with different costs (two graphs numbered alike): ambiguous
-        {"kernel": "cpp_fused_mul_2", "runtime_name": "graph_1_cpp_fused_mul_2", "kind": "cpp",
-         "aten_ops": ["aten::mul"], "flops": 10.0, "bytes_read": 80.0, "bytes_written": 40.0, "dtype": "fp32", "family": "fused"},
-        {"kernel": "cpp_fused_mul_2", "runtime_name": "graph_1_cpp_fused_mul_2", "kind": "cpp",
-         "aten_ops": ["aten::mul"], "flops": 20.0, "bytes_read": 160.0, "bytes_written": 80.0, "dtype": "fp32", "family": "fused"},
-        # a symbolic shape: no FLOPs, no bytes
-        {"kernel": "cpp_fused_exp_3", "runtime_name": "graph_2_cpp_fused_exp_3", "kind": "cpp",
-         "aten_ops": ["aten::exp"], "flops": None, "bytes_read": None, "bytes_written": None, "dtype": "fp32", "family": "fused"},
-        # a hand-edited file: not a number, not a kind -> unknown, never a traceback
-        {"kernel": "cpp_fused_neg_4", "runtime_name": "graph_3_cpp_fused_neg_4", "kind": "cpp",
-         "aten_ops": "aten::neg", "flops": "n/a", "bytes_read": 4.0, "bytes_written": 4.0, "dtype": None, "family": None},
-        {"kernel": "k", "runtime_name": "graph_4_k", "kind": ["cpp"], "aten_ops": [], "flops": 1.0, "bytes_read": 1.0,
-         "bytes_written": 1.0, "dtype": "fp32", "family": "fused"},
-    ])
-    units = pd.DataFrame({"name": ["aten::mm", "graph_0_cpp_fused_add_relu_0", "triton_red_fused_sum_1", "graph_1_cpp_fused_mul_2",
-                                   "graph_2_cpp_fused_exp_3", "graph_0_cpp_fused_add_relu_0_x", "graph_0_cpp_fused_add_relu_0"],
-                          "rank": [0] * 7}, index=[10, 11, 12, 13, 14, 15, 16])
+    fusion = _fusion(
+        [
+            {
+                "kernel": "cpp_fused_add_relu_0",
+                "runtime_name": "graph_0_cpp_fused_add_relu_0",
+                "kind": "cpp",
+                "aten_ops": ["aten::add", "aten::relu"],
+                "flops": 200.0,
+                "bytes_read": 800.0,
+                "bytes_written": 400.0,
+                "dtype": "fp32",
+                "family": "fused",
+            },
+            {
+                "kernel": "triton_red_fused_sum_1",
+                "runtime_name": "triton_red_fused_sum_1",
+                "kind": "triton",
+                "aten_ops": ["aten::sum"],
+                "flops": 1024.0,
+                "bytes_read": 2048.0,
+                "bytes_written": 8.0,
+                "dtype": "bf16",
+                "family": "fused",
+            },
+            {
+                "kernel": "extern_kernels.mm",
+                "runtime_name": "aten::mm",
+                "kind": "extern",
+                "aten_ops": ["aten::mm"],
+                "flops": 1e6,
+                "bytes_read": 1e4,
+                "bytes_written": 1e3,
+                "dtype": "fp32",
+                "family": "gemm",
+            },
+            # the same name twice with different costs (two graphs numbered alike): ambiguous
+            {
+                "kernel": "cpp_fused_mul_2",
+                "runtime_name": "graph_1_cpp_fused_mul_2",
+                "kind": "cpp",
+                "aten_ops": ["aten::mul"],
+                "flops": 10.0,
+                "bytes_read": 80.0,
+                "bytes_written": 40.0,
+                "dtype": "fp32",
+                "family": "fused",
+            },
+            {
+                "kernel": "cpp_fused_mul_2",
+                "runtime_name": "graph_1_cpp_fused_mul_2",
+                "kind": "cpp",
+                "aten_ops": ["aten::mul"],
+                "flops": 20.0,
+                "bytes_read": 160.0,
+                "bytes_written": 80.0,
+                "dtype": "fp32",
+                "family": "fused",
+            },
+            # a symbolic shape: no FLOPs, no bytes
+            {
+                "kernel": "cpp_fused_exp_3",
+                "runtime_name": "graph_2_cpp_fused_exp_3",
+                "kind": "cpp",
+                "aten_ops": ["aten::exp"],
+                "flops": None,
+                "bytes_read": None,
+                "bytes_written": None,
+                "dtype": "fp32",
+                "family": "fused",
+            },
+            # a hand-edited file: not a number, not a kind -> unknown, never a traceback
+            {
+                "kernel": "cpp_fused_neg_4",
+                "runtime_name": "graph_3_cpp_fused_neg_4",
+                "kind": "cpp",
+                "aten_ops": "aten::neg",
+                "flops": "n/a",
+                "bytes_read": 4.0,
+                "bytes_written": 4.0,
+                "dtype": None,
+                "family": None,
+            },
+            {
+                "kernel": "k",
+                "runtime_name": "graph_4_k",
+                "kind": ["cpp"],
+                "aten_ops": [],
+                "flops": 1.0,
+                "bytes_read": 1.0,
+                "bytes_written": 1.0,
+                "dtype": "fp32",
+                "family": "fused",
+            },
+        ]
+    )
+    units = pd.DataFrame(
+        {
+            "name": [
+                "aten::mm",
+                "graph_0_cpp_fused_add_relu_0",
+                "triton_red_fused_sum_1",
+                "graph_1_cpp_fused_mul_2",
+                "graph_2_cpp_fused_exp_3",
+                "graph_0_cpp_fused_add_relu_0_x",
+                "graph_0_cpp_fused_add_relu_0",
+            ],
+            "rank": [0] * 7,
+        },
+        index=[10, 11, 12, 13, 14, 15, 16],
+    )
     k = kernel_costs(units, fusion)
     assert list(k.columns) == list(COST_COLUMNS) and list(k.index) == list(units.index)
     # the C++ kernel's range, both occurrences: the fusion map's per-call numbers
@@ -120,31 +206,70 @@ def test_kernel_costs_joins_generated_kernels_by_exact_name():
 
 
 def test_kernel_costs_by_rank_and_merge_into_the_cost_table():
-    fusion = _fusion([
-        {"kernel": "cpp_fused_gelu_0", "runtime_name": "graph_0_cpp_fused_gelu_0", "kind": "cpp", "aten_ops": ["aten::erf"],
-         "flops": 5.0, "bytes_read": 4.0, "bytes_written": 4.0, "dtype": "fp32", "family": "fused"},
-        {"kernel": "cpp_fused_gelu_0", "runtime_name": "graph_0_cpp_fused_gelu_0", "kind": "cpp", "aten_ops": ["aten::erf"],
-         "flops": 50.0, "bytes_read": 40.0, "bytes_written": 40.0, "dtype": "fp32", "family": "fused"},
-    ]).assign(rank=[0, 1])
+    fusion = _fusion(
+        [
+            {
+                "kernel": "cpp_fused_gelu_0",
+                "runtime_name": "graph_0_cpp_fused_gelu_0",
+                "kind": "cpp",
+                "aten_ops": ["aten::erf"],
+                "flops": 5.0,
+                "bytes_read": 4.0,
+                "bytes_written": 4.0,
+                "dtype": "fp32",
+                "family": "fused",
+            },
+            {
+                "kernel": "cpp_fused_gelu_0",
+                "runtime_name": "graph_0_cpp_fused_gelu_0",
+                "kind": "cpp",
+                "aten_ops": ["aten::erf"],
+                "flops": 50.0,
+                "bytes_read": 40.0,
+                "bytes_written": 40.0,
+                "dtype": "fp32",
+                "family": "fused",
+            },
+        ]
+    ).assign(rank=[0, 1])
     units = pd.DataFrame({"name": ["graph_0_cpp_fused_gelu_0"] * 3 + ["aten::add"], "rank": [1, 0, 2, 0]})
     k = kernel_costs(units, fusion)
     assert k["flops"].tolist()[:2] == [50.0, 5.0] and math.isnan(k.loc[2, "flops"])  # rank 2 carries no fusion map
-    costs = pd.DataFrame({"flops": [np.nan, np.nan, np.nan, 7.0], "flops_effective": [np.nan, np.nan, np.nan, 7.0],
-                          "bytes_read": [np.nan, np.nan, np.nan, 8.0], "bytes_written": [np.nan, np.nan, np.nan, 4.0],
-                          "family": ["unknown"] * 3 + ["elementwise"], "dtype": ["unknown"] * 3 + ["fp32"]})
+    costs = pd.DataFrame(
+        {
+            "flops": [np.nan, np.nan, np.nan, 7.0],
+            "flops_effective": [np.nan, np.nan, np.nan, 7.0],
+            "bytes_read": [np.nan, np.nan, np.nan, 8.0],
+            "bytes_written": [np.nan, np.nan, np.nan, 4.0],
+            "family": ["unknown"] * 3 + ["elementwise"],
+            "dtype": ["unknown"] * 3 + ["fp32"],
+        }
+    )
     merged = with_kernel_costs(costs, units, fusion)
-    assert merged["flops"].tolist()[:2] == [50.0, 5.0] and merged.loc[3, "flops"] == 7.0 and math.isnan(merged.loc[2, "flops"])
+    assert (
+        merged["flops"].tolist()[:2] == [50.0, 5.0]
+        and merged.loc[3, "flops"] == 7.0
+        and math.isnan(merged.loc[2, "flops"])
+    )
     assert merged["family"].tolist() == ["elementwise", "elementwise", "unknown", "elementwise"]
     assert costs.loc[0, "family"] == "unknown"  # a copy: the input is untouched
     assert with_kernel_costs(costs, units, pd.DataFrame()) is costs
 
 
-@pytest.mark.parametrize(("family", "kernel", "ops", "want"), [
-    ("gemm", "triton_tem_fused_mm_0", ["aten::mm"], "gemm"),
-    ("fused", "cpp_fused__softmax_0", ["aten::amax", "aten::exp", "aten::sub", "aten::sum", "aten::div"], "reduction"),
-    ("fused", "triton_per_fused_native_layer_norm_0", [], "reduction"),
-    ("fused", "cpp_fused_add_mul_0", ("aten::add", "aten::mul"), "elementwise"),
-    ("fused", "cpp_fused_0", None, "elementwise"),
-])
+@pytest.mark.parametrize(
+    ("family", "kernel", "ops", "want"),
+    [
+        ("gemm", "triton_tem_fused_mm_0", ["aten::mm"], "gemm"),
+        (
+            "fused",
+            "cpp_fused__softmax_0",
+            ["aten::amax", "aten::exp", "aten::sub", "aten::sum", "aten::div"],
+            "reduction",
+        ),
+        ("fused", "triton_per_fused_native_layer_norm_0", [], "reduction"),
+        ("fused", "cpp_fused_add_mul_0", ("aten::add", "aten::mul"), "elementwise"),
+        ("fused", "cpp_fused_0", None, "elementwise"),
+    ],
+)
 def test_kernel_family(family, kernel, ops, want):
     assert kernel_family(family, kernel, ops) == want

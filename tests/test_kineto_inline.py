@@ -18,8 +18,18 @@ def _kernel(name, ts, dur, stream, corr, **extra):
 
 EVENTS = [
     x("ProfilerStep#5", "user_annotation", 0, 100),
-    x("aten::linear", "cpu_op", 10, 30, **{"External id": 1, "Input Dims": [[4, 8], [16, 8], [16]], "Input type": ["float", "float", "float"],
-                                          "Concrete Inputs": ["", "", ""]}),
+    x(
+        "aten::linear",
+        "cpu_op",
+        10,
+        30,
+        **{
+            "External id": 1,
+            "Input Dims": [[4, 8], [16, 8], [16]],
+            "Input type": ["float", "float", "float"],
+            "Concrete Inputs": ["", "", ""],
+        },
+    ),
     x("aten::addmm", "cpu_op", 12, 20, **{"External id": 2}),
     x("cudaLaunchKernel", "cuda_runtime", 14, 5, correlation=100, **{"External id": 2}),
     x("aten::relu", "cpu_op", 50, 10, **{"External id": 3}),
@@ -29,7 +39,18 @@ EVENTS = [
     _kernel("relu_kernel", 25, 10, 8, 101),
     _kernel("graph_k1", 80, 5, 7, 102),
     _kernel("graph_k2", 86, 4, 7, 102),
-    x("Memcpy DtoD (Device -> Device)", "gpu_memcpy", 95, 2.5, pid=0, tid=8, device=0, stream=8, correlation=103, bytes=1024),
+    x(
+        "Memcpy DtoD (Device -> Device)",
+        "gpu_memcpy",
+        95,
+        2.5,
+        pid=0,
+        tid=8,
+        device=0,
+        stream=8,
+        correlation=103,
+        bytes=1024,
+    ),
 ]
 
 
@@ -100,19 +121,43 @@ def test_busy_two_streams(trace):
 
 
 def test_devices_from_properties(tmp_path):
-    props = [{"id": 0, "name": "NVIDIA A100-SXM4-80GB", "numSms": 108, "computeMajor": 8, "computeMinor": 0,
-              "totalGlobalMem": 85_899_345_920, "warpSize": 32}]
+    props = [
+        {
+            "id": 0,
+            "name": "NVIDIA A100-SXM4-80GB",
+            "numSms": 108,
+            "computeMajor": 8,
+            "computeMinor": 0,
+            "totalGlobalMem": 85_899_345_920,
+            "warpSize": 32,
+        }
+    ]
     t = load_trace(write_trace(tmp_path / "t.json", EVENTS, deviceProperties=props))
     gpu = t.devices[t.devices["device"] == "gpu0"].iloc[0]
     assert (gpu["name"], gpu["sm_count"], gpu["compute_capability"], gpu["memory_bytes"]) == (
-        "NVIDIA A100-SXM4-80GB", 108, "8.0", 85_899_345_920)
+        "NVIDIA A100-SXM4-80GB",
+        108,
+        "8.0",
+        85_899_345_920,
+    )
 
 
 def test_legacy_2021_names(tmp_path):
     events = [
         x("aten::conv2d", "Operator", 10, 20, pid=9, tid="9", **{"external id": 4}),
         x("cudaLaunchKernel", "Runtime", 12, 3, pid=9, tid="9", correlation=7, **{"external id": 4}),
-        x("implicit_gemm", "Kernel", 15, 6, pid=0, tid="stream 7", device=0, stream=7, correlation=7, **{"external id": 4}),
+        x(
+            "implicit_gemm",
+            "Kernel",
+            15,
+            6,
+            pid=0,
+            tid="stream 7",
+            device=0,
+            stream=7,
+            correlation=7,
+            **{"external id": 4},
+        ),
         x("Memset (Device)", "Memset", 30, 1, pid=0, tid="stream 7", device=0, stream=7, correlation=8),
     ]
     t = load_trace(write_trace(tmp_path / "legacy.json", events))
@@ -159,8 +204,13 @@ def test_zero_length_and_equal_intervals_nest(tmp_path):
     name_of = dict(zip(t.events["id"], t.events["name"]))
     parent = {n: name_of.get(ev.loc[n, "parent_id"]) for n in ev.index}
     # zero_at_end starts where outer ends: outside it (half-open intervals)
-    assert parent == {"outer": None, "zero_at_start": "outer", "inner": "outer",
-                      "same_as_inner": "inner", "zero_at_end": None}
+    assert parent == {
+        "outer": None,
+        "zero_at_start": "outer",
+        "inner": "outer",
+        "same_as_inner": "inner",
+        "zero_at_end": None,
+    }
     assert np.array_equal(ev.loc[["outer", "inner", "same_as_inner"], "depth"].to_numpy(), [0, 1, 2])
 
 
@@ -168,11 +218,21 @@ def test_ranks_from_file_order_relabel_every_table(tmp_path):
     # No file names its rank: ranks follow file order, and every table says so.
     d = tmp_path / "run"
     d.mkdir()
-    mem = {"ph": "i", "s": "t", "name": "[memory]", "pid": 1, "tid": 1, "ts": 3,
-           "args": {"Device Type": 0, "Device Id": -1, "Bytes": 64}}
+    mem = {
+        "ph": "i",
+        "s": "t",
+        "name": "[memory]",
+        "pid": 1,
+        "tid": 1,
+        "ts": 3,
+        "args": {"Device Type": 0, "Device Id": -1, "Bytes": 64},
+    }
     for name in ("a.json", "b.json"):
         write_trace(d / name, [x("aten::mm", "cpu_op", 1, 1), mem])
     t = load_trace(d)
     assert sorted(set(zip(t.events["rank"], t.events["track"]))) == [(0, "rank0/cpu/thread1"), (1, "rank1/cpu/thread1")]
-    assert sorted(set(zip(t.counters["rank"], t.counters["track"]))) == [(0, "rank0/cpu/memory"), (1, "rank1/cpu/memory")]
+    assert sorted(set(zip(t.counters["rank"], t.counters["track"]))) == [
+        (0, "rank0/cpu/memory"),
+        (1, "rank1/cpu/memory"),
+    ]
     assert t.metadata["ranks"]["1"]["rank_source"] == "file order"

@@ -32,8 +32,14 @@ finally:
 
 
 def perf_without_torch(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-c", WITHOUT_TORCH, *args], cwd=cwd, capture_output=True, text=True,
-                          timeout=300, env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
+    return subprocess.run(
+        [sys.executable, "-c", WITHOUT_TORCH, *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"},
+    )
 
 
 def test_torch_is_an_extra_not_a_dependency():
@@ -48,13 +54,16 @@ def test_analyze_without_torch():
     assert json.loads(r.stdout)["schema"] == "perf.analyze"
 
 
-@pytest.mark.parametrize("args", [
-    ["--help"],
-    ["analyze", str(TRACE)],
-    ["diff", str(TRACE), str(TRACE)],
-    ["gate", "--base", str(TRACE), "--new", str(TRACE)],
-    ["hardware", "list"],
-])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--help"],
+        ["analyze", str(TRACE)],
+        ["diff", str(TRACE), str(TRACE)],
+        ["gate", "--base", str(TRACE), "--new", str(TRACE)],
+        ["hardware", "list"],
+    ],
+)
 def test_everyday_commands_without_torch(args):
     r = perf_without_torch(*args)
     assert r.returncode == 0, r.stderr
@@ -76,7 +85,12 @@ def test_torch_commands_say_what_they_need(command, tmp_path):
 
 def test_python_api_profile_says_what_it_needs():
     code = "import sys; sys.modules['torch'] = None; import profiler; profiler.profile"
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
-                       env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
+    r = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"},
+    )
     assert r.returncode != 0
     assert f"profiler.profile {NEEDS_TORCH}" in r.stderr.splitlines()[-1]

@@ -16,8 +16,19 @@ from tests.conftest import TRACES, real_trace, write_trace, x
 # legacy (2021) 'Input type' of cudnn_convolution(self, weight, padding, stride, dilation, groups,
 # benchmark, deterministic, allow_tf32) and cudnn_convolution_backward(self, grad_output, weight, ...)
 _FWD_TYPES = ["float", "float", "GenericList", "GenericList", "GenericList", "Int", "Bool", "Bool", "Bool"]
-_BWD_TYPES = ["float", "float", "float", "GenericList", "GenericList", "GenericList", "Int", "Bool", "Bool", "Bool",
-              "GenericList"]
+_BWD_TYPES = [
+    "float",
+    "float",
+    "float",
+    "GenericList",
+    "GenericList",
+    "GenericList",
+    "Int",
+    "Bool",
+    "Bool",
+    "Bool",
+    "GenericList",
+]
 # conv: x [2, 4, 9, 9], w [6, 2, 3, 3] (groups = 4 / 2 = 2), stride 2, padding 1
 #   -> Ho = Wo = (9 + 2*1 - 3) // 2 + 1 = 5, grad_output [2, 6, 5, 5]
 X, W, GO = [2, 4, 9, 9], [6, 2, 3, 3], [2, 6, 5, 5]
@@ -41,7 +52,7 @@ def _legacy_events(seq_value: object = 7) -> list[dict]:
         _op("aten::convolution", 11, 48, 100, seq=7, fwd=0, **fwd_dims),
         _op("aten::_convolution", 12, 46, 100, seq=7, fwd=0, **fwd_dims),
         _op("aten::cudnn_convolution", 13, 44, 100, seq=7, fwd=0, **fwd_dims),
-        _op("aten::empty", 14, 2, 100),                       # below autograd: no number
+        _op("aten::empty", 14, 2, 100),  # below autograd: no number
         _op("aten::relu_", 70, 5, 100, seq=8, fwd=0),
         _op("aten::zero_", 80, 5, 100, seq=9, fwd=0),
         # forward thread 300 (profiler thread 2) keeps its own numbers: 3 and 4, like thread 100's
@@ -50,12 +61,17 @@ def _legacy_events(seq_value: object = 7) -> list[dict]:
         # backward thread 200
         _op("ReluBackward1", 100, 5, 200, seq=8, fwd=1),
         _op("CudnnConvolutionBackward", 110, 40, 200, seq=7, fwd=1),
-        _op("aten::cudnn_convolution_backward", 111, 38, 200,
-            **{"Input Dims": [X, GO, W, [], [], [], [], [], [], [], []], "Input type": _BWD_TYPES}),
+        _op(
+            "aten::cudnn_convolution_backward",
+            111,
+            38,
+            200,
+            **{"Input Dims": [X, GO, W, [], [], [], [], [], [], [], []], "Input type": _BWD_TYPES},
+        ),
         _op("MulBackward0", 160, 5, 200, seq=3, fwd=2),
         _op("ExpBackward", 170, 5, 200, seq=4, fwd=2),
-        _op("aten::mul", 170, 5, 200, seq=4, fwd=2),          # newer PyTorch: the node's ATen op, same number
-        _op("AddBackward0", 180, 5, 200, seq=99, fwd=1),        # its forward was not recorded
+        _op("aten::mul", 170, 5, 200, seq=4, fwd=2),  # newer PyTorch: the node's ATen op, same number
+        _op("AddBackward0", 180, 5, 200, seq=99, fwd=1),  # its forward was not recorded
     ]
 
 
@@ -68,17 +84,25 @@ def _pairs(trace) -> set[tuple[str, str]]:
 def test_flows_from_sequence_numbers(tmp_path):
     trace = load_trace(write_trace(tmp_path / "t.json", _legacy_events()))
     # PyTorch's rule: among forward ops with a node's number, the latest start (the innermost op)
-    assert _pairs(trace) == {("aten::cudnn_convolution", "CudnnConvolutionBackward"), ("aten::relu_", "ReluBackward1"),
-                             ("aten::mul", "MulBackward0"), ("aten::exp", "ExpBackward")}
-    assert trace.problems.counts[
-        "autograd backward nodes whose forward op was not recorded (no op with their sequence number)"] == 1
+    assert _pairs(trace) == {
+        ("aten::cudnn_convolution", "CudnnConvolutionBackward"),
+        ("aten::relu_", "ReluBackward1"),
+        ("aten::mul", "MulBackward0"),
+        ("aten::exp", "ExpBackward"),
+    }
+    assert (
+        trace.problems.counts[
+            "autograd backward nodes whose forward op was not recorded (no op with their sequence number)"
+        ]
+        == 1
+    )
 
 
 def test_forward_conv_costed_through_its_backward_node(tmp_path):
     trace = load_trace(write_trace(tmp_path / "t.json", _legacy_events()))
     ev = trace.events
     conv = ev[ev["name"] == "aten::cudnn_convolution"]
-    assert cost_table(conv, tree=ev)["flops"].isna().all()          # no flows: stride/padding unknown
+    assert cost_table(conv, tree=ev)["flops"].isna().all()  # no flows: stride/padding unknown
     got = cost_table(conv, tree=ev, flows=trace.flows).iloc[0].tolist()
     # FLOPs = 2 * N * Cout * Ho * Wo * (Cin/groups) * kh * kw = 2 * 2 * 6 * 5 * 5 * 2 * 3 * 3 = 10,800
     # read x 648 + w 108 elements, written 300 output elements, 4 bytes each
@@ -134,7 +158,7 @@ def test_resnet50_forward_convs(resnet):
     ev = resnet.events
     conv = ev[ev["name"] == "aten::cudnn_convolution"]
     cost = cost_table(conv, tree=ev, flows=resnet.flows)
-    assert len(conv) == 318 and cost["flops"].notna().all()         # 6 iterations x 53 convs
+    assert len(conv) == 318 and cost["flops"].notna().all()  # 6 iterations x 53 convs
     # first layer: 7x7/2 conv, 3 -> 64 channels, padding 3: Ho = (224 + 2*3 - 7) // 2 + 1 = 112,
     # FLOPs = 2 * 32 * 64 * 112 * 112 * 3 * 7 * 7 = 7,552,892,928
     first = conv["shapes"].astype(str).str.startswith("[[32,3,224,224],[64,3,7,7]")
@@ -150,6 +174,7 @@ def test_resnet50_forward_convs(resnet):
 
 def test_resnet50_unknown_share_drops(resnet):
     no_flows = dataclasses.replace(resnet, flows=resnet.flows[resnet.flows["kind"] != "fwdbwd"].reset_index(drop=True))
+
     def share(trace) -> tuple[float, pd.DataFrame]:
         u = analyze(trace, sections=("roofline",)).units
         return float(u.loc[u["bound"] == "unknown", "time_ns"].sum() / u["time_ns"].sum()), u
@@ -158,7 +183,9 @@ def test_resnet50_unknown_share_drops(resnet):
     after, u = share(resnet)
     print(f"resnet50_legacy_v100 unknown share of unit time: {before:.4f} -> {after:.4f}")
     conv = u["name"] == "aten::cudnn_convolution"
-    assert conv.sum() == 318 and (u0.loc[conv, "bound"] == "unknown").all() and (u.loc[conv, "bound"] != "unknown").all()
+    assert (
+        conv.sum() == 318 and (u0.loc[conv, "bound"] == "unknown").all() and (u.loc[conv, "bound"] != "unknown").all()
+    )
     assert np.isclose(before - after, u.loc[conv, "time_ns"].sum() / u["time_ns"].sum())
     # a floor never exceeds the measured time, except where cuDNN picks Winograd for 3x3 (stride-1)
     # convs: F(2x2,3x3) does 36/16 = 2.25x, F(4x4,3x3) 144/36 = 4x fewer multiplies than the

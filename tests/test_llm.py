@@ -92,7 +92,11 @@ def test_decode_tpot_beside_device_and_host_time():
     assert row["host_wait_ns"] <= row["host_busy_ns"] <= row["duration_ns"]
     s = llm_summary(ph).iloc[0]
     assert (s["tpot_ns"], s["tpot_device_ns"], s["tpot_host_ns"], s["tpot_wait_ns"]) == (
-        row["duration_ns"], row["device_busy_ns"], row["host_busy_ns"], row["host_wait_ns"])
+        row["duration_ns"],
+        row["device_busy_ns"],
+        row["host_busy_ns"],
+        row["host_wait_ns"],
+    )
     assert s["tpot_device_ns"] < 0.05 * s["tpot_ns"]  # 9.8 of 474 ms
     assert "device is busy 2% of TPOT" in s["note"] and "serving overhead" in s["note"]
 
@@ -104,22 +108,32 @@ def test_vllm_step_is_mixed():
     ph = llm_phases(load_trace(real_trace("vllm_graphs_mi300x")))
     row = ph.iloc[0]
     assert len(ph) == 1 and row["phase"] == "mixed"
-    assert (row["batch_size"], row["tokens"], row["prefill_tokens"], row["decode_tokens"]) == (ctx + gen, n, ctx_sq, gen_sq)
+    assert (row["batch_size"], row["tokens"], row["prefill_tokens"], row["decode_tokens"]) == (
+        ctx + gen,
+        n,
+        ctx_sq,
+        gen_sq,
+    )
     assert row["kv_tokens"] == ctx_sk + gen_sk
     assert "ttft not derivable" in llm_summary(ph).iloc[0]["note"]
 
 
 def test_b200_vllm_prefill_in_the_older_annotation_form():
     names = _annotations("b200_eager")
-    m = next(re.match(r"^execute_context_(\d+)\((\d+)_\d+\)_generation_(\d+)", s) for s in names if s.startswith("execute_"))
+    m = next(
+        re.match(r"^execute_context_(\d+)\((\d+)_\d+\)_generation_(\d+)", s) for s in names if s.startswith("execute_")
+    )
     ctx, tokens, gen = map(int, m.groups())
     ph = llm_phases(load_trace(real_trace("b200_eager")))
     assert len(ph) == 1
     assert (ph.iloc[0]["phase"], ph.iloc[0]["tokens"], ph.iloc[0]["batch_size"]) == ("prefill", tokens, ctx + gen)
 
 
-@pytest.mark.parametrize("path", [EXAMPLE_MLP, real_trace("ddp_allreduce_v100"), real_trace("resnet50_legacy_v100")],
-                         ids=["mlp_cpu", "ddp_allreduce_v100", "resnet50_legacy_v100"])
+@pytest.mark.parametrize(
+    "path",
+    [EXAMPLE_MLP, real_trace("ddp_allreduce_v100"), real_trace("resnet50_legacy_v100")],
+    ids=["mlp_cpu", "ddp_allreduce_v100", "resnet50_legacy_v100"],
+)
 def test_not_llm_serving_yields_empty_frames(path):
     trace = load_trace(path)
     ph = llm_phases(trace)
@@ -134,30 +148,52 @@ def test_not_llm_serving_yields_empty_frames(path):
 #   per token per layer: 64*2 + 64*2 = 256 B; 2 layers: 512 B a token
 #   per layer cache: 2 * 1000*64*2 = 256,000 B; 2 layers: 512,000 B of a 1 GiB device
 PROPS = [{"id": 0, "name": "Test GPU", "totalGlobalMem": 2**30, "numSms": 10, "computeMajor": 9, "computeMinor": 0}]
-SPEC = from_dict({"name": "test", "kind": "gpu", "vendor": "t", "peak_flops": {"vector": {"fp32": 1e12}},
-                  "memory": [{"name": "hbm", "capacity_bytes": 2**30, "bandwidth": 1e9}], "min_op_time": 0})  # 1 GB/s
+SPEC = from_dict(
+    {
+        "name": "test",
+        "kind": "gpu",
+        "vendor": "t",
+        "peak_flops": {"vector": {"fp32": 1e12}},
+        "memory": [{"name": "hbm", "capacity_bytes": 2**30, "bandwidth": 1e9}],
+        "min_op_time": 0,
+    }
+)  # 1 GB/s
 
 
 def _store(ts: float, t: int) -> dict:
-    return x("sglang::store_cache", "cpu_op", ts, 2, **{
-        "Input Dims": [[t, 64], [t, 64], [1000, 64], [1000, 64], [t]],
-        "Input type": ["c10::BFloat16"] * 4 + ["long int"], "Concrete Inputs": [""] * 5})
+    return x(
+        "sglang::store_cache",
+        "cpu_op",
+        ts,
+        2,
+        **{
+            "Input Dims": [[t, 64], [t, 64], [1000, 64], [1000, 64], [t]],
+            "Input type": ["c10::BFloat16"] * 4 + ["long int"],
+            "Concrete Inputs": [""] * 5,
+        },
+    )
 
 
 def _launch(ts: float, corr: int, k_ts: float, k_dur: float) -> list[dict]:
-    return [x("cudaLaunchKernel", "cuda_runtime", ts, 2, correlation=corr),
-            x(f"kernel{corr}", "kernel", k_ts, k_dur, pid=0, tid=7, device=0, stream=7, correlation=corr)]
+    return [
+        x("cudaLaunchKernel", "cuda_runtime", ts, 2, correlation=corr),
+        x(f"kernel{corr}", "kernel", k_ts, k_dur, pid=0, tid=7, device=0, stream=7, correlation=corr),
+    ]
 
 
 HAND = [  # times in us
     # prefill: 2 sequences, 16 tokens; its kernel ends (80) before the annotation does (100)
     x("step[PREFILL bs=2 toks=16]", "user_annotation", 0, 100),
-    _store(10, 16), _store(40, 16), *_launch(20, 1, 30, 50),
+    _store(10, 16),
+    _store(40, 16),
+    *_launch(20, 1, 30, 50),
     # decode, 4 sequences attending 40 key tokens in all; the kernel ends at 280, after the
     # annotations (250): duration 280 - 200 = 80 us, device busy 60 us
     x("execute_4_context_0(sq0sk0sqsq0sqsk0)_generation_4(sq4sk40sqsq4sqsk40)", "user_annotation", 200, 50),
     x("step[DECODE bs=4]", "user_annotation", 205, 40),
-    _store(207, 4), _store(230, 4), *_launch(210, 2, 220, 60),
+    _store(207, 4),
+    _store(230, 4),
+    *_launch(210, 2, 220, 60),
     # decode without the execute_ annotation (KV lengths unknown): 300..340, busy 20 us
     x("step[DECODE bs=4]", "user_annotation", 300, 40),
     *_launch(310, 3, 315, 20),
@@ -224,8 +260,12 @@ def sdpa_trace(tmp_path_factory):
             F.scaled_dot_product_attention(q, k, v)
 
     sched = schedule(wait=0, warmup=1, active=3)
-    with profile(activities=[ProfilerActivity.CPU], record_shapes=True, schedule=sched,
-                 on_trace_ready=lambda p: p.export_chrome_trace(str(path))) as prof:
+    with profile(
+        activities=[ProfilerActivity.CPU],
+        record_shapes=True,
+        schedule=sched,
+        on_trace_ready=lambda p: p.export_chrome_trace(str(path)),
+    ) as prof:
         prof.step()  # the warm-up step, not recorded
         for lq, lk in ((8, 8), (1, 9), (1, 10)):
             step(lq, lk)
@@ -251,8 +291,12 @@ def test_attention_shapes_classify_steps(sdpa_trace):
 
 def _profiled(path, body, steps: int = 3):
     sched = schedule(wait=0, warmup=1, active=steps)
-    with profile(activities=[ProfilerActivity.CPU], record_shapes=True, schedule=sched,
-                 on_trace_ready=lambda p: p.export_chrome_trace(str(path))) as prof:
+    with profile(
+        activities=[ProfilerActivity.CPU],
+        record_shapes=True,
+        schedule=sched,
+        on_trace_ready=lambda p: p.export_chrome_trace(str(path)),
+    ) as prof:
         for _ in range(steps + 1):
             body()
             prof.step()

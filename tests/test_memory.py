@@ -68,8 +68,9 @@ def test_recorded_peak_is_the_hand_arithmetic(recorded):
 # ---------------------------------------------------------------------------- hand-built
 
 
-def _mem(ts: float, nbytes: int, alloc: int | None, reserved: int | None, dev_type: int = 1, dev_id: int = 0,
-         tid: int = 1) -> dict:
+def _mem(
+    ts: float, nbytes: int, alloc: int | None, reserved: int | None, dev_type: int = 1, dev_id: int = 0, tid: int = 1
+) -> dict:
     args = {"Device Type": dev_type, "Device Id": dev_id, "Addr": 1000 + int(ts), "Bytes": nbytes}
     if alloc is not None:
         args.update({"Total Allocated": alloc, "Total Reserved": reserved})
@@ -158,12 +159,16 @@ def test_no_memory_samples_is_empty_not_an_error():
 def test_ddp_peak_matches_the_file_and_fits_the_device():
     trace = load_trace(real_trace("ddp_allreduce_v100"))
     s = memory_summary(trace).set_index("device")
-    raw = [e["args"] for e in _raw("ddp_allreduce_v100") if e.get("name") == "[memory]" and e["args"]["Device Type"] == 1]
+    raw = [
+        e["args"] for e in _raw("ddp_allreduce_v100") if e.get("name") == "[memory]" and e["args"]["Device Type"] == 1
+    ]
     assert s.loc["gpu1", "samples"] == len(raw)
     assert s.loc["gpu1", "peak_allocated_bytes"] == max(a["Total Allocated"] for a in raw)
     assert s.loc["gpu1", "peak_reserved_bytes"] == max(a["Total Reserved"] for a in raw)
     assert s.loc["gpu1", "final_allocated_bytes"] == raw[-1]["Total Allocated"]  # samples are in time order there
-    assert s.loc["gpu1", "peak_allocated_bytes"] <= s.loc["gpu1", "peak_reserved_bytes"] <= s.loc["gpu1", "capacity_bytes"]
+    assert (
+        s.loc["gpu1", "peak_allocated_bytes"] <= s.loc["gpu1", "peak_reserved_bytes"] <= s.loc["gpu1", "capacity_bytes"]
+    )
     assert 0 < s.loc["gpu1", "peak_fraction"] < 1
 
 
@@ -227,9 +232,22 @@ def _counter_trace(deltas: list[int], ts: list[int]) -> Trace:
     alloc = np.cumsum(deltas).astype(np.float64)
     n = len(deltas)
     rows = {"allocated": alloc, "reserved": np.full(n, float(alloc.max())), "alloc_delta": np.asarray(deltas, float)}
-    counters = pd.concat([pd.DataFrame({"track": "rank0/gpu0/memory", "rank": np.zeros(n, np.int32), "device": "gpu0",
-                                        "ts": np.asarray(ts, np.int64), "name": name, "value": v})
-                          for name, v in rows.items()], ignore_index=True)
+    counters = pd.concat(
+        [
+            pd.DataFrame(
+                {
+                    "track": "rank0/gpu0/memory",
+                    "rank": np.zeros(n, np.int32),
+                    "device": "gpu0",
+                    "ts": np.asarray(ts, np.int64),
+                    "name": name,
+                    "value": v,
+                }
+            )
+            for name, v in rows.items()
+        ],
+        ignore_index=True,
+    )
     counters = counters.astype({"track": "category", "device": "category", "name": "category"})
     empty = {t: empty_table(t) for t in ("events", "flows", "devices")}
     return Trace(events=empty["events"], counters=counters, flows=empty["flows"], devices=empty["devices"]).validate()

@@ -55,7 +55,11 @@ def check_sums(tree: pd.DataFrame) -> None:
     """total = self + the children's totals, for time; bound columns split the total."""
     kids = tree[tree["depth"] > 0].groupby(["rank", "parent"])[["total_ns", "flops"]].sum()
     for row in tree.itertuples(index=False):
-        below = kids.loc[(row.rank, row.path)] if (row.rank, row.path) in kids.index else pd.Series({"total_ns": 0, "flops": 0.0})
+        below = (
+            kids.loc[(row.rank, row.path)]
+            if (row.rank, row.path) in kids.index
+            else pd.Series({"total_ns": 0, "flops": 0.0})
+        )
         assert row.total_ns == row.self_ns + below["total_ns"], row.path
         assert sum(getattr(row, c) for c in BOUND_NS) == row.total_ns, row.path
     assert (tree["self_ns"] <= tree["total_ns"]).all()
@@ -65,9 +69,14 @@ def test_module_paths_are_exact(recorded):
     _, _, tree = recorded
     # Kineto numbers the instances of each class: Linear_0, Linear_1 in the blocks, Linear_2 the head
     assert set(tree["path"]) == {
-        "Net_0", "Net_0/Sequential_0",
-        "Net_0/Sequential_0/Block_0", "Net_0/Sequential_0/Block_0/Linear_0", "Net_0/Sequential_0/Block_0/ReLU_0",
-        "Net_0/Sequential_0/Block_1", "Net_0/Sequential_0/Block_1/Linear_1", "Net_0/Sequential_0/Block_1/ReLU_1",
+        "Net_0",
+        "Net_0/Sequential_0",
+        "Net_0/Sequential_0/Block_0",
+        "Net_0/Sequential_0/Block_0/Linear_0",
+        "Net_0/Sequential_0/Block_0/ReLU_0",
+        "Net_0/Sequential_0/Block_1",
+        "Net_0/Sequential_0/Block_1/Linear_1",
+        "Net_0/Sequential_0/Block_1/ReLU_1",
         "Net_0/Linear_2",
     }
     row = tree.set_index("path").loc["Net_0/Sequential_0/Block_1/ReLU_1"]
@@ -94,7 +103,9 @@ def test_root_total_is_the_unit_time_inside_the_forwards(recorded):
     inside = np.zeros(len(units), dtype=bool)
     for r in roots.itertuples(index=False):  # CPU units: ops on the same thread, within the call
         thread = ev.set_index("id").loc[units["unit_id"], "thread"].to_numpy()
-        inside |= (units["start_ns"] >= r.ts).to_numpy() & (units["end_ns"] <= r.ts + r.dur).to_numpy() & (thread == r.thread)
+        inside |= (
+            (units["start_ns"] >= r.ts).to_numpy() & (units["end_ns"] <= r.ts + r.dur).to_numpy() & (thread == r.thread)
+        )
     root = tree.set_index("path").loc["Net_0"]
     assert root["total_ns"] == int(units.loc[inside, "time_ns"].sum()) > 0
     assert root["units"] == int(inside.sum())
@@ -108,8 +119,14 @@ def test_no_module_frames_gives_an_empty_table(tmp_path):
     assert module_tree(t, analyze(t, sections=("roofline",)).units).empty
 
 
-@pytest.mark.parametrize("folder,root", [("b200_eager", "GptOssForCausalLM_0"), ("sglang_qwen3_prefill_mi300x", "Qwen3Model_0"),
-                                         ("vllm_graphs_mi300x", "GptOssForCausalLM_0")])
+@pytest.mark.parametrize(
+    "folder,root",
+    [
+        ("b200_eager", "GptOssForCausalLM_0"),
+        ("sglang_qwen3_prefill_mi300x", "Qwen3Model_0"),
+        ("vllm_graphs_mi300x", "GptOssForCausalLM_0"),
+    ],
+)
 def test_real_traces_with_python_frames(folder, root):
     from tests.conftest import real_trace
 
@@ -127,9 +144,15 @@ def test_tree_sorts_siblings_by_time_not_by_name(tmp_path):
     """Three layers whose names sort as text ('Layer_10' < 'Layer_2' < 'Layer_3') and whose
     times are 5, 30 and 9 µs: read by time, Layer_2 (30) then Layer_3 (9) then Layer_10 (5),
     each right after its parent; the small root Aux_0 (1 µs) after Net_0 (44 µs), not before."""
-    ev = [x("nn.Module: Net_0", "python_function", 0, 100, tid=1), x("nn.Module: Aux_0", "python_function", 200, 10, tid=1)]
+    ev = [
+        x("nn.Module: Net_0", "python_function", 0, 100, tid=1),
+        x("nn.Module: Aux_0", "python_function", 200, 10, tid=1),
+    ]
     for name, start, dur in (("Layer_10", 1, 5), ("Layer_2", 10, 30), ("Layer_3", 50, 9)):
-        ev += [x(f"nn.Module: {name}", "python_function", start, dur + 1, tid=1), x("aten::add", "cpu_op", start + 0.5, dur, tid=1)]
+        ev += [
+            x(f"nn.Module: {name}", "python_function", start, dur + 1, tid=1),
+            x("aten::add", "cpu_op", start + 0.5, dur, tid=1),
+        ]
     ev.append(x("aten::mul", "cpu_op", 201, 1, tid=1))
     t = load_trace(write_trace(tmp_path / "t.json", ev))
     from profiler.api import analyze

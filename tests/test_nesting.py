@@ -49,8 +49,22 @@ def test_sdpa_wrapper_is_not_costed_on_its_self_time(tiny):
     # once. Before, the wrapper carried them too and its 1 us of self time gave efficiency >> 1.
     dims = [[2, 4, 128, 64]] * 3
     ev = [
-        _op("aten::scaled_dot_product_attention", 0, 1001, dims + [[], [], [], [], []], F32 + ["", "Scalar", "Scalar", "", ""], 1),
-        _op("aten::_scaled_dot_product_flash_attention_for_cpu", 1, 1000, dims + [[], [], [], []], F32 + ["Scalar", "Scalar", "", ""], 2),
+        _op(
+            "aten::scaled_dot_product_attention",
+            0,
+            1001,
+            dims + [[], [], [], [], []],
+            F32 + ["", "Scalar", "Scalar", "", ""],
+            1,
+        ),
+        _op(
+            "aten::_scaled_dot_product_flash_attention_for_cpu",
+            1,
+            1000,
+            dims + [[], [], [], []],
+            F32 + ["Scalar", "Scalar", "", ""],
+            2,
+        ),
     ]
     a = analyze(load_trace(tiny(ev)))
     u = a.units.set_index("name")

@@ -75,7 +75,10 @@ def test_every_gpu_is_matched_by_name_or_said(folder):
 def test_an_unnamed_device_says_which_preset_stands_in():
     # an H800 was floored as an H100 without a word; now it has its own preset, and a device whose
     # name no preset knows but whose numbers fit one is named in a note
-    assert match_note("NVIDIA H800", 132, "9.0", 85_000_000_000) == (match_note("NVIDIA H800", 132, "9.0", 85_000_000_000)[0], "")
+    assert match_note("NVIDIA H800", 132, "9.0", 85_000_000_000) == (
+        match_note("NVIDIA H800", 132, "9.0", 85_000_000_000)[0],
+        "",
+    )
     assert match_note("NVIDIA H800", 132, "9.0", 85_000_000_000)[0].name == "h800"
     spec, note = match_note("Ampere-X", 108, "8.0", 85_000_000_000)
     assert spec.name == "a100-sxm-80gb" and "floored as a100-sxm-80gb" in note and "--hardware" in note

@@ -55,7 +55,11 @@ def trace(tmp_path: Path) -> Path:
 def test_export_never_writes_over_its_input(trace: Path, same: str):
     """Before: -o equal to the input rewrote it (losing the argument keys the export does not keep)."""
     before = sha(trace)
-    out = {"same path": trace, "other spelling": trace.parent / "." / trace.name, "hard link": trace.parent / "link.json"}[same]
+    out = {
+        "same path": trace,
+        "other spelling": trace.parent / "." / trace.name,
+        "hard link": trace.parent / "link.json",
+    }[same]
     if same == "hard link":
         os.link(trace, out)
     for force in ([], ["--force"]):
@@ -105,11 +109,15 @@ def test_a_killed_write_leaves_the_old_file(tmp_path: Path):
     a temporary name)."""
     out = tmp_path / "out.bin"
     out.write_bytes(b"old")
-    code = ("import os, sys; from profiler.model.files import atomic_path\n"
-            "with atomic_path(sys.argv[1], force=True) as tmp:\n"
-            "    with open(tmp, 'wb') as f:\n"
-            "        f.write(b'x' * 1000); f.flush(); print('writing', flush=True); os.kill(os.getpid(), 9)\n")
-    p = subprocess.run([sys.executable, "-c", code, str(out)], cwd=REPO, capture_output=True, text=True, timeout=60, check=False)
+    code = (
+        "import os, sys; from profiler.model.files import atomic_path\n"
+        "with atomic_path(sys.argv[1], force=True) as tmp:\n"
+        "    with open(tmp, 'wb') as f:\n"
+        "        f.write(b'x' * 1000); f.flush(); print('writing', flush=True); os.kill(os.getpid(), 9)\n"
+    )
+    p = subprocess.run(
+        [sys.executable, "-c", code, str(out)], cwd=REPO, capture_output=True, text=True, timeout=60, check=False
+    )
     assert p.returncode == -9 and "writing" in p.stdout
     assert out.read_bytes() == b"old"
 
@@ -175,12 +183,24 @@ def _upload(port: int) -> str:
     """Upload the seed through the page's upload callback, as the browser does; the message."""
     deps = json.loads(urllib.request.urlopen(f"http://127.0.0.1:{port}/_dash-dependencies", timeout=60).read())
     cb = next(d for d in deps if any(i["id"] == "upload-payload" and i["property"] == "data" for i in d["inputs"]))
-    outputs = [dict(zip(("id", "property"), o.split("@")[0].rsplit(".", 1))) for o in cb["output"].strip(".").split("...")]
+    outputs = [
+        dict(zip(("id", "property"), o.split("@")[0].rsplit(".", 1))) for o in cb["output"].strip(".").split("...")
+    ]
     contents = "data:application/gzip;base64," + base64.b64encode(SEED.read_bytes()).decode()
-    body = {"output": cb["output"], "outputs": outputs, "changedPropIds": ["upload-payload.data"], "state": cb["state"],
-            "inputs": [{"id": "upload-payload", "property": "data", "value": {"filename": "t.json.gz", "contents": contents}}]}
-    req = urllib.request.Request(f"http://127.0.0.1:{port}/_dash-update-component", data=json.dumps(body).encode(),
-                                 headers={"Content-Type": "application/json"})
+    body = {
+        "output": cb["output"],
+        "outputs": outputs,
+        "changedPropIds": ["upload-payload.data"],
+        "state": cb["state"],
+        "inputs": [
+            {"id": "upload-payload", "property": "data", "value": {"filename": "t.json.gz", "contents": contents}}
+        ],
+    }
+    req = urllib.request.Request(
+        f"http://127.0.0.1:{port}/_dash-update-component",
+        data=json.dumps(body).encode(),
+        headers={"Content-Type": "application/json"},
+    )
     return urllib.request.urlopen(req, timeout=120).read().decode()
 
 
@@ -188,8 +208,14 @@ def _upload(port: int) -> str:
 def test_dashboard_upload_folder_is_removed_on_signal(tmp_path: Path, sig: int):
     port = _free_port()
     env = dict(os.environ, TMPDIR=str(tmp_path))  # the store's folder goes under tmp_path
-    proc = subprocess.Popen([sys.executable, "-m", "profiler", "dashboard", "--port", str(port)], cwd=REPO, env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "profiler", "dashboard", "--port", str(port)],
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         deadline = time.monotonic() + 90
         while time.monotonic() < deadline and not _listening(port):
@@ -211,6 +237,12 @@ def test_dashboard_upload_folder_is_removed_on_signal(tmp_path: Path, sig: int):
 def test_tempfile_dir_follows_tmpdir(tmp_path: Path):
     """The dashboard test above relies on TMPDIR steering tempfile.mkdtemp (as it does on POSIX)."""
     code = "import tempfile; print(tempfile.gettempdir())"
-    out = subprocess.run([sys.executable, "-c", code], env=dict(os.environ, TMPDIR=str(tmp_path)), capture_output=True,
-                         text=True, timeout=30, check=False).stdout.strip()
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        env=dict(os.environ, TMPDIR=str(tmp_path)),
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    ).stdout.strip()
     assert out == str(tmp_path) != tempfile.gettempdir()

@@ -21,9 +21,32 @@ from profiler.model.errors import InputError
 from profiler.api import analyze, load_trace
 
 REAL = sorted(p.name for p in TRACES.iterdir() if p.is_dir() and p.name != "LICENSES") if TRACES.is_dir() else []
-COMPARED = ["name", "cat", "kind", "ts", "dur", "track", "rank", "device", "stream", "thread", "depth", "correlation",
-            "external_id", "step", "source", "shapes", "dtypes", "concrete", "collective", "msg_in_nelems",
-            "msg_out_nelems", "group_size", "msg_dtype", "bytes_recorded"]
+COMPARED = [
+    "name",
+    "cat",
+    "kind",
+    "ts",
+    "dur",
+    "track",
+    "rank",
+    "device",
+    "stream",
+    "thread",
+    "depth",
+    "correlation",
+    "external_id",
+    "step",
+    "source",
+    "shapes",
+    "dtypes",
+    "concrete",
+    "collective",
+    "msg_in_nelems",
+    "msg_out_nelems",
+    "group_size",
+    "msg_dtype",
+    "bytes_recorded",
+]
 
 
 def table_keys(t) -> tuple[list, list, list]:
@@ -85,7 +108,9 @@ def test_perfetto_round_trip_real(name, analysed, tmp_path):
     if len(with_flops):
         assert "flops" in back.events.columns
         assert int(back.events["flops"].notna().sum()) == len(with_flops)
-        np.testing.assert_allclose(np.sort(back.events["flops"].dropna().to_numpy()), np.sort(with_flops["flops"].to_numpy()))
+        np.testing.assert_allclose(
+            np.sort(back.events["flops"].dropna().to_numpy()), np.sort(with_flops["flops"].to_numpy())
+        )
     check_nesting(out.read_bytes())
 
 
@@ -160,7 +185,11 @@ def native_trace() -> bytes:
     p.track_descriptor.process.pid, p.track_descriptor.process.process_name = 42, "trainer rank 3"
     p = b.add_packet()
     p.track_descriptor.uuid = 2
-    p.track_descriptor.thread.pid, p.track_descriptor.thread.tid, p.track_descriptor.thread.thread_name = 42, 4242, "main"
+    p.track_descriptor.thread.pid, p.track_descriptor.thread.tid, p.track_descriptor.thread.thread_name = (
+        42,
+        4242,
+        "main",
+    )
     for uuid, parent, name in ((3, 1, "gpu 1"), (4, 3, "stream 9")):
         p = b.add_packet()
         p.track_descriptor.uuid, p.track_descriptor.parent_uuid, p.track_descriptor.name = uuid, parent, name
@@ -222,14 +251,61 @@ def test_native_trace(tmp_path):
     path.write_bytes(native_trace())
     t = load_trace(path)
     ev = t.events.sort_values("ts").reset_index(drop=True)
-    got = ev[["name", "cat", "kind", "ts", "dur", "track", "rank", "device", "stream", "thread", "depth", "correlation", "shapes"]]
+    got = ev[
+        [
+            "name",
+            "cat",
+            "kind",
+            "ts",
+            "dur",
+            "track",
+            "rank",
+            "device",
+            "stream",
+            "thread",
+            "depth",
+            "correlation",
+            "shapes",
+        ]
+    ]
     expected = pd.DataFrame(
-        [["aten::mm", "cpu_op", "op", 100, 100, "rank3/cpu/thread4242", 3, "cpu", -1, 4242, 0, -1, "[[8,16],[16,4]]"],
-         ["cudaLaunchKernel", "cuda_runtime", "runtime", 110, 20, "rank3/cpu/thread4242", 3, "cpu", -1, 4242, 1, 5, ""],
-         ["gemm_kernel", "kernel", "kernel", 150, 30, "rank3/gpu1/stream9", 3, "gpu1", 9, -1, 0, -1, ""],
-         ["marker", "user_annotation", "annotation", 210, 0, "rank3/cpu/thread4242", 3, "cpu", -1, 4242, 0, -1, ""],
-         ["aten::add", "cpu_op", "op", 300, 4000, "rank3/cpu/thread4242", 3, "cpu", -1, 4242, 0, -1, ""]],  # 4 us = 4000 ns
-        columns=got.columns)
+        [
+            [
+                "aten::mm",
+                "cpu_op",
+                "op",
+                100,
+                100,
+                "rank3/cpu/thread4242",
+                3,
+                "cpu",
+                -1,
+                4242,
+                0,
+                -1,
+                "[[8,16],[16,4]]",
+            ],
+            [
+                "cudaLaunchKernel",
+                "cuda_runtime",
+                "runtime",
+                110,
+                20,
+                "rank3/cpu/thread4242",
+                3,
+                "cpu",
+                -1,
+                4242,
+                1,
+                5,
+                "",
+            ],
+            ["gemm_kernel", "kernel", "kernel", 150, 30, "rank3/gpu1/stream9", 3, "gpu1", 9, -1, 0, -1, ""],
+            ["marker", "user_annotation", "annotation", 210, 0, "rank3/cpu/thread4242", 3, "cpu", -1, 4242, 0, -1, ""],
+            ["aten::add", "cpu_op", "op", 300, 4000, "rank3/cpu/thread4242", 3, "cpu", -1, 4242, 0, -1, ""],
+        ],  # 4 us = 4000 ns
+        columns=got.columns,
+    )
     pd.testing.assert_frame_equal(got.astype(object), expected.astype(object))
     by_name = dict(zip(ev["name"].astype(str), ev["id"]))
     assert t.flows[["src", "dst"]].values.tolist() == [[by_name["cudaLaunchKernel"], by_name["gemm_kernel"]]]
@@ -238,7 +314,8 @@ def test_native_trace(tmp_path):
     assert int(ev.loc[ev["name"] == "gemm_kernel", "op_id"].iat[0]) == by_name["aten::mm"]
     assert int(ev.loc[ev["name"] == "cudaLaunchKernel", "parent_id"].iat[0]) == by_name["aten::mm"]
     assert t.counters[["track", "rank", "device", "ts", "name", "value"]].astype(object).values.tolist() == [
-        ["rank3/gpu1/counters", 3, "gpu1", 160, "power", 250.5]]
+        ["rank3/gpu1/counters", 3, "gpu1", 160, "power", 250.5]
+    ]
     assert t.problems.counts["packets skipped: their sequence's interned state was never cleared"] == 1
     assert t.problems.counts["packets of type 'ftrace_events' skipped (not TrackEvent data)"] == 1
     assert sorted(t.devices["device"].astype(str)) == ["cpu", "gpu1"]
@@ -246,8 +323,12 @@ def test_native_trace(tmp_path):
 
 def test_unended_slices_and_stray_ends_are_counted(tmp_path):
     b = TraceProtoBuilder()
-    for ts, typ in ((10, pb.TrackEvent.TYPE_SLICE_END), (20, pb.TrackEvent.TYPE_SLICE_BEGIN), (30, pb.TrackEvent.TYPE_SLICE_BEGIN),
-                    (40, pb.TrackEvent.TYPE_SLICE_END)):
+    for ts, typ in (
+        (10, pb.TrackEvent.TYPE_SLICE_END),
+        (20, pb.TrackEvent.TYPE_SLICE_BEGIN),
+        (30, pb.TrackEvent.TYPE_SLICE_BEGIN),
+        (40, pb.TrackEvent.TYPE_SLICE_END),
+    ):
         p = b.add_packet()
         p.timestamp, p.trusted_packet_sequence_id = ts, 1
         p.track_event.type, p.track_event.track_uuid, p.track_event.name = typ, 9, f"s{ts}"
@@ -277,7 +358,10 @@ def test_cli_export_and_bad_input(tmp_path):
     assert r.exit_code == 2 and "unknown output format" in r.stderr
 
     data = out.read_bytes()
-    for label, bad in (("truncated", data[: len(data) // 2 + 3]), ("corrupt", b"\x0a\xff\xff\xff\xff\xff\xff" + data[100:200])):
+    for label, bad in (
+        ("truncated", data[: len(data) // 2 + 3]),
+        ("corrupt", b"\x0a\xff\xff\xff\xff\xff\xff" + data[100:200]),
+    ):
         path = tmp_path / f"{label}.pftrace"
         path.write_bytes(bad)
         r = runner.invoke(app, ["analyze", str(path)])

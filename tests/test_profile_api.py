@@ -57,11 +57,11 @@ def test_module_level_step_and_whole_block(tmp_path):
 
 
 def test_exception_keeps_the_partial_recording(tmp_path):
-    with pytest.raises(ValueError, match='bad batch'), profiler.profile(steps=5, out=tmp_path / "partial.json.gz") as p:
+    with pytest.raises(ValueError, match="bad batch"), profiler.profile(steps=5, out=tmp_path / "partial.json.gz") as p:
         for _ in range(4):
             matmul()
             p.step()
-        raise ValueError('bad batch')
+        raise ValueError("bad batch")
     assert p.written
     assert step_names(p.trace) == ["ProfilerStep#1", "ProfilerStep#2", "ProfilerStep#3", "ProfilerStep#4"]
 
@@ -71,7 +71,9 @@ def test_nothing_recorded_is_one_clear_error(tmp_path):
         matmul()
         p.step()
     assert not p.written and not p.path.exists()
-    with pytest.raises(InputError, match=r"after 1 step\(\) mark\(s\); .* starts after mark 3, and steps=2 needs 5 marks"):
+    with pytest.raises(
+        InputError, match=r"after 1 step\(\) mark\(s\); .* starts after mark 3, and steps=2 needs 5 marks"
+    ):
         _ = p.trace
 
 

@@ -40,8 +40,15 @@ def run(*args: object):
 
 
 def perf(*args: object, cwd: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "profiler", *map(str, args)], capture_output=True, text=True, cwd=cwd,
-                          env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin", "HOME": str(cwd)}, timeout=300, check=False)
+    return subprocess.run(
+        [sys.executable, "-m", "profiler", *map(str, args)],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin", "HOME": str(cwd)},
+        timeout=300,
+        check=False,
+    )
 
 
 def one_line_error(stderr: str) -> str:
@@ -101,7 +108,18 @@ def test_model_eager_three_steps(tmp_path):
 
 def test_model_tiny_llama_backward(tmp_path):
     out = tmp_path / "llama.json.gz"
-    r = run("profile", "--model", "examples.models:tiny_llama", "--input", "2x16:int64", "--steps", 2, "--backward", "-o", out)
+    r = run(
+        "profile",
+        "--model",
+        "examples.models:tiny_llama",
+        "--input",
+        "2x16:int64",
+        "--steps",
+        2,
+        "--backward",
+        "-o",
+        out,
+    )
     assert r.exit_code == 0, r.output
     names = set(load_trace(out).events["name"].astype(str))
     assert {"forward", "backward", "aten::embedding", "aten::scaled_dot_product_attention", "aten::rms_norm"} <= names
@@ -122,7 +140,9 @@ def test_model_compiled(tmp_path):
 def test_compare_compile_shows_what_fused(tmp_path):
     """mlp = Linear -> GELU -> Linear: Inductor keeps the addmms as extern kernels and fuses the
     GELU (x * 0.5 * (1 + erf(x / sqrt 2))) into one C++ kernel of mul, erf and add."""
-    r = run("profile", "--model", "examples.models:mlp", "--input", "8x256", "--compare-compile", "--steps", 2, "--json")
+    r = run(
+        "profile", "--model", "examples.models:mlp", "--input", "8x256", "--compare-compile", "--steps", 2, "--json"
+    )
     assert r.exit_code == 0, r.output
     doc = json.loads(r.stdout)
     assert doc["schema"] == "perf.compare_compile" and doc["compiled"]
@@ -137,6 +157,7 @@ def test_compare_compile_needs_a_model():
 
 
 # -- bad input: one line on stderr, exit 2 ----------------------------------------------------------
+
 
 def test_script_that_raises_keeps_partial_trace(tmp_path):
     (tmp_path / "boom.py").write_text(
@@ -181,45 +202,65 @@ def factories(tmp_path: Path) -> Path:
     return tmp_path / "factories.py"
 
 
-@pytest.mark.parametrize("spec, says", [
-    ("no_such_pkg_q7.models:mlp", "no module named 'no_such_pkg_q7'"),
-    ("examples.models:no_such_factory", "examples.models has no attribute 'no_such_factory'"),
-    ("examples.models", "expected MODULE:FACTORY"),
-    ("{f}:NUMBER", "NUMBER is a int, not a callable"),
-    ("{f}:raises", "the factory raised ValueError: no weights here"),
-    ("{f}:not_a_module", "returned a int, not a torch.nn.Module"),
-    ("{f}:wrong_width", "the model raised in warm-up step 1 of 1: RuntimeError: mat1 and mat2 shapes cannot be multiplied"),
-    ("{dir}/missing.py:build", "no such file"),
-])
+@pytest.mark.parametrize(
+    "spec, says",
+    [
+        ("no_such_pkg_q7.models:mlp", "no module named 'no_such_pkg_q7'"),
+        ("examples.models:no_such_factory", "examples.models has no attribute 'no_such_factory'"),
+        ("examples.models", "expected MODULE:FACTORY"),
+        ("{f}:NUMBER", "NUMBER is a int, not a callable"),
+        ("{f}:raises", "the factory raised ValueError: no weights here"),
+        ("{f}:not_a_module", "returned a int, not a torch.nn.Module"),
+        (
+            "{f}:wrong_width",
+            "the model raised in warm-up step 1 of 1: RuntimeError: mat1 and mat2 shapes cannot be multiplied",
+        ),
+        ("{dir}/missing.py:build", "no such file"),
+    ],
+)
 def test_bad_model_spec(factories, spec, says):
-    r = run("profile", "--model", spec.format(f=factories, dir=factories.parent), "--input", "2x8", "-o", factories.parent / "t.json.gz")
+    r = run(
+        "profile",
+        "--model",
+        spec.format(f=factories, dir=factories.parent),
+        "--input",
+        "2x8",
+        "-o",
+        factories.parent / "t.json.gz",
+    )
     assert r.exit_code == 2, r.output
     assert says in one_line_error(r.stderr)
 
 
-@pytest.mark.parametrize("shape, says", [
-    ("32by256", "a shape is up to 8 positive integers joined by 'x'"),
-    ("0x256", "positive integers"),
-    ("1x128:int65", "--input 1x128:int65: dtype int65: expected one of"),
-    ("32x256:fp32:9", "an upper bound applies to integer inputs only"),
-    ("1x2:int64:1:2", "expected SHAPE[:DTYPE[:HIGH]]"),
-])
+@pytest.mark.parametrize(
+    "shape, says",
+    [
+        ("32by256", "a shape is up to 8 positive integers joined by 'x'"),
+        ("0x256", "positive integers"),
+        ("1x128:int65", "--input 1x128:int65: dtype int65: expected one of"),
+        ("32x256:fp32:9", "an upper bound applies to integer inputs only"),
+        ("1x2:int64:1:2", "expected SHAPE[:DTYPE[:HIGH]]"),
+    ],
+)
 def test_bad_input_shape(tmp_path, shape, says):
     r = run("profile", "--model", "examples.models:mlp", "--input", shape, "-o", tmp_path / "t.json.gz")
     assert r.exit_code == 2, r.output
     assert says in one_line_error(r.stderr)
 
 
-@pytest.mark.parametrize("args, says", [
-    (["missing_script.py"], "missing_script.py: no such script"),
-    (["--model", "examples.models:mlp"], "give the model's inputs with --input"),
-    (["--model", "examples.models:mlp", "--input", "2x256", "--dtype", "fp8"], "--dtype fp8: expected one of fp32"),
-    ([], "give a script to run or --model"),
-    (["--model", "examples.models:mlp", "--input", "2x256", "--bogus"], "no such option: --bogus"),
-    (["-o", "no/such/dir/t.json.gz", "{script}"], "the output directory does not exist"),
-    (["--active", "2", "{script}", "0"], "no trace recorded: the run ended after 0 step() mark(s)"),
-    (["--compile", "{script}"], "go with --model"),
-])
+@pytest.mark.parametrize(
+    "args, says",
+    [
+        (["missing_script.py"], "missing_script.py: no such script"),
+        (["--model", "examples.models:mlp"], "give the model's inputs with --input"),
+        (["--model", "examples.models:mlp", "--input", "2x256", "--dtype", "fp8"], "--dtype fp8: expected one of fp32"),
+        ([], "give a script to run or --model"),
+        (["--model", "examples.models:mlp", "--input", "2x256", "--bogus"], "no such option: --bogus"),
+        (["-o", "no/such/dir/t.json.gz", "{script}"], "the output directory does not exist"),
+        (["--active", "2", "{script}", "0"], "no trace recorded: the run ended after 0 step() mark(s)"),
+        (["--compile", "{script}"], "go with --model"),
+    ],
+)
 def test_bad_invocation(tmp_path, args, says):
     script = tmp_path / "matmuls.py"
     script.write_text(MATMULS)

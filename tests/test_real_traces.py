@@ -61,7 +61,10 @@ def test_counts_per_rank(folder):
 def test_busy_and_span_per_device(folder):
     dt = device_time(loaded(folder))
     gpu = dt[dt["device"] != "cpu"]
-    got = {(int(r), d): (int(b), int(w)) for r, d, b, w in gpu[["rank", "device", "busy_ns", "window_ns"]].itertuples(index=False)}
+    got = {
+        (int(r), d): (int(b), int(w))
+        for r, d, b, w in gpu[["rank", "device", "busy_ns", "window_ns"]].itertuples(index=False)
+    }
     want = {(rank, d): (v["busy_ns"][d], v["span_ns"][d]) for rank, v in per_rank(folder) for d in v["busy_ns"]}
     assert got == want
 

@@ -59,36 +59,59 @@ def assert_clean(text: str) -> None:
 SHAPES = [
     # (what, input, expected output)
     ("hugging face", f"login with {HF} then run", f"login with {REDACTED} then run"),
-    ("github classic", f"git push https://{GHP}@github.com/org/repo.git",
-     f"git push https://{REDACTED}@github.com/org/repo.git"),
+    (
+        "github classic",
+        f"git push https://{GHP}@github.com/org/repo.git",
+        f"git push https://{REDACTED}@github.com/org/repo.git",
+    ),
     ("github fine-grained", f"token={GH_PAT}", f"token={REDACTED}"),
     ("github fine-grained, bare", f"using {GH_PAT}.", f"using {REDACTED}."),
     ("jwt", f"session restored from {JWT} ok", f"session restored from {REDACTED} ok"),
     ("aws key id", f"assumed role with {AWS_ID} in us-east-1", f"assumed role with {REDACTED} in us-east-1"),
     ("aws pair", f"{AWS_ID},{AWS_SECRET}", f"{REDACTED},{REDACTED}"),
     ("aws secret by key", f"aws_secret_access_key={AWS_SECRET}", f"aws_secret_access_key={REDACTED}"),
-    ("aws secret after key, space", f"aws configure set aws_secret_access_key {AWS_SECRET}",
-     f"aws configure set aws_secret_access_key {REDACTED}"),
+    (
+        "aws secret after key, space",
+        f"aws configure set aws_secret_access_key {AWS_SECRET}",
+        f"aws configure set aws_secret_access_key {REDACTED}",
+    ),
     ("openai", f"client = OpenAI({OPENAI!r})", f"client = OpenAI('{REDACTED}')"),
     ("anthropic", f"x-api-key {ANTHROPIC}", f"x-api-key {REDACTED}"),
     ("slack", f"posting to #perf via {SLACK}", f"posting to #perf via {REDACTED}"),
     ("google", f"maps?key={GOOGLE}&zoom=3", f"maps?key={REDACTED}&zoom=3"),
-    ("bearer", f"curl -H 'Authorization: Bearer {JWT}' https://api.example.com/v1",
-     f"curl -H 'Authorization: Bearer {REDACTED}' https://api.example.com/v1"),
+    (
+        "bearer",
+        f"curl -H 'Authorization: Bearer {JWT}' https://api.example.com/v1",
+        f"curl -H 'Authorization: Bearer {REDACTED}' https://api.example.com/v1",
+    ),
     ("bearer in prose", f"sent bearer {OPAQUE} upstream", f"sent bearer {REDACTED} upstream"),
     ("github token header", f'-H "Authorization: token {GHP}"', f'-H "Authorization: token {REDACTED}"'),
     ("pem", f"key file:\n{PEM}\nend", f"key file:\n{PEM_BEGIN}{REDACTED}{PEM_END}\nend"),
-    ("pem truncated", "-----BEGIN OPENSSH PRIVATE" + " KEY-----\n" + PEM_BODY,
-     "-----BEGIN OPENSSH PRIVATE" + f" KEY-----{REDACTED}"),
-    ("url password", f"https://mlops:{PASSWORD}@artifacts.example.com/models/llama.bin",
-     f"https://mlops:{REDACTED}@artifacts.example.com/models/llama.bin"),
-    ("url password with @ and :", "postgresql://svc:" + "p@ss:w0rd" + "@db.internal:5432/runs",
-     f"postgresql://svc:{REDACTED}@db.internal:5432/runs"),
-    ("url token query", f"https://hub.example.com/x?revision=main&access_token={OPAQUE}&dl=1",
-     f"https://hub.example.com/x?revision=main&access_token={REDACTED}&dl=1"),
-    ("presigned url",
-     f"https://b.s3.amazonaws.com/t.json?X-Amz-Credential={AWS_ID}%2F20240611&X-Amz-Signature={OPAQUE}",
-     f"https://b.s3.amazonaws.com/t.json?X-Amz-Credential={REDACTED}&X-Amz-Signature={REDACTED}"),
+    (
+        "pem truncated",
+        "-----BEGIN OPENSSH PRIVATE" + " KEY-----\n" + PEM_BODY,
+        "-----BEGIN OPENSSH PRIVATE" + f" KEY-----{REDACTED}",
+    ),
+    (
+        "url password",
+        f"https://mlops:{PASSWORD}@artifacts.example.com/models/llama.bin",
+        f"https://mlops:{REDACTED}@artifacts.example.com/models/llama.bin",
+    ),
+    (
+        "url password with @ and :",
+        "postgresql://svc:" + "p@ss:w0rd" + "@db.internal:5432/runs",
+        f"postgresql://svc:{REDACTED}@db.internal:5432/runs",
+    ),
+    (
+        "url token query",
+        f"https://hub.example.com/x?revision=main&access_token={OPAQUE}&dl=1",
+        f"https://hub.example.com/x?revision=main&access_token={REDACTED}&dl=1",
+    ),
+    (
+        "presigned url",
+        f"https://b.s3.amazonaws.com/t.json?X-Amz-Credential={AWS_ID}%2F20240611&X-Amz-Signature={OPAQUE}",
+        f"https://b.s3.amazonaws.com/t.json?X-Amz-Credential={REDACTED}&X-Amz-Signature={REDACTED}",
+    ),
 ]
 
 
@@ -291,19 +314,82 @@ def test_real_trace_survives_whole(b200_trace: dict) -> None:
 # --------------------------------------------------------------------------
 
 SECRET_KEYS = [
-    "HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "GITHUB_TOKEN", "API_KEY", "apiKey", "x-api-key", "--api-key",
-    "OPENAI_API_KEY", "AWS_SECRET_ACCESS_KEY", "AWS_ACCESS_KEY_ID", "AWS_SESSION_TOKEN", "SSH_KEY", "ssh_private_key",
-    "key", "KEYS", "password", "DB_PASSWD", "MYSQL_PWD", "passphrase", "client_secret", "secret", "Authorization",
-    "OAUTH_CLIENT_ID", "auth", "Cookie", "sessionid", "X-Amz-Signature", "X-Amz-Credential", "sig",
-    "GOOGLE_APPLICATION_CREDENTIALS", "private_key", "SENTRY_DSN", "SLACK_WEBHOOK_URL", "jwt", "accesstoken",
-    "APIKEY", "HFToken", "refresh_token",
+    "HF_TOKEN",
+    "HUGGING_FACE_HUB_TOKEN",
+    "GITHUB_TOKEN",
+    "API_KEY",
+    "apiKey",
+    "x-api-key",
+    "--api-key",
+    "OPENAI_API_KEY",
+    "AWS_SECRET_ACCESS_KEY",
+    "AWS_ACCESS_KEY_ID",
+    "AWS_SESSION_TOKEN",
+    "SSH_KEY",
+    "ssh_private_key",
+    "key",
+    "KEYS",
+    "password",
+    "DB_PASSWD",
+    "MYSQL_PWD",
+    "passphrase",
+    "client_secret",
+    "secret",
+    "Authorization",
+    "OAUTH_CLIENT_ID",
+    "auth",
+    "Cookie",
+    "sessionid",
+    "X-Amz-Signature",
+    "X-Amz-Credential",
+    "sig",
+    "GOOGLE_APPLICATION_CREDENTIALS",
+    "private_key",
+    "SENTRY_DSN",
+    "SLACK_WEBHOOK_URL",
+    "jwt",
+    "accesstoken",
+    "APIKEY",
+    "HFToken",
+    "refresh_token",
 ]
 HARMLESS_KEYS = [
-    "PWD", "OLDPWD", "pwd", "PATH", "HOME", "USER", "name", "cat", "ts", "dur", "args", "Call stack", "Input Dims",
-    "keyboard", "monkey", "hotkey", "num_tokens", "max_tokens", "TOKENIZERS_PARALLELISM", "tokenizer",
-    "GIT_AUTHOR_NAME", "author", "num_key_value_heads", "key_states", "key_padding_mask", "kernel_hash",
-    "Process Group Ranks", "CUDA_VISIBLE_DEVICES", "MASTER_ADDR", "pass_count", "signal", "sigmoid", "",
-    "bytes_per_token", "per_token_layer_bytes", "time_to_first_token",
+    "PWD",
+    "OLDPWD",
+    "pwd",
+    "PATH",
+    "HOME",
+    "USER",
+    "name",
+    "cat",
+    "ts",
+    "dur",
+    "args",
+    "Call stack",
+    "Input Dims",
+    "keyboard",
+    "monkey",
+    "hotkey",
+    "num_tokens",
+    "max_tokens",
+    "TOKENIZERS_PARALLELISM",
+    "tokenizer",
+    "GIT_AUTHOR_NAME",
+    "author",
+    "num_key_value_heads",
+    "key_states",
+    "key_padding_mask",
+    "kernel_hash",
+    "Process Group Ranks",
+    "CUDA_VISIBLE_DEVICES",
+    "MASTER_ADDR",
+    "pass_count",
+    "signal",
+    "sigmoid",
+    "",
+    "bytes_per_token",
+    "per_token_layer_bytes",
+    "time_to_first_token",
 ]
 
 
@@ -374,8 +460,16 @@ def test_trace_like_document() -> None:
             "mirrors": ("https://hub.example.com", f"https://ci:{PASSWORD}@mirror.example.com/simple"),
         },
         "traceEvents": [
-            {"ph": "X", "cat": "kernel", "name": "void at::native::vectorized_elementwise_kernel<4, float>",
-             "pid": 0, "tid": 7, "ts": 1.5, "dur": 2.25, "args": {"grid": [132, 1, 1], "stream": 7}},
+            {
+                "ph": "X",
+                "cat": "kernel",
+                "name": "void at::native::vectorized_elementwise_kernel<4, float>",
+                "pid": 0,
+                "tid": 7,
+                "ts": 1.5,
+                "dur": 2.25,
+                "args": {"grid": [132, 1, 1], "stream": 7},
+            },
             {"ph": "i", "cat": "user_annotation", "name": f"debug {JWT}", "args": {"token": JWT}},
         ],
     }
@@ -384,8 +478,12 @@ def test_trace_like_document() -> None:
     assert trace == before
     assert_clean(json.dumps(out))
     assert out["traceEvents"][0] == trace["traceEvents"][0]
-    assert out["traceEvents"][1] == {"ph": "i", "cat": "user_annotation", "name": f"debug {REDACTED}",
-                                     "args": {"token": REDACTED}}
+    assert out["traceEvents"][1] == {
+        "ph": "i",
+        "cat": "user_annotation",
+        "name": f"debug {REDACTED}",
+        "args": {"token": REDACTED},
+    }
     meta = out["metadata"]
     # A list of strings is read as an argv too: the item after a secret flag goes.
     assert meta["argv"] == ["train.py", "--api-key", REDACTED, "--lr", "3e-4"]
@@ -405,9 +503,19 @@ KEYS = st.one_of(
     st.text(max_size=12),
 )
 PLANTED = [
-    HF, GHP, JWT, f"{AWS_ID} {AWS_SECRET}", OPENAI, SLACK, GOOGLE, PEM,
-    f"https://u:{PASSWORD}@h.example.com/p", f"HF_TOKEN={OPAQUE}", f"--password {PASSWORD}",
-    f'"api_key": "{OPAQUE}"', f"Authorization: Bearer {OPAQUE}",
+    HF,
+    GHP,
+    JWT,
+    f"{AWS_ID} {AWS_SECRET}",
+    OPENAI,
+    SLACK,
+    GOOGLE,
+    PEM,
+    f"https://u:{PASSWORD}@h.example.com/p",
+    f"HF_TOKEN={OPAQUE}",
+    f"--password {PASSWORD}",
+    f'"api_key": "{OPAQUE}"',
+    f"Authorization: Bearer {OPAQUE}",
 ]
 STRINGS = st.one_of(
     st.text(max_size=40),
@@ -465,8 +573,17 @@ def test_precheck_is_only_an_optimisation(text: str) -> None:
 
 def test_argv_lists() -> None:
     argv = ["serve.py", "--hf-token", OPAQUE, "--use-auth-token", "--port", "8000", "--password", "", "--token=x"]
-    expected = ["serve.py", "--hf-token", REDACTED, "--use-auth-token", "--port", "8000", "--password", "",
-                f"--token={REDACTED}"]
+    expected = [
+        "serve.py",
+        "--hf-token",
+        REDACTED,
+        "--use-auth-token",
+        "--port",
+        "8000",
+        "--password",
+        "",
+        f"--token={REDACTED}",
+    ]
     assert redact(argv) == expected
     assert redact(tuple(argv)) == tuple(expected)
     # A flag followed by another flag hides nothing; a non-string resets.
@@ -560,11 +677,34 @@ def test_secret_dict_keys_are_redacted_and_both_values_kept() -> None:
 def test_a_whole_trace_is_redacted_once_at_load(tmp_path) -> None:
     from profiler.api import load_trace
 
-    trace_doc = {"traceEvents": [
-        {"ph": "X", "cat": "cpu_op", "name": f"aten::mm {HF}", "pid": 1, "tid": 1, "ts": 1.0, "dur": 2.0,
-         "args": {"Concrete Inputs": ["", "--api-key", OPAQUE], "Input type": [f"float {GHP}"], "Input Dims": [[2, 2]]}},
-        {"ph": "X", "cat": "cpu_op", "name": "KVCache.update(key=k, value=v)", "pid": 1, "tid": 1, "ts": 4.0, "dur": 1.0},
-    ], GHP: {"inner": PASSWORD, "password": PASSWORD}}
+    trace_doc = {
+        "traceEvents": [
+            {
+                "ph": "X",
+                "cat": "cpu_op",
+                "name": f"aten::mm {HF}",
+                "pid": 1,
+                "tid": 1,
+                "ts": 1.0,
+                "dur": 2.0,
+                "args": {
+                    "Concrete Inputs": ["", "--api-key", OPAQUE],
+                    "Input type": [f"float {GHP}"],
+                    "Input Dims": [[2, 2]],
+                },
+            },
+            {
+                "ph": "X",
+                "cat": "cpu_op",
+                "name": "KVCache.update(key=k, value=v)",
+                "pid": 1,
+                "tid": 1,
+                "ts": 4.0,
+                "dur": 1.0,
+            },
+        ],
+        GHP: {"inner": PASSWORD, "password": PASSWORD},
+    }
     p = tmp_path / "t.json"
     p.write_text(json.dumps(trace_doc))
     t = load_trace(p)
@@ -573,4 +713,7 @@ def test_a_whole_trace_is_redacted_once_at_load(tmp_path) -> None:
     row = t.events[t.events["name"] == f"aten::mm {REDACTED}"].iloc[0]
     assert json.loads(row["concrete"]) == ["", "--api-key", REDACTED]  # still JSON: the argv rule applied
     assert json.loads(row["dtypes"]) == [f"float {REDACTED}"] and row["shapes"] == "[[2,2]]"
-    assert t.metadata["ranks"]["0"][REDACTED] == {"inner": PASSWORD, "password": REDACTED}  # the key went, the value stayed
+    assert t.metadata["ranks"]["0"][REDACTED] == {
+        "inner": PASSWORD,
+        "password": REDACTED,
+    }  # the key went, the value stayed

@@ -31,11 +31,13 @@ WIDE = {"COLUMNS": "500"}  # no cell truncated: a secret must not survive merely
 # Plausibly shaped but fake credentials (assembled so that no scanner flags this file).
 HF = "hf_" + "qW3eRt5yUi7oPaSdFgHjKlZxCvBnM1234567"
 GH = "ghp_" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8"
-JWT = ".".join([
-    "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9",
-    "eyJzdWIiOiJ0cmFjZS11c2VyIiwiaWF0IjoxNzAwMDAwMDAwfQ",
-    "c2lnbmF0dXJlLW9mLWEtZmFrZS1qd3QtMDEyMzQ1Njc4OQ",
-])
+JWT = ".".join(
+    [
+        "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9",
+        "eyJzdWIiOiJ0cmFjZS11c2VyIiwiaWF0IjoxNzAwMDAwMDAwfQ",
+        "c2lnbmF0dXJlLW9mLWEtZmFrZS1qd3QtMDEyMzQ1Njc4OQ",
+    ]
+)
 AWS_ID = "AKIA" + "Q3EXAMPLE7TRACE9"  # 20 characters, as AWS issues them
 AWS_SECRET = "wJalrXUtnFEMI/K7MDENG/" + "bPxRfiCY3xAmPlEkEy"  # 40
 URL_PASSWORD = "hunter2-Sup3rS3cret"
@@ -103,8 +105,7 @@ def planted_doc() -> dict:
     doc["distributedInfo"]["job_note"] = f"aws creds {AWS_ID} {AWS_SECRET}"
     doc["distributedInfo"]["session"] = JWT
     doc["command_line"] = (
-        f"python -m sglang.launch_server --model Qwen3-8B --hf-token {HF} --github-token={GH} "
-        f"--jwt {JWT} --host {HOST}"
+        f"python -m sglang.launch_server --model Qwen3-8B --hf-token {HF} --github-token={GH} --jwt {JWT} --host {HOST}"
     )
     doc["deviceProperties"][0]["name"] = f"AMD Instinct MI300X {HF_IN_DEVICE}"
 
@@ -131,7 +132,9 @@ def planted_doc() -> dict:
     arange["args"]["Input type"] = ["Scalar", GH_IN_TYPE, "Scalar", "", "", "Scalar"]
     arange["args"]["Collective name"] = f"allreduce_{HF_IN_COLLECTIVE}"
     arange["args"][HF_IN_ARG_KEY] = 7
-    events.append({"ph": "M", "name": "process_name", "pid": arange["pid"], "tid": 0, "args": {"name": f"worker {HF_IN_PROCESS}"}})
+    events.append(
+        {"ph": "M", "name": "process_name", "pid": arange["pid"], "tid": 0, "args": {"name": f"worker {HF_IN_PROCESS}"}}
+    )
     frames = [e for e in events if e.get("cat") == "python_function"]
     if frames:
         frames[-1]["name"] = f"nn.Module: Loader_{HF_IN_PYTHON}"
@@ -211,7 +214,11 @@ def test_no_secret_in_any_written_file(tmp_path: Path, planted: Path, as_json: b
     with out.open("wb") as fo, err.open("wb") as fe:
         p = subprocess.run(
             [sys.executable, "-m", "profiler", "analyze", str(planted)] + (["--json"] if as_json else []),
-            stdout=fo, stderr=fe, cwd=work, env=env, timeout=120,
+            stdout=fo,
+            stderr=fe,
+            cwd=work,
+            env=env,
+            timeout=120,
         )
     assert p.returncode == 0, err.read_text()
     if as_json:
@@ -258,16 +265,29 @@ def test_no_secret_in_any_dashboard_page(planted: Path):
     top = ops_for(store, tid, None).iloc[0]
     assert str(top["name"]).startswith("gemm_<redacted>")  # the planted kernel is the top op, shown redacted
     client = app.server.test_client()
-    seen = {"GET /": client.get("/").get_data(as_text=True), "GET layout": client.get("/_dash-layout").get_data(as_text=True)}
+    seen = {
+        "GET /": client.get("/").get_data(as_text=True),
+        "GET layout": client.get("/_dash-layout").get_data(as_text=True),
+    }
     assert_clean("the page's HTML", "".join(seen.values()))
     options = [{"label": e.label, "value": e.trace_id} for e in store.entries()]
     for hardware in ("", "h100-sxm"):
         for path in [p.PATH for p in dash_app.PAGES]:
-            values = {"url.pathname": path, "trace-select.value": tid, "trace-select.options": options, "hardware.data": hardware,
-                      "selected-op.data": {"name": top["name"], "shapes": top["shapes"]}, "compare-a.value": tid,
-                      "compare-b.value": tid, "export-btn.n_clicks": 1, "ops-table.page_size": 1000, "ops-table.page_current": 0,
-                      "hw-select.value": hardware, "ops-table.active_cell": {"row_id": 0},
-                      "roofline-graph.clickData": {"points": [{"customdata": [0]}]}}
+            values = {
+                "url.pathname": path,
+                "trace-select.value": tid,
+                "trace-select.options": options,
+                "hardware.data": hardware,
+                "selected-op.data": {"name": top["name"], "shapes": top["shapes"]},
+                "compare-a.value": tid,
+                "compare-b.value": tid,
+                "export-btn.n_clicks": 1,
+                "ops-table.page_size": 1000,
+                "ops-table.page_current": 0,
+                "hw-select.value": hardware,
+                "ops-table.active_cell": {"row_id": 0},
+                "roofline-graph.clickData": {"points": [{"customdata": [0]}]},
+            }
             for key in callback_keys(app):
                 r = client.post("/_dash-update-component", json=callback_body(app, key, values))
                 assert r.status_code in (200, 204), (key, r.status_code)
@@ -280,4 +300,6 @@ def test_no_secret_in_any_dashboard_page(planted: Path):
     for where, text in seen.items():
         assert_clean(where, text)
     everything = "".join(seen.values())
-    assert "exported trace" in seen and "gemm_" in everything and "aten::argmax" in everything  # the pages did show the trace
+    assert (
+        "exported trace" in seen and "gemm_" in everything and "aten::argmax" in everything
+    )  # the pages did show the trace

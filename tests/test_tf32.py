@@ -6,7 +6,16 @@ from __future__ import annotations
 from profiler import analyze, load_trace
 from tests.conftest import write_trace, x
 
-A100 = [{"id": 0, "name": "NVIDIA A100-SXM4-80GB", "totalGlobalMem": 85_100_000_000, "computeMajor": 8, "computeMinor": 0, "numSms": 108}]
+A100 = [
+    {
+        "id": 0,
+        "name": "NVIDIA A100-SXM4-80GB",
+        "totalGlobalMem": 85_100_000_000,
+        "computeMajor": 8,
+        "computeMinor": 0,
+        "numSms": 108,
+    }
+]
 
 
 def _trace(tmp_path, kernel: str, **top):

@@ -8,7 +8,13 @@ from analysis.timeline import communication_overlap, launch_delays, streams
 from profiler import analyze, load_trace
 from tests.conftest import real_trace, write_trace, x
 
-COLL = {"Collective name": "allreduce", "In msg nelems": 1 << 20, "Out msg nelems": 1 << 20, "Group size": 2, "dtype": "Float"}
+COLL = {
+    "Collective name": "allreduce",
+    "In msg nelems": 1 << 20,
+    "Out msg nelems": 1 << 20,
+    "Group size": 2,
+    "dtype": "Float",
+}
 
 
 def kernel(name, ts, dur, stream, corr, **args):
@@ -16,9 +22,12 @@ def kernel(name, ts, dur, stream, corr, **args):
 
 
 EVENTS = [
-    x("A", "cpu_op", 1, 2), x("cudaLaunchKernel", "cuda_runtime", 2, 0.5, correlation=1),
-    x("record_param_comms", "cpu_op", 4, 2, **COLL), x("cudaLaunchKernel", "cuda_runtime", 5, 0.5, correlation=2),
-    x("B", "cpu_op", 6.2, 1), x("cudaLaunchKernel", "cuda_runtime", 6.5, 0.5, correlation=3),
+    x("A", "cpu_op", 1, 2),
+    x("cudaLaunchKernel", "cuda_runtime", 2, 0.5, correlation=1),
+    x("record_param_comms", "cpu_op", 4, 2, **COLL),
+    x("cudaLaunchKernel", "cuda_runtime", 5, 0.5, correlation=2),
+    x("B", "cpu_op", 6.2, 1),
+    x("cudaLaunchKernel", "cuda_runtime", 6.5, 0.5, correlation=3),
     kernel("K1", 10, 20, 7, 1),  # [10, 30) compute stream
     kernel("ncclKernel_AllReduce_RING_LL_Sum_float", 20, 30, 20, 2, **COLL),  # [20, 50) comm stream
     kernel("K2", 40, 5, 7, 3),  # [40, 45)

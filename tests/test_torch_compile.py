@@ -9,12 +9,8 @@ one C++ kernel.
 from __future__ import annotations
 
 import inspect
-import json
 import math
-import os
 import re
-import subprocess
-import sys
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -86,7 +82,14 @@ def test_compile_passes_are_on_the_runtime_trace_and_clock(chain):
     cp = ev[ev["kind"] == Kind.COMPILE_PASS.value]
     assert len(cp) and set(cp["source"].astype(str)) == {"compiler"}
     assert "rank0/compiler" in set(cp["track"].astype(str))
-    assert {"dynamo_tracing", "aot_autograd", "inductor_lowering", "scheduling_fusion", "codegen", "kernel_compile"} <= set(cp["cat"].astype(str))
+    assert {
+        "dynamo_tracing",
+        "aot_autograd",
+        "inductor_lowering",
+        "scheduling_fusion",
+        "codegen",
+        "kernel_compile",
+    } <= set(cp["cat"].astype(str))
     assert set(cp["cat"].astype(str)) <= set(PHASES)
     # one clock: the compile ran inside this test's time.time_ns() bracket and ended before the
     # first profiled compiled step (Kineto's clock) began
@@ -141,7 +144,9 @@ def test_render_compare(chain):
 
 def _one_step(trace, s: int):
     """The events of ProfilerStep s as a trace of their own (links to other steps cut)."""
-    ev = trace.events[(trace.events["step"] == s) & (trace.events["kind"] != Kind.COMPILE_PASS.value)].reset_index(drop=True)
+    ev = trace.events[(trace.events["step"] == s) & (trace.events["kind"] != Kind.COMPILE_PASS.value)].reset_index(
+        drop=True
+    )
     ids = set(ev["id"].tolist())
     for ref in ("parent_id", "op_id"):
         ev[ref] = np.where(ev[ref].isin(ids), ev[ref], -1).astype(np.int64)
@@ -189,8 +194,10 @@ def _fusion_check(workdir: str, steps: int = 30) -> tuple[float, float, float]:
         bw = triad_bandwidth(Sizes(stream_elems=ROWS * COLS, repeats=5))
     finally:
         torch.set_num_threads(threads)
-    spec = save_spec(replace(load_spec("generic-x86-cpu"), name="calibrated-here", memory=(MemoryLevel("dram", None, bw),)),
-                     tmp_path / "spec.yaml")
+    spec = save_spec(
+        replace(load_spec("generic-x86-cpu"), name="calibrated-here", memory=(MemoryLevel("dram", None, bw),)),
+        tmp_path / "spec.yaml",
+    )
     g = res.groups.iloc[0]
     fused_ids = set(g["eager_event_ids"])
     cev = res.compiled.events

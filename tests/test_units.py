@@ -52,9 +52,9 @@ def test_cpu_self_time_is_exact_at_real_epoch_timestamps(tmp_path):
         return f'{{"ph":"X","cat":"cpu_op","name":"{name}","pid":1,"tid":1,"ts":{ts},"dur":{dur}}}'
 
     events = [
-        ev("aten::empty", "1796228307704038.559", "0.130"),    # leaf: self = 130 ns
-        ev("aten::linear", "1796228307704039.561", "0.997"),   # 997 ns, with a child of 333 ns
-        ev("aten::t", "1796228307704039.861", "0.333"),        # leaf: self = 333 ns
+        ev("aten::empty", "1796228307704038.559", "0.130"),  # leaf: self = 130 ns
+        ev("aten::linear", "1796228307704039.561", "0.997"),  # 997 ns, with a child of 333 ns
+        ev("aten::t", "1796228307704039.861", "0.333"),  # leaf: self = 333 ns
     ]
     path = tmp_path / "t.json"
     path.write_text('{"schemaVersion":1,"traceEvents":[' + ",".join(events) + "]}")

@@ -39,5 +39,7 @@ def test_text_and_json_say_so_above_a_fifth_only():
     assert "of the unit time has no floor" in r.stdout.replace("\n", " ")
     r = CliRunner().invoke(app, ["analyze", str(real_trace("sglang_qwen3_prefill_mi300x")), "--section", "roofline"])
     assert "has no floor" not in r.stdout  # 4% unknown: no warning
-    doc = json.loads(CliRunner().invoke(app, ["analyze", str(real_trace("b200_eager")), "--json", "--section", "roofline"]).stdout)
+    doc = json.loads(
+        CliRunner().invoke(app, ["analyze", str(real_trace("b200_eager")), "--json", "--section", "roofline"]).stdout
+    )
     assert doc["unknown"]["share"] > 0.5 and doc["unknown"]["top"][0]["name"] == "vllm::moe_forward"

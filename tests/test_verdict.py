@@ -142,9 +142,12 @@ def test_blocking_copy_and_item_are_sync_not_other(tmp_path):
     was issued long before: nothing recorded explains [20, 21) and [35, 40))."""
     k = dict(pid=0, device=0, stream=7)
     events = [
-        x("cudaLaunchKernel", "cuda_runtime", 1, 1, correlation=1), x("cudaLaunchKernel", "cuda_runtime", 2, 1, correlation=2),
-        x("cudaMemcpy", "cuda_runtime", 21, 9), x("aten::item", "cpu_op", 30, 5),
-        x("K1", "kernel", 10, 10, tid=7, correlation=1, **k), x("K2", "kernel", 40, 10, tid=7, correlation=2, **k),
+        x("cudaLaunchKernel", "cuda_runtime", 1, 1, correlation=1),
+        x("cudaLaunchKernel", "cuda_runtime", 2, 1, correlation=2),
+        x("cudaMemcpy", "cuda_runtime", 21, 9),
+        x("aten::item", "cpu_op", 30, 5),
+        x("K1", "kernel", 10, 10, tid=7, correlation=1, **k),
+        x("K2", "kernel", 40, 10, tid=7, correlation=2, **k),
     ]
     t = load_trace(write_trace(tmp_path / "t.json", events))
     row = attribute(t, pd.Series(dtype=object)).iloc[0]
@@ -207,8 +210,14 @@ def test_not_cut_at_80_columns_off_a_terminal():
     """stdout a pipe and no COLUMNS (a CI log): Rich would default to 80 columns and cut
     'REGRESSION' and names; the tables use the full width instead."""
     env = {k: v for k, v in os.environ.items() if k != "COLUMNS"} | {"PYTHONPATH": str(ROOT)}
-    r = subprocess.run([sys.executable, "-m", "profiler", "analyze", str(real_trace("b200_eager"))],
-                       capture_output=True, text=True, env=env, cwd=ROOT, timeout=600)
+    r = subprocess.run(
+        [sys.executable, "-m", "profiler", "analyze", str(real_trace("b200_eager"))],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=ROOT,
+        timeout=600,
+    )
     assert r.returncode == 0, r.stderr
     lines = r.stdout.splitlines()
     header = next(line for line in lines if line.strip().startswith("name") and "shapes" in line)
@@ -223,12 +232,21 @@ def test_preprocessing_before_the_first_kernel_is_host_time(tmp_path):
     issued (host late), 5 us queued, 1 ms busy. The critical path runs preprocess -> mm ->
     launch -> kernel: host 50.015 ms, device 1 ms. Both say host-bound."""
     k = dict(pid=0, tid=7, device=0, stream=7)
-    events = [x("preprocess", "cpu_op", 0, 50_000), x("aten::mm", "cpu_op", 50_000, 20),
-              x("cudaLaunchKernel", "cuda_runtime", 50_005, 10, correlation=1), x("gemm", "kernel", 50_020, 1000, correlation=1, **k)]
+    events = [
+        x("preprocess", "cpu_op", 0, 50_000),
+        x("aten::mm", "cpu_op", 50_000, 20),
+        x("cudaLaunchKernel", "cuda_runtime", 50_005, 10, correlation=1),
+        x("gemm", "kernel", 50_020, 1000, correlation=1, **k),
+    ]
     t = load_trace(write_trace(tmp_path / "t.json", events))
     assert attribute(t, pd.Series(dtype=object)).iloc[0]["window_ns"] == 1_000_000  # the device window
     wall = attribute(t, pd.Series(dtype=object), span="rank").iloc[0]
-    assert (wall["window_ns"], wall["busy_ns"], wall["idle_host_ns"], wall["idle_other_ns"]) == (51_020_000, 1_000_000, 50_005_000, 15_000)
+    assert (wall["window_ns"], wall["busy_ns"], wall["idle_host_ns"], wall["idle_other_ns"]) == (
+        51_020_000,
+        1_000_000,
+        50_005_000,
+        15_000,
+    )
     a = analyze(t)
     cp, v = a.critical_path[0], a.verdict
     assert (cp.on_host_ns, cp.on_device_ns, cp.verdict) == (50_015_000, 1_000_000, "host-bound")
@@ -266,5 +284,5 @@ def test_dashboard_overview_opens_with_the_api_verdict():
     text = str(first)
     v = a.verdict
     assert f"Verdict: {v.label} bounds this run — {fmt_pct(v.share)}" in text
-    for x in v.actions:
-        assert x.title in text and fmt_ns(x.saving_ns) in text and x.lever in text and x.assumption in text
+    for item in v.actions:
+        assert item.title in text and fmt_ns(item.saving_ns) in text and item.lever in text and item.assumption in text

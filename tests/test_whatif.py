@@ -74,4 +74,7 @@ def test_precision_whatif_changes_bytes_and_labels_a_fallback(b200):
     assert fp8.whatif.iloc[0]["peak_used"] == "matrix fp8"
     v100 = analyze(load_trace(real_trace("resnet50_legacy_v100")), dtype="bf16", sections=("roofline",))
     # V100 has no bf16 unit: its fp32 figure is used, and the output says so
-    assert v100.whatif.iloc[0]["peak_used"] == "bf16 on v100-sxm2-32gb: no bf16 matrix unit, vector fp32 peak used (fallback)"
+    assert (
+        v100.whatif.iloc[0]["peak_used"]
+        == "bf16 on v100-sxm2-32gb: no bf16 matrix unit, vector fp32 peak used (fallback)"
+    )

@@ -17,5 +17,16 @@ from analysis.cost.comm import apply_comm, comm_table
 from analysis.cost.kernels import kernel_costs, with_kernel_costs
 from analysis.cost.ops import COST_COLUMNS, causal_pairs, cost_table, known_ops, op_cost
 
-__all__ = ["COST_COLUMNS", "FAMILIES", "Cost", "apply_comm", "causal_pairs", "comm_table", "cost_table",
-           "kernel_costs", "known_ops", "op_cost", "with_kernel_costs"]
+__all__ = [
+    "COST_COLUMNS",
+    "FAMILIES",
+    "Cost",
+    "apply_comm",
+    "causal_pairs",
+    "comm_table",
+    "cost_table",
+    "kernel_costs",
+    "known_ops",
+    "op_cost",
+    "with_kernel_costs",
+]

@@ -15,8 +15,21 @@ import orjson
 from profiler.model.dtypes import ELEMENT_BYTES, KINETO
 from profiler.model.dtypes import SCALAR_TYPES as SCALAR_TYPES  # re-exported to the formulas
 
-FAMILIES = ("gemm", "attention", "conv", "norm", "elementwise", "reduction", "softmax",
-            "quant/cast", "copy", "embedding", "optimizer", "collective", "other")
+FAMILIES = (
+    "gemm",
+    "attention",
+    "conv",
+    "norm",
+    "elementwise",
+    "reduction",
+    "softmax",
+    "quant/cast",
+    "copy",
+    "embedding",
+    "optimizer",
+    "collective",
+    "other",
+)
 
 
 @dataclass(frozen=True)
@@ -45,8 +58,9 @@ class Cost:
     @classmethod
     def of(cls, flops, read, written, family, dtype, effective=None) -> Cost:
         """A cost from a formula's numbers (any numeric type); `effective` defaults to `flops`."""
-        return cls(float(flops), float(flops if effective is None else effective), float(read),
-                   float(written), family, dtype)
+        return cls(
+            float(flops), float(flops if effective is None else effective), float(read), float(written), family, dtype
+        )
 
     def __add__(self, other: Cost) -> Cost:
         if not isinstance(other, Cost):
@@ -56,15 +70,26 @@ class Cost:
         if self is Cost.ZERO:
             return other
         lead = other if other.flops_effective > self.flops_effective else self
-        return Cost(self.flops + other.flops, self.flops_effective + other.flops_effective,
-                    self.bytes_read + other.bytes_read, self.bytes_written + other.bytes_written,
-                    lead.family, lead.dtype)
+        return Cost(
+            self.flops + other.flops,
+            self.flops_effective + other.flops_effective,
+            self.bytes_read + other.bytes_read,
+            self.bytes_written + other.bytes_written,
+            lead.family,
+            lead.dtype,
+        )
 
     def __mul__(self, k: float) -> Cost:
         if isinstance(k, bool) or not isinstance(k, (int, float)):
             return NotImplemented
-        return Cost(self.flops * k, self.flops_effective * k, self.bytes_read * k, self.bytes_written * k,
-                    self.family, self.dtype)
+        return Cost(
+            self.flops * k,
+            self.flops_effective * k,
+            self.bytes_read * k,
+            self.bytes_written * k,
+            self.family,
+            self.dtype,
+        )
 
     __rmul__ = __mul__
 
@@ -78,9 +103,30 @@ Cost.ZERO = Cost(0.0, 0.0, 0.0, 0.0, "other", "unknown")
 DTYPES: dict[str, tuple[str, int]] = {k: (v, ELEMENT_BYTES[v]) for k, v in KINETO.items()}
 DTYPES.update({n: (n, b) for n, b in ELEMENT_BYTES.items()})
 # Argument kinds that are not tensors (older Kineto writes 'Int', 'Bool', 'GenericList', ...).
-_NOT_TENSOR = {"", "Scalar", "ScalarList", "TensorList", "GenericList", "None", "Int", "Bool",
-               "Double", "Float", "Long", "String", "Device", "Layout", "ScalarType",
-               "MemoryFormat", "Generator", "Storage", "Stream", "Tuple", "Dict", "Object"}
+_NOT_TENSOR = {
+    "",
+    "Scalar",
+    "ScalarList",
+    "TensorList",
+    "GenericList",
+    "None",
+    "Int",
+    "Bool",
+    "Double",
+    "Float",
+    "Long",
+    "String",
+    "Device",
+    "Layout",
+    "ScalarType",
+    "MemoryFormat",
+    "Generator",
+    "Storage",
+    "Stream",
+    "Tuple",
+    "Dict",
+    "Object",
+}
 
 
 class Unknown(Exception):
@@ -96,18 +142,18 @@ def parse_concrete(text: Any) -> Any:
     if text in ("True", "False"):
         return text == "True"
     try:
-        return orjson.loads(text)          # ints, '[1, 1]', '1e-05'
+        return orjson.loads(text)  # ints, '[1, 1]', '1e-05'
     except orjson.JSONDecodeError:
         pass
-    if text.startswith("["):               # '[True, True, False]' (output_mask)
+    if text.startswith("["):  # '[True, True, False]' (output_mask)
         try:
             return orjson.loads(text.replace("True", "true").replace("False", "false"))
         except orjson.JSONDecodeError:
             return text
     try:
-        return float(text)                 # '0.' (C++ float formatting)
+        return float(text)  # '0.' (C++ float formatting)
     except ValueError:
-        return text                        # a string argument, e.g. padding='same'
+        return text  # a string argument, e.g. padding='same'
 
 
 def numel(shape: list[int]) -> int:
@@ -124,8 +170,12 @@ class Args:
         self.list_dtype = list_dtype
 
     def is_tensor(self, i: int) -> bool:
-        return (i < len(self.shapes) and i < len(self.dtypes) and isinstance(self.dtypes[i], str)
-                and self.dtypes[i] not in _NOT_TENSOR)
+        return (
+            i < len(self.shapes)
+            and i < len(self.dtypes)
+            and isinstance(self.dtypes[i], str)
+            and self.dtypes[i] not in _NOT_TENSOR
+        )
 
     def shape(self, i: int) -> list[int]:
         if not self.is_tensor(i):

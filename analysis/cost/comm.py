@@ -40,14 +40,31 @@ from profiler.model.dtypes import element_bytes
 
 #: collective names as recorded -> our names
 _ALIASES = {
-    "allreduce": "all_reduce", "all_reduce": "all_reduce", "allreduce_coalesced": "all_reduce",
-    "_allgather_base": "all_gather", "allgather": "all_gather", "all_gather": "all_gather",
-    "all_gather_into_tensor": "all_gather", "allgather_into_tensor_coalesced": "all_gather",
-    "_reduce_scatter_base": "reduce_scatter", "reduce_scatter": "reduce_scatter",
-    "reduce_scatter_tensor": "reduce_scatter", "reduce_scatter_tensor_coalesced": "reduce_scatter",
-    "alltoall": "all_to_all", "all_to_all": "all_to_all", "alltoall_base": "all_to_all", "all_to_all_single": "all_to_all",
-    "broadcast": "broadcast", "reduce": "reduce", "gather": "gather", "scatter": "scatter",
-    "send": "send_recv", "recv": "send_recv", "isend": "send_recv", "irecv": "send_recv", "sendrecv": "send_recv",
+    "allreduce": "all_reduce",
+    "all_reduce": "all_reduce",
+    "allreduce_coalesced": "all_reduce",
+    "_allgather_base": "all_gather",
+    "allgather": "all_gather",
+    "all_gather": "all_gather",
+    "all_gather_into_tensor": "all_gather",
+    "allgather_into_tensor_coalesced": "all_gather",
+    "_reduce_scatter_base": "reduce_scatter",
+    "reduce_scatter": "reduce_scatter",
+    "reduce_scatter_tensor": "reduce_scatter",
+    "reduce_scatter_tensor_coalesced": "reduce_scatter",
+    "alltoall": "all_to_all",
+    "all_to_all": "all_to_all",
+    "alltoall_base": "all_to_all",
+    "all_to_all_single": "all_to_all",
+    "broadcast": "broadcast",
+    "reduce": "reduce",
+    "gather": "gather",
+    "scatter": "scatter",
+    "send": "send_recv",
+    "recv": "send_recv",
+    "isend": "send_recv",
+    "irecv": "send_recv",
+    "sendrecv": "send_recv",
     "barrier": "barrier",
 }
 _DTYPE = {4: "fp32", 8: "fp64", 2: "bf16", 1: "int8"}
@@ -86,8 +103,12 @@ def algorithm_steps(kind: str, n: int) -> int:
     return {"all_reduce": 2 * rounds, "barrier": 2 * rounds, "send_recv": 1}.get(kind, rounds)
 
 
-def comm_table(units: pd.DataFrame, world_size: dict[int, int], patterns: Patterns | None = None,
-               work_names: pd.Series | None = None) -> pd.DataFrame:
+def comm_table(
+    units: pd.DataFrame,
+    world_size: dict[int, int],
+    patterns: Patterns | None = None,
+    work_names: pd.Series | None = None,
+) -> pd.DataFrame:
     """Collective cost per unit (rows aligned with `units`, from analysis.units.units).
 
     Columns: collective (our name, '' for other units), comm_bytes (message bytes: the input, or
@@ -101,7 +122,12 @@ def comm_table(units: pd.DataFrame, world_size: dict[int, int], patterns: Patter
     """
     pats = patterns or bundled()
     n = len(units)
-    kinds, comm, algo, dtypes = np.full(n, "", dtype=object), np.full(n, np.nan), np.full(n, np.nan), np.full(n, "", dtype=object)
+    kinds, comm, algo, dtypes = (
+        np.full(n, "", dtype=object),
+        np.full(n, np.nan),
+        np.full(n, np.nan),
+        np.full(n, "", dtype=object),
+    )
     steps = np.full(n, np.nan)
     codes, distinct = pd.factorize(units["name"].to_numpy(dtype=object))
     named = [collective_kind(str(n), "", pats) for n in distinct]  # per distinct name
@@ -110,8 +136,20 @@ def comm_table(units: pd.DataFrame, world_size: dict[int, int], patterns: Patter
         wcodes, wdistinct = pd.factorize(work_names.to_numpy(dtype=object))
         by_work = [_work_kind(str(w), pats) for w in wdistinct]
         kind_of = [k if k is not None else by_work[w] for k, w in zip(kind_of, wcodes)]
-    maybe = np.flatnonzero((units["collective"].to_numpy(dtype=object) != "") | np.array([k is not None for k in kind_of], dtype=bool))
-    cols = ["name", "collective", "msg_in_nelems", "msg_out_nelems", "group_size", "msg_dtype", "shapes", "dtypes", "rank"]
+    maybe = np.flatnonzero(
+        (units["collective"].to_numpy(dtype=object) != "") | np.array([k is not None for k in kind_of], dtype=bool)
+    )
+    cols = [
+        "name",
+        "collective",
+        "msg_in_nelems",
+        "msg_out_nelems",
+        "group_size",
+        "msg_dtype",
+        "shapes",
+        "dtypes",
+        "rank",
+    ]
     for i, r in zip(maybe, units.iloc[maybe][cols].itertuples(index=False)):  # collectives only: few
         kind = collective_kind(str(r.name), str(r.collective or ""), pats) if r.collective else kind_of[i]
         if kind is None:
@@ -126,8 +164,10 @@ def comm_table(units: pd.DataFrame, world_size: dict[int, int], patterns: Patter
         algo[i] = algorithm_bytes(kind, in_b, out_b, group)
         steps[i] = algorithm_steps(kind, group)
         dtypes[i] = _DTYPE.get(elem, "")
-    return pd.DataFrame({"collective": kinds, "comm_bytes": comm, "algo_bytes": algo, "algo_steps": steps, "dtype": dtypes},
-                        index=units.index)
+    return pd.DataFrame(
+        {"collective": kinds, "comm_bytes": comm, "algo_bytes": algo, "algo_steps": steps, "dtype": dtypes},
+        index=units.index,
+    )
 
 
 def _work_kind(names: str, patterns: Patterns) -> str | None:
@@ -191,7 +231,9 @@ def apply_comm(costs: pd.DataFrame, comm: pd.DataFrame, names: pd.Series) -> pd.
         out.loc[zero, col] = 0.0
         out.loc[is_comm & ~known, col] = np.nan
     out.loc[is_comm | enqueue, "family"] = "collective"
-    out.loc[is_comm, "dtype"] = np.where(comm["dtype"].to_numpy(dtype=object)[is_comm] != "", comm["dtype"].to_numpy(dtype=object)[is_comm], "unknown")
+    out.loc[is_comm, "dtype"] = np.where(
+        comm["dtype"].to_numpy(dtype=object)[is_comm] != "", comm["dtype"].to_numpy(dtype=object)[is_comm], "unknown"
+    )
     out.loc[known, "algo_bytes"] = comm["algo_bytes"].to_numpy()[known]
     out.loc[known, "algo_steps"] = comm["algo_steps"].to_numpy()[known]
     return out
@@ -206,9 +248,11 @@ def comm_groups(classified: pd.DataFrame) -> pd.DataFrame:
     c = classified[classified["family"] == "collective"]
     if c.empty:
         return pd.DataFrame(columns=["name", "shapes", "algo_bytes", "algo_bw", "enqueue"])
-    g = c.groupby(["name", "shapes"], sort=False).agg(
-        algo_bytes=("algo_bytes", lambda s: s.sum() if s.notna().all() else np.nan),
-        time_ns=("time_ns", "sum")).reset_index()
+    g = (
+        c.groupby(["name", "shapes"], sort=False)
+        .agg(algo_bytes=("algo_bytes", lambda s: s.sum() if s.notna().all() else np.nan), time_ns=("time_ns", "sum"))
+        .reset_index()
+    )
     with np.errstate(divide="ignore", invalid="ignore"):
         g["algo_bw"] = np.where(g["time_ns"] > 0, g["algo_bytes"] / g["time_ns"] * 1e9, np.nan)
     kinds = [collective_kind(str(n), "") for n in g["name"]]

@@ -9,28 +9,26 @@ from analysis.cost.base import DTYPES, SCALAR_TYPES, Cost, Args, broadcast, nume
 
 # ---------------------------------------------------------------------------- gemm
 
+
 def mm_cost(a: Args, name: str) -> Cost:
     # mm(A[M,K], B[K,N]): 2*M*N*K. addmm(C, A, B): same; the bias add is not counted (flop_counter).
-    o = 1 if name.startswith(("addmm", "baddbmm")) else 0   # self (the bias) comes first
+    o = 1 if name.startswith(("addmm", "baddbmm")) else 0  # self (the bias) comes first
     (m, k), (_, n) = a.shape(o), a.shape(o + 1)
-    return Cost.of(2 * m * n * k, sum(a.nbytes(i) for i in range(o + 2)), m * n * a.size(o),
-                 "gemm", a.dtype(o))
+    return Cost.of(2 * m * n * k, sum(a.nbytes(i) for i in range(o + 2)), m * n * a.size(o), "gemm", a.dtype(o))
 
 
 def bmm_cost(a: Args, name: str) -> Cost:
     # bmm(A[B,M,K], B[B,K,N]): 2*B*M*N*K; baddbmm(C, A, B): same, bias add not counted.
-    o = 1 if name.startswith(("addmm", "baddbmm")) else 0   # self (the bias) comes first
+    o = 1 if name.startswith(("addmm", "baddbmm")) else 0  # self (the bias) comes first
     (b, m, k), (_, _, n) = a.shape(o), a.shape(o + 1)
-    return Cost.of(2 * b * m * n * k, sum(a.nbytes(i) for i in range(o + 2)), b * m * n * a.size(o),
-                 "gemm", a.dtype(o))
+    return Cost.of(2 * b * m * n * k, sum(a.nbytes(i) for i in range(o + 2)), b * m * n * a.size(o), "gemm", a.dtype(o))
 
 
 def linear_cost(a: Args) -> Cost:
     # linear(X[..., K], W[N, K], b[N]?): 2 * prod(X[:-1]) * K * N; bias add not counted.
     x, w = a.shape(0), a.shape(1)
     rows, k, n = numel(x[:-1]), x[-1], w[0]
-    return Cost.of(2 * rows * k * n, a.nbytes(0) + a.nbytes(1) + a.nbytes(2), rows * n * a.size(0),
-                 "gemm", a.dtype(0))
+    return Cost.of(2 * rows * k * n, a.nbytes(0) + a.nbytes(1) + a.nbytes(2), rows * n * a.size(0), "gemm", a.dtype(0))
 
 
 def matmul_cost(a: Args) -> Cost:
@@ -44,8 +42,7 @@ def matmul_cost(a: Args) -> Cost:
     batch = broadcast(xm[:-2], ym[:-2])
     m, k, n = xm[-2], xm[-1], ym[-1]
     out = numel(batch) * m * n
-    return Cost.of(2 * numel(batch) * m * k * n, a.nbytes(0) + a.nbytes(1), out * a.size(0),
-                 "gemm", a.dtype(0))
+    return Cost.of(2 * numel(batch) * m * k * n, a.nbytes(0) + a.nbytes(1), out * a.size(0), "gemm", a.dtype(0))
 
 
 def scaled_mm_cost(a: Args) -> Cost:
@@ -74,11 +71,13 @@ def einsum_cost(a: Args) -> Cost:
             sizes[c] = max(sizes.get(c, 1), s)
     es = a.list_size()
     out_n = numel([sizes[c] for c in out])
-    return Cost.of(2 * numel(list(sizes.values())), sum(numel(s) for s in shapes) * es,
-                 out_n * es, "gemm", DTYPES[a.list_dtype][0])
+    return Cost.of(
+        2 * numel(list(sizes.values())), sum(numel(s) for s in shapes) * es, out_n * es, "gemm", DTYPES[a.list_dtype][0]
+    )
 
 
 # ---------------------------------------------------------------------------- conv
+
 
 def _conv_out(x_sp, k_sp, stride, padding, dilation, transposed, output_padding):
     n = len(x_sp)
@@ -93,13 +92,12 @@ def _conv_out(x_sp, k_sp, stride, padding, dilation, transposed, output_padding)
     s, d = per_dim(stride, "stride"), per_dim(dilation, "dilation")
     if padding == "valid":
         padding = 0
-    if padding == "same":                      # stride 1 only: output spatial = input spatial
+    if padding == "same":  # stride 1 only: output spatial = input spatial
         return list(x_sp)
     p = per_dim(padding, "padding")
     if transposed:
         op = per_dim(output_padding, "output_padding")
-        return [(i - 1) * s_ - 2 * p_ + d_ * (k - 1) + o + 1
-                for i, k, s_, p_, d_, o in zip(x_sp, k_sp, s, p, d, op)]
+        return [(i - 1) * s_ - 2 * p_ + d_ * (k - 1) + o + 1 for i, k, s_, p_, d_, o in zip(x_sp, k_sp, s, p, d, op)]
     # floor((in + 2*pad - dil*(k-1) - 1) / stride) + 1
     return [(i + 2 * p_ - d_ * (k - 1) - 1) // s_ + 1 for i, k, s_, p_, d_ in zip(x_sp, k_sp, s, p, d)]
 
@@ -107,10 +105,13 @@ def _conv_out(x_sp, k_sp, stride, padding, dilation, transposed, output_padding)
 # Positions of (bias, stride, padding, dilation, transposed, output_padding, groups) per op;
 # None = not an argument of that op (bias absent, transposed False, output_padding 0).
 CONV_ARGS = {
-    "convolution": (2, 3, 4, 5, 6, 7, 8), "_convolution": (2, 3, 4, 5, 6, 7, 8),
-    "conv1d": (2, 3, 4, 5, None, None, 6), "conv2d": (2, 3, 4, 5, None, None, 6),
+    "convolution": (2, 3, 4, 5, 6, 7, 8),
+    "_convolution": (2, 3, 4, 5, 6, 7, 8),
+    "conv1d": (2, 3, 4, 5, None, None, 6),
+    "conv2d": (2, 3, 4, 5, None, None, 6),
     "conv3d": (2, 3, 4, 5, None, None, 6),
-    "conv_transpose1d": (2, 3, 4, 7, True, 5, 6), "conv_transpose2d": (2, 3, 4, 7, True, 5, 6),
+    "conv_transpose1d": (2, 3, 4, 7, True, 5, 6),
+    "conv_transpose2d": (2, 3, 4, 7, True, 5, 6),
     "conv_transpose3d": (2, 3, 4, 7, True, 5, 6),
     "mkldnn_convolution": (2, 4, 3, 5, None, None, 6),
     "cudnn_convolution": (None, 3, 2, 4, None, None, 5),
@@ -127,10 +128,11 @@ def conv_cost(a: Args, name: str) -> Cost:
     transposed = bool(a.value(tr)) if isinstance(tr, int) else bool(tr)
     groups = a.value(grp, 1)
     k_sp = w[2:]
-    out_sp = _conv_out(x[2:], k_sp, a.value(st), a.value(pad), a.value(dil), transposed,
-                       a.value(opad, 0) if opad is not None else 0)
+    out_sp = _conv_out(
+        x[2:], k_sp, a.value(st), a.value(pad), a.value(dil), transposed, a.value(opad, 0) if opad is not None else 0
+    )
     if min(out_sp, default=1) < 0:
-        raise Unknown                          # inconsistent record: torch would have raised
+        raise Unknown  # inconsistent record: torch would have raised
     n = x[0]
     if transposed:
         flops = 2 * n * numel(x[2:]) * numel(w)
@@ -201,14 +203,13 @@ def causal_pairs(lq: int, lk: int, bottom_right: bool = False) -> int:
     mask type 2): query i sees keys 0..i+Lk-Lq.
     """
     shift = lk - lq if bottom_right else 0
-    return sum(min(max(i + 1 + shift, 0), lk) for i in range(lq)) if lq < 4096 else \
-        pairs_closed(lq, lk, shift)
+    return sum(min(max(i + 1 + shift, 0), lk) for i in range(lq)) if lq < 4096 else pairs_closed(lq, lk, shift)
 
 
 def pairs_closed(lq: int, lk: int, shift: int) -> int:
     # sum over i in [0, lq) of clamp(i + 1 + shift, 0, lk), in closed form.
-    lo = max(0, -shift)                         # first row with at least one key
-    hi = min(lq, lk - shift)                    # rows before this are not yet saturated
+    lo = max(0, -shift)  # first row with at least one key
+    hi = min(lq, lk - shift)  # rows before this are not yet saturated
     total = 0
     if hi > lo:
         first, last = lo + 1 + shift, hi + shift  # arithmetic series of row lengths
@@ -229,7 +230,7 @@ def attention_cost(a: Args, name: str) -> Cost:
     o = 1 if backward else 0
     q, k, v = a.shape(o), a.shape(o + 1), a.shape(o + 2)
     if len(q) != 4 or len(k) != 4 or len(v) != 4:
-        raise Unknown                          # nested / varlen layouts: lengths are data
+        raise Unknown  # nested / varlen layouts: lengths are data
     if layout == "blhd":
         q, k, v = ([s[0], s[2], s[1], s[3]] for s in (q, k, v))
     b, hq, lq, dqk = q
@@ -244,7 +245,7 @@ def attention_cost(a: Args, name: str) -> Cost:
     eff = dense * causal_pairs(lq, lk, bottom_right) / (lq * lk) if causal and lq * lk else dense
     es = a.size(o)
     lse_bytes = b * hq * lq * 4 if lse else 0
-    if backward:                                # grad_out, q, k, v; out (grad_out-sized); lse
+    if backward:  # grad_out, q, k, v; out (grad_out-sized); lse
         read = sum(a.nbytes(i) for i in range(4)) + a.nbytes(0) + lse_bytes
         written = a.nbytes(1) + a.nbytes(2) + a.nbytes(3)
     else:

@@ -35,6 +35,7 @@ from analysis.cost.base import Cost, Args, numel, Unknown
 
 # ---------------------------------------------------------------------------- norms
 
+
 def _rms_norm_out(a: Args, name: str) -> Cost:
     # vLLM _C::rms_norm(Tensor! result, Tensor input, Tensor weight, float epsilon);
     # aiter::rmsnorm(Tensor out, Tensor input, Tensor weight, float epsilon).
@@ -55,8 +56,7 @@ def _fused_add_rms_norm(a: Args, name: str) -> Cost:
     x, r, w = a.shape(0), a.shape(1), a.shape(2)
     if numel(r) != numel(x) or not x or w[-1:] != x[-1:]:
         raise Unknown
-    return Cost.of(5 * numel(x), a.nbytes(0) + a.nbytes(1) + a.nbytes(2), a.nbytes(0) + a.nbytes(1),
-                 "norm", a.dtype(0))
+    return Cost.of(5 * numel(x), a.nbytes(0) + a.nbytes(1) + a.nbytes(2), a.nbytes(0) + a.nbytes(1), "norm", a.dtype(0))
 
 
 def _add_rmsnorm_out(a: Args, name: str) -> Cost:
@@ -67,11 +67,11 @@ def _add_rmsnorm_out(a: Args, name: str) -> Cost:
     x, w = a.shape(1), a.shape(4)
     if any(numel(a.shape(i)) != numel(x) for i in (0, 2, 3)) or not x or w[-1:] != x[-1:]:
         raise Unknown
-    return Cost.of(5 * numel(x), a.nbytes(1) + a.nbytes(2) + a.nbytes(4), a.nbytes(0) + a.nbytes(3),
-                 "norm", a.dtype(1))
+    return Cost.of(5 * numel(x), a.nbytes(1) + a.nbytes(2) + a.nbytes(4), a.nbytes(0) + a.nbytes(3), "norm", a.dtype(1))
 
 
 # ---------------------------------------------------------------------------- activations
+
 
 def _act_and_mul(a: Args, name: str) -> Cost:
     # silu_and_mul / gelu_and_mul / gelu_tanh_and_mul(Tensor! out, Tensor input[, bool enable_pdl]):
@@ -86,6 +86,7 @@ def _act_and_mul(a: Args, name: str) -> Cost:
 
 # ---------------------------------------------------------------------------- rotary
 
+
 def _rotary_embedding(a: Args, name: str) -> Cost:
     # rotary_embedding(Tensor positions, Tensor! query, Tensor!? key, int head_size,
     # Tensor cos_sin_cache, bool is_neox), in place (vLLM _C::, sgl_kernel::; vLLM
@@ -99,8 +100,7 @@ def _rotary_embedding(a: Args, name: str) -> Cost:
     head = a.value(3)
     tokens = numel(a.shape(0))
     cache = a.shape(4)
-    if not isinstance(head, int) or isinstance(head, bool) or head <= 0 or tokens <= 0 \
-            or len(cache) != 2:
+    if not isinstance(head, int) or isinstance(head, bool) or head <= 0 or tokens <= 0 or len(cache) != 2:
         raise Unknown
     rot = cache[1]
     if rot % 2 or rot > head:
@@ -122,6 +122,7 @@ def _rotary_embedding(a: Args, name: str) -> Cost:
 
 # ---------------------------------------------------------------------------- quantisation
 
+
 def _static_scaled_fp8_quant(a: Args, name: str) -> Cost:
     # vLLM _C::static_scaled_fp8_quant(Tensor! result, Tensor input, Tensor scale[, group_shape]):
     # result = clamp(input / scale, fp8 range) -> fp8. FLOPs = 2 per element (the scaling, the
@@ -134,6 +135,7 @@ def _static_scaled_fp8_quant(a: Args, name: str) -> Cost:
 
 
 # ---------------------------------------------------------------------------- KV-cache writes
+
 
 def _reshape_and_cache(a: Args, name: str) -> Cost:
     # vLLM _C_cache_ops::reshape_and_cache(_flash)(Tensor key, Tensor value, Tensor! key_cache,
@@ -152,8 +154,7 @@ def _reshape_and_cache(a: Args, name: str) -> Cost:
     read = ke * a.size(0) + ve * a.size(1) + a.nbytes(4) + a.nbytes(6) + a.nbytes(7)
     written = ke * a.size(2) + ve * a.size(3)
     convert = a.size(2) != a.size(0)
-    return Cost.of((ke + ve) if convert else 0, read, written, "quant/cast" if convert else "copy",
-                 a.dtype(0))
+    return Cost.of((ke + ve) if convert else 0, read, written, "quant/cast" if convert else "copy", a.dtype(0))
 
 
 def _store_cache(a: Args, name: str) -> Cost:
@@ -168,7 +169,7 @@ def _store_cache(a: Args, name: str) -> Cost:
     row = numel(k) // k[0] * a.size(0)
     recorded = a.value(5, 0)
     if recorded not in (0, row):
-        raise Unknown                          # row_bytes disagrees with the shapes
+        raise Unknown  # row_bytes disagrees with the shapes
     return Cost.of(0, 2 * rows * row + a.nbytes(4), 2 * rows * row, "copy", a.dtype(0))
 
 
@@ -203,6 +204,7 @@ CUSTOM_OPS: dict[str, Callable[[Args, str], Cost]] = {
 
 
 # ---------------------------------------------------------------------------- legacy ATen
+
 
 def _pair(v, default: list[int] | None = None) -> list[int]:
     """An int or 1-/2-element list argument as two ints; [] takes `default` (stride = kernel)."""

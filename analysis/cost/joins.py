@@ -24,8 +24,7 @@ from analysis.cost.base import Cost, Args, numel, parse_concrete, Unknown
 # ---------------------------------------------------------------------------- formulas
 
 _CONV_PARENT = "aten::cudnn_convolution_backward"
-_CONV_HALVES = {"aten::cudnn_convolution_backward_input": "input",
-                "aten::cudnn_convolution_backward_weight": "weight"}
+_CONV_HALVES = {"aten::cudnn_convolution_backward_input": "input", "aten::cudnn_convolution_backward_weight": "weight"}
 
 
 def _conv_backward_half(child: Args, parent: Args, half: str) -> Cost:
@@ -50,15 +49,23 @@ def _conv_backward_half(child: Args, parent: Args, half: str) -> Cost:
         raise Unknown
     es = parent.size(0)
     if half == "input":
-        return Cost.of(2 * numel(go) * numel(w[1:]), parent.nbytes(1) + parent.nbytes(2),
-                     numel(x) * es, "conv", parent.dtype(0))
-    return Cost.of(2 * n * c_in * c_out * numel(w[2:]) * numel(go[2:]),
-                 parent.nbytes(1) + parent.nbytes(0), numel(w) * es, "conv", parent.dtype(0))
+        return Cost.of(
+            2 * numel(go) * numel(w[1:]), parent.nbytes(1) + parent.nbytes(2), numel(x) * es, "conv", parent.dtype(0)
+        )
+    return Cost.of(
+        2 * n * c_in * c_out * numel(w[2:]) * numel(go[2:]),
+        parent.nbytes(1) + parent.nbytes(0),
+        numel(w) * es,
+        "conv",
+        parent.dtype(0),
+    )
 
 
 #: forward conv op -> the op under its autograd backward node that records grad_output
-_FWD_CONV = {"aten::cudnn_convolution": "aten::cudnn_convolution_backward",
-             "aten::miopen_convolution": "aten::miopen_convolution_backward"}
+_FWD_CONV = {
+    "aten::cudnn_convolution": "aten::cudnn_convolution_backward",
+    "aten::miopen_convolution": "aten::miopen_convolution_backward",
+}
 
 
 def _conv_forward_from_backward(fwd: Args, bwd: Args, name: str) -> Cost:
@@ -77,28 +84,34 @@ def _conv_forward_from_backward(fwd: Args, bwd: Args, name: str) -> Cost:
     if bwd.dtypes[:3:2] != fwd.dtypes[:2] or go[0] != x[0] or go[1] != w[0] or min(go) <= 0:
         raise Unknown
     if w[1] <= 0 or x[1] % w[1] or w[0] % (x[1] // w[1]):
-        raise Unknown                          # C_in, C_out not divisible by groups
+        raise Unknown  # C_in, C_out not divisible by groups
     bias = fwd.nbytes(2) if name == "aten::miopen_convolution" else 0
-    return Cost.of(2 * numel(go) * numel(w[1:]), fwd.nbytes(0) + fwd.nbytes(1) + bias,
-                 numel(go) * fwd.size(0), "conv", fwd.dtype(0))
+    return Cost.of(
+        2 * numel(go) * numel(w[1:]),
+        fwd.nbytes(0) + fwd.nbytes(1) + bias,
+        numel(go) * fwd.size(0),
+        "conv",
+        fwd.dtype(0),
+    )
 
 
 _FIELDS = [f.name for f in dataclasses.fields(Cost)]
 
 
 def _empty() -> pd.DataFrame:
-    return pd.DataFrame({c: pd.Series(dtype=object if c in ("family", "dtype") else np.float64)
-                         for c in _FIELDS})
+    return pd.DataFrame({c: pd.Series(dtype=object if c in ("family", "dtype") else np.float64) for c in _FIELDS})
 
 
 def _frame(out: dict) -> pd.DataFrame:
     if not out:
         return _empty()
-    return pd.DataFrame([[getattr(c, f) for f in _FIELDS] for c in out.values()],
-                        index=list(out.keys()), columns=_FIELDS)
+    return pd.DataFrame(
+        [[getattr(c, f) for f in _FIELDS] for c in out.values()], index=list(out.keys()), columns=_FIELDS
+    )
 
 
 # ---------------------------------------------------------------------------- joins
+
 
 def joined_costs(rows: pd.DataFrame, tree: pd.DataFrame, flows: pd.DataFrame | None = None) -> pd.DataFrame:
     """Costs of the rows whose own record lacks a size that a related record holds.
@@ -127,8 +140,12 @@ def _backward_halves(rows: pd.DataFrame, tree: pd.DataFrame, key: str) -> pd.Dat
         return _empty()
     by_id = tree.drop_duplicates("id").set_index("id")
     parents = by_id.reindex(by_id["parent_id"].reindex(own[key].to_numpy()).to_numpy())
-    return _cost_with_related(own, parents, lambda name: _CONV_PARENT,
-                              lambda child, parent, name: _conv_backward_half(child, parent, _CONV_HALVES[name]))
+    return _cost_with_related(
+        own,
+        parents,
+        lambda name: _CONV_PARENT,
+        lambda child, parent, name: _conv_backward_half(child, parent, _CONV_HALVES[name]),
+    )
 
 
 def forward_conv_costs(rows: pd.DataFrame, tree: pd.DataFrame, flows: pd.DataFrame) -> pd.DataFrame:
@@ -151,34 +168,50 @@ def forward_conv_costs(rows: pd.DataFrame, tree: pd.DataFrame, flows: pd.DataFra
     fb = flows[(flows["kind"] == "fwdbwd").to_numpy()]
     node_of = pd.Series(fb["dst"].to_numpy(), index=fb["src"].to_numpy())
     node_of = node_of[~node_of.index.duplicated(keep="first")]
-    kids = tree[tree["name"].astype(object).isin(list(_FWD_CONV.values())).to_numpy()
-                & (tree["parent_id"].to_numpy() >= 0)]
+    kids = tree[
+        tree["name"].astype(object).isin(list(_FWD_CONV.values())).to_numpy() & (tree["parent_id"].to_numpy() >= 0)
+    ]
     kids = kids.drop_duplicates("parent_id").set_index("parent_id")
     related = kids.reindex(node_of.reindex(own[key].to_numpy()).to_numpy())
-    return _cost_with_related(own, related, _FWD_CONV.get, lambda fwd, bwd, name: _conv_forward_from_backward(fwd, bwd, name))
+    return _cost_with_related(
+        own, related, _FWD_CONV.get, lambda fwd, bwd, name: _conv_forward_from_backward(fwd, bwd, name)
+    )
 
 
 def _id_column(rows: pd.DataFrame) -> str | None:
     return "id" if "id" in rows.columns else "unit_id" if "unit_id" in rows.columns else None
 
 
-def _cost_with_related(own: pd.DataFrame, related: pd.DataFrame, expected: Callable[[str], str | None],
-                       formula: Callable[[Args, Args, str], Cost]) -> pd.DataFrame:
+def _cost_with_related(
+    own: pd.DataFrame,
+    related: pd.DataFrame,
+    expected: Callable[[str], str | None],
+    formula: Callable[[Args, Args, str], Cost],
+) -> pd.DataFrame:
     """Cost each row of `own` from its record and the related record on the same position of
     `related` (name, shapes, dtypes; NaN where there is none). A pair is costed only when the
     related record is the op `expected(name)`; distinct record pairs are costed once."""
     seen: dict[tuple, Cost | None] = {}
     out: dict = {}
     for idx, name, shp, dt, r_name, r_shp, r_dt in zip(
-            own.index, own["name"].astype(object), own["shapes"].astype(object), own["dtypes"].astype(object),
-            related["name"].astype(object), related["shapes"].astype(object), related["dtypes"].astype(object)):
+        own.index,
+        own["name"].astype(object),
+        own["shapes"].astype(object),
+        own["dtypes"].astype(object),
+        related["name"].astype(object),
+        related["shapes"].astype(object),
+        related["dtypes"].astype(object),
+    ):
         if r_name != expected(name):
             continue
         k = (name, shp, dt, r_shp, r_dt)
         if k not in seen:
             try:
-                seen[k] = formula(Args(parse_concrete(shp), parse_concrete(dt), None, None), Args(parse_concrete(r_shp), parse_concrete(r_dt), None, None),
-                                  str(name))
+                seen[k] = formula(
+                    Args(parse_concrete(shp), parse_concrete(dt), None, None),
+                    Args(parse_concrete(r_shp), parse_concrete(r_dt), None, None),
+                    str(name),
+                )
             except (Unknown, IndexError, KeyError, TypeError, ValueError, ZeroDivisionError, AttributeError):
                 seen[k] = None
         if seen[k] is not None:

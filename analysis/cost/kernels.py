@@ -73,9 +73,17 @@ def kernel_costs(units: pd.DataFrame, fusion: pd.DataFrame) -> pd.DataFrame:
     (`kernel_family`), dtype (the kernel's first output, 'fp32'...); rows that join no kernel
     have NaN and 'unknown'.
     """
-    out = pd.DataFrame({c: (np.full(len(units), np.nan) if c in COST_COLUMNS[:4] else
-                            pd.Series(["unknown"] * len(units), dtype=object).to_numpy()) for c in COST_COLUMNS},
-                       index=units.index)
+    out = pd.DataFrame(
+        {
+            c: (
+                np.full(len(units), np.nan)
+                if c in COST_COLUMNS[:4]
+                else pd.Series(["unknown"] * len(units), dtype=object).to_numpy()
+            )
+            for c in COST_COLUMNS
+        },
+        index=units.index,
+    )
     if fusion is None or fusion.empty or units.empty or not set(FUSION_COLUMNS) <= set(fusion.columns):
         return out
     by_rank = "rank" in fusion.columns and "rank" in units.columns
@@ -100,7 +108,11 @@ def kernel_costs(units: pd.DataFrame, fusion: pd.DataFrame) -> pd.DataFrame:
     for key in ambiguous:
         del table[key]
     names = units["name"].astype(str).to_numpy()
-    keys = zip(units["rank"].astype(int).to_numpy().tolist(), names.tolist()) if by_rank else ((n,) for n in names.tolist())
+    keys = (
+        zip(units["rank"].astype(int).to_numpy().tolist(), names.tolist())
+        if by_rank
+        else ((n,) for n in names.tolist())
+    )
     rows = [(i, table[k]) for i, k in enumerate(keys) if k in table]
     for col_i, col in enumerate(COST_COLUMNS):
         vals = out[col].to_numpy(dtype=np.float64 if col_i < 4 else object, copy=True)
@@ -126,4 +138,7 @@ def with_kernel_costs(costs: pd.DataFrame, units: pd.DataFrame, fusion: pd.DataF
 
 def _same(a: tuple, b: tuple) -> bool:
     """Equal costs, NaN equal to NaN."""
-    return all((x == y) or (isinstance(x, float) and isinstance(y, float) and math.isnan(x) and math.isnan(y)) for x, y in zip(a, b))
+    return all(
+        (x == y) or (isinstance(x, float) and isinstance(y, float) and math.isnan(x) and math.isnan(y))
+        for x, y in zip(a, b)
+    )

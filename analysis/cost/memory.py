@@ -10,32 +10,159 @@ from analysis.cost.base import DTYPES, SCALAR_TYPES, Cost, Args, broadcast, nume
 
 # ---------------------------------------------------------------------------- elementwise
 
-_COMPARE = {"eq", "ne", "gt", "lt", "ge", "le", "logical_not", "logical_and", "logical_or",
-            "logical_xor", "isnan", "isinf", "isfinite"}
+_COMPARE = {
+    "eq",
+    "ne",
+    "gt",
+    "lt",
+    "ge",
+    "le",
+    "logical_not",
+    "logical_and",
+    "logical_or",
+    "logical_xor",
+    "isnan",
+    "isinf",
+    "isfinite",
+}
 ELEMENTWISE_OPS = _COMPARE | {
-    "add", "sub", "rsub", "mul", "div", "neg", "abs", "relu", "relu6", "gelu", "silu", "sigmoid",
-    "tanh", "exp", "exp2", "expm1", "log", "log2", "log1p", "sqrt", "rsqrt", "pow", "where",
-    "clamp", "clamp_min", "clamp_max", "clip", "maximum", "minimum", "threshold", "hardtanh",
-    "leaky_relu", "elu", "mish", "softplus", "hardswish", "hardsigmoid", "erf", "sin", "cos",
-    "reciprocal", "square", "sign", "floor", "ceil", "round", "trunc", "fmod", "remainder",
-    "addcmul", "addcdiv", "lerp", "masked_fill", "bitwise_and", "bitwise_or", "bitwise_not",
-    "threshold_backward", "gelu_backward", "silu_backward", "sigmoid_backward",
-    "tanh_backward", "hardtanh_backward", "leaky_relu_backward", "mish_backward", "nan_to_num",
-    "triu", "tril", "native_dropout", "divide", "multiply", "subtract",
-    "true_divide", "floor_divide", "bitwise_xor", "sgn", "cumsum", "logit", "atan", "asin",
-    "acos", "sinh", "cosh", "atan2", "hypot", "xlogy", "heaviside", "frac",
+    "add",
+    "sub",
+    "rsub",
+    "mul",
+    "div",
+    "neg",
+    "abs",
+    "relu",
+    "relu6",
+    "gelu",
+    "silu",
+    "sigmoid",
+    "tanh",
+    "exp",
+    "exp2",
+    "expm1",
+    "log",
+    "log2",
+    "log1p",
+    "sqrt",
+    "rsqrt",
+    "pow",
+    "where",
+    "clamp",
+    "clamp_min",
+    "clamp_max",
+    "clip",
+    "maximum",
+    "minimum",
+    "threshold",
+    "hardtanh",
+    "leaky_relu",
+    "elu",
+    "mish",
+    "softplus",
+    "hardswish",
+    "hardsigmoid",
+    "erf",
+    "sin",
+    "cos",
+    "reciprocal",
+    "square",
+    "sign",
+    "floor",
+    "ceil",
+    "round",
+    "trunc",
+    "fmod",
+    "remainder",
+    "addcmul",
+    "addcdiv",
+    "lerp",
+    "masked_fill",
+    "bitwise_and",
+    "bitwise_or",
+    "bitwise_not",
+    "threshold_backward",
+    "gelu_backward",
+    "silu_backward",
+    "sigmoid_backward",
+    "tanh_backward",
+    "hardtanh_backward",
+    "leaky_relu_backward",
+    "mish_backward",
+    "nan_to_num",
+    "triu",
+    "tril",
+    "native_dropout",
+    "divide",
+    "multiply",
+    "subtract",
+    "true_divide",
+    "floor_divide",
+    "bitwise_xor",
+    "sgn",
+    "cumsum",
+    "logit",
+    "atan",
+    "asin",
+    "acos",
+    "sinh",
+    "cosh",
+    "atan2",
+    "hypot",
+    "xlogy",
+    "heaviside",
+    "frac",
 }
 
 
 #: Most tensor operands of the functional forms (unary ops: 1). A record with one tensor more is
 #: an out= call (`clamp_min(self, min, out)`, legacy traces' relu): the extra, last tensor is the
 #: output, written and never read.
-_TENSOR_ARITY = {name: 2 for name in (
-    "add", "sub", "rsub", "mul", "div", "pow", "maximum", "minimum", "fmod", "remainder", "bitwise_and",
-    "bitwise_or", "bitwise_xor", "logical_and", "logical_or", "logical_xor", "eq", "ne", "gt", "lt", "ge", "le",
-    "atan2", "hypot", "xlogy", "heaviside", "floor_divide", "true_divide", "divide", "multiply", "subtract",
-    "threshold_backward", "gelu_backward", "silu_backward", "sigmoid_backward", "tanh_backward",
-    "hardtanh_backward", "leaky_relu_backward", "mish_backward")}
+_TENSOR_ARITY = {
+    name: 2
+    for name in (
+        "add",
+        "sub",
+        "rsub",
+        "mul",
+        "div",
+        "pow",
+        "maximum",
+        "minimum",
+        "fmod",
+        "remainder",
+        "bitwise_and",
+        "bitwise_or",
+        "bitwise_xor",
+        "logical_and",
+        "logical_or",
+        "logical_xor",
+        "eq",
+        "ne",
+        "gt",
+        "lt",
+        "ge",
+        "le",
+        "atan2",
+        "hypot",
+        "xlogy",
+        "heaviside",
+        "floor_divide",
+        "true_divide",
+        "divide",
+        "multiply",
+        "subtract",
+        "threshold_backward",
+        "gelu_backward",
+        "silu_backward",
+        "sigmoid_backward",
+        "tanh_backward",
+        "hardtanh_backward",
+        "leaky_relu_backward",
+        "mish_backward",
+    )
+}
 _TENSOR_ARITY.update({name: 3 for name in ("addcmul", "addcdiv", "lerp", "where", "clamp", "clip", "masked_fill")})
 
 
@@ -49,15 +176,15 @@ def elementwise_cost(a: Args, name: str) -> Cost:
     if len(ts) > _TENSOR_ARITY.get(name, 1):
         ts = ts[:-1]
     if not ts or (name == "where" and len(ts) == 1):
-        raise Unknown                          # where(cond) is nonzero(): data-dependent
+        raise Unknown  # where(cond) is nonzero(): data-dependent
     out = broadcast(*[a.shape(i) for i in ts])
     n = numel(out)
     dimmed = [i for i in ts if a.shape(i)] or ts
     floats = [i for i in dimmed if a.dtype(i).startswith(("fp", "bf"))]
     src = max(floats, key=a.size) if floats else dimmed[0]
-    dtype, size = (("bool", 1) if name in _COMPARE else (a.dtype(src), a.size(src)))
+    dtype, size = ("bool", 1) if name in _COMPARE else (a.dtype(src), a.size(src))
     written = n * size
-    if name == "native_dropout":               # also writes the bool keep-mask
+    if name == "native_dropout":  # also writes the bool keep-mask
         written += n
     return Cost.of(n, sum(a.nbytes(i) for i in ts), written, "elementwise", dtype)
 
@@ -66,10 +193,24 @@ def elementwise_cost(a: Args, name: str) -> Cost:
 
 # name -> (index of the dim argument, bytes of an extra index output per output element)
 REDUCTION_OPS = {
-    "sum": (1, 0), "mean": (1, 0), "amax": (1, 0), "amin": (1, 0), "prod": (1, 0),
-    "max": (1, 8), "min": (1, 8), "argmax": (1, 0), "argmin": (1, 0), "any": (1, 0),
-    "all": (1, 0), "logsumexp": (1, 0), "norm": (2, 0), "linalg_vector_norm": (2, 0),
-    "var": (1, 0), "std": (1, 0), "var_mean": (1, 0), "std_mean": (1, 0),
+    "sum": (1, 0),
+    "mean": (1, 0),
+    "amax": (1, 0),
+    "amin": (1, 0),
+    "prod": (1, 0),
+    "max": (1, 8),
+    "min": (1, 8),
+    "argmax": (1, 0),
+    "argmin": (1, 0),
+    "any": (1, 0),
+    "all": (1, 0),
+    "logsumexp": (1, 0),
+    "norm": (2, 0),
+    "linalg_vector_norm": (2, 0),
+    "var": (1, 0),
+    "std": (1, 0),
+    "var_mean": (1, 0),
+    "std_mean": (1, 0),
     "count_nonzero": (1, 0),
 }
 
@@ -81,16 +222,15 @@ def reduction_cost(a: Args, name: str) -> Cost:
     # passed but not recorded in Concrete Inputs makes the cost unknown.
     # max/min(self, dim) also write int64 indices; var_mean/std_mean write two outputs.
     if name in ("max", "min") and a.is_tensor(1):
-        return elementwise_cost(a, name)            # max(self, other): elementwise maximum
+        return elementwise_cost(a, name)  # max(self, other): elementwise maximum
     x = a.shape(0)
     dim_i, idx_bytes = REDUCTION_OPS[name]
-    has_dim = dim_i < len(a.dtypes) and a.dtypes[dim_i] not in ("", "None") \
-        and not a.is_tensor(dim_i)
+    has_dim = dim_i < len(a.dtypes) and a.dtypes[dim_i] not in ("", "None") and not a.is_tensor(dim_i)
     dims = a.value(dim_i) if has_dim else None
     if name == "norm" and has_dim and not isinstance(dims, list):
-        dims = None                             # norm(self, p, dtype): the Scalar is not a dim
+        dims = None  # norm(self, p, dtype): the Scalar is not a dim
     if name in ("max", "min") and not has_dim:
-        idx_bytes = 0                           # max(self): one value, no indices
+        idx_bytes = 0  # max(self): one value, no indices
     if dims is None or dims == []:
         out = 1
     else:
@@ -103,6 +243,7 @@ def reduction_cost(a: Args, name: str) -> Cost:
 
 
 # ---------------------------------------------------------------------------- softmax, norms
+
 
 def softmax_cost(a: Args, name: str) -> Cost:
     # Forward: 5 FLOPs per element (max, subtract, exp, sum, divide; log_softmax: max,
@@ -120,11 +261,19 @@ def softmax_cost(a: Args, name: str) -> Cost:
 
 # name -> (index of the weight, index of the bias or None); other tensors (running stats) are read too
 NORM_OPS = {
-    "layer_norm": (2, 3), "native_layer_norm": (2, 3), "group_norm": (2, 3),
-    "native_group_norm": (1, 2), "batch_norm": (1, 2), "native_batch_norm": (1, 2),
-    "_batch_norm_impl_index": (1, 2), "_native_batch_norm_legit": (1, 2),
-    "_native_batch_norm_legit_no_training": (1, 2), "instance_norm": (1, 2),
-    "rms_norm": (2, None), "_fused_rms_norm": (2, None), "cudnn_batch_norm": (1, 2),
+    "layer_norm": (2, 3),
+    "native_layer_norm": (2, 3),
+    "group_norm": (2, 3),
+    "native_group_norm": (1, 2),
+    "batch_norm": (1, 2),
+    "native_batch_norm": (1, 2),
+    "_batch_norm_impl_index": (1, 2),
+    "_native_batch_norm_legit": (1, 2),
+    "_native_batch_norm_legit_no_training": (1, 2),
+    "instance_norm": (1, 2),
+    "rms_norm": (2, None),
+    "_fused_rms_norm": (2, None),
+    "cudnn_batch_norm": (1, 2),
     "miopen_batch_norm": (1, 2),
 }
 
@@ -151,14 +300,19 @@ def norm_backward_cost(a: Args, name: str) -> Cost:
     # grad_input (input-shaped) and grad_weight/grad_bias (weight-shaped) when a weight exists.
     n = numel(a.shape(1))
     read = sum(a.nbytes(i) for i in a.tensors())
-    w_i = {"native_layer_norm_backward": 5, "native_group_norm_backward": 4,
-           "native_batch_norm_backward": 2, "cudnn_batch_norm_backward": 2,
-           "miopen_batch_norm_backward": 2}[name]
+    w_i = {
+        "native_layer_norm_backward": 5,
+        "native_group_norm_backward": 4,
+        "native_batch_norm_backward": 2,
+        "cudnn_batch_norm_backward": 2,
+        "miopen_batch_norm_backward": 2,
+    }[name]
     written = a.nbytes(1) + 2 * a.nbytes(w_i)
     return Cost.of(8 * n, read, written, "norm", a.dtype(1))
 
 
 # ---------------------------------------------------------------------------- memory ops
+
 
 def embedding_cost(a: Args, name: str) -> Cost:
     # embedding(weight[V, D], indices[...]): 0 FLOPs; reads the indices and the gathered rows
@@ -168,8 +322,7 @@ def embedding_cost(a: Args, name: str) -> Cost:
     if name == "embedding_dense_backward":
         g = a.shape(0)
         v = a.value(2)
-        return Cost.of(numel(g), a.nbytes(0) + a.nbytes(1), v * g[-1] * a.size(0),
-                     "embedding", a.dtype(0))
+        return Cost.of(numel(g), a.nbytes(0) + a.nbytes(1), v * g[-1] * a.size(0), "embedding", a.dtype(0))
     w, idx = a.shape(0), a.shape(1)
     rows = numel(idx) * w[-1] * a.size(0)
     return Cost.of(0, a.nbytes(1) + rows, rows, "embedding", a.dtype(0))
@@ -188,21 +341,21 @@ def copy_cost(a: Args, name: str) -> Cost:
         return Cost.of(0, a.nbytes(1), a.nbytes(0), fam, a.dtype(0))
     if name in ("to", "_to_copy"):
         target = None
-        for i in (1, 2):                       # to(dtype, ...) / to(device, dtype, ...)
+        for i in (1, 2):  # to(dtype, ...) / to(device, dtype, ...)
             if i < len(a.dtypes) and a.dtypes[i] in ("Scalar", "Int", "ScalarType"):
-                v = a.value(i)                 # a dtype passed but not recorded: unknown
-                if isinstance(v, bool):        # to(dtype)'s non_blocking at index 2
+                v = a.value(i)  # a dtype passed but not recorded: unknown
+                if isinstance(v, bool):  # to(dtype)'s non_blocking at index 2
                     continue
                 target = SCALAR_TYPES.get(v)
                 if target is None:
                     raise Unknown
                 break
-        if a.is_tensor(1):                     # to(other): other's dtype
+        if a.is_tensor(1):  # to(other): other's dtype
             target = a.dtypes[1]
         target = target or a.dtypes[0]
         n = numel(a.shape(0))
         if name == "to" and target == a.dtypes[0]:
-            return Cost.of(0, 0, 0, "copy", a.dtype(0))   # no-op, or a device move costed below it
+            return Cost.of(0, 0, 0, "copy", a.dtype(0))  # no-op, or a device move costed below it
         fam = "copy" if target == a.dtypes[0] else "quant/cast"
         return Cost.of(0, a.nbytes(0), n * DTYPES[target][1], fam, DTYPES[target][0])
     return Cost.of(0, a.nbytes(0), a.nbytes(0), "copy", a.dtype(0))
@@ -228,9 +381,13 @@ def gather_cost(a: Args, name: str) -> Cost:
     if name.endswith("_"):
         extra = k * es if ("add" in name or "reduce" in name) else 0
         return Cost.of(k if extra else 0, a.nbytes(2) + k * es + extra, k * es, "copy", a.dtype(0))
-    return Cost.of(k if "add" in name or "reduce" in name else 0,
-                 a.nbytes(0) + a.nbytes(2) + (k * es if a.is_tensor(3) else 0),
-                 a.nbytes(0), "copy", a.dtype(0))
+    return Cost.of(
+        k if "add" in name or "reduce" in name else 0,
+        a.nbytes(0) + a.nbytes(2) + (k * es if a.is_tensor(3) else 0),
+        a.nbytes(0),
+        "copy",
+        a.dtype(0),
+    )
 
 
 def cat_cost(a: Args, name: str) -> Cost:
@@ -256,6 +413,7 @@ def quant_cost(a: Args, name: str) -> Cost:
 
 # ---------------------------------------------------------------------------- optimizers
 
+
 def fused_optimizer_cost(a: Args, name: str) -> Cost:
     # _fused_adam_/_fused_adamw_(params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs,
     # state_steps, ...): 13 FLOPs per parameter element (m: 3, v: 4, denominator: sqrt, divide,
@@ -268,11 +426,9 @@ def fused_optimizer_cost(a: Args, name: str) -> Cost:
     p = sum(numel(s) for s in a.tensor_list(0))
     if name == "_fused_sgd_":
         mom = sum(numel(s) for s in a.tensor_list(2))
-        return Cost.of(2 * p + 2 * mom, (2 * p + mom) * es, (p + mom) * es, "optimizer",
-                     DTYPES[a.list_dtype][0])
+        return Cost.of(2 * p + 2 * mom, (2 * p + mom) * es, (p + mom) * es, "optimizer", DTYPES[a.list_dtype][0])
     amsgrad = sum(numel(s) for s in a.tensor_list(4))
-    return Cost.of(13 * p, (4 * p + amsgrad) * es, (3 * p + amsgrad) * es, "optimizer",
-                 DTYPES[a.list_dtype][0])
+    return Cost.of(13 * p, (4 * p + amsgrad) * es, (3 * p + amsgrad) * es, "optimizer", DTYPES[a.list_dtype][0])
 
 
 def foreach_cost(a: Args, name: str) -> Cost:
@@ -306,20 +462,71 @@ def pad_cost(a: Args, name: str) -> Cost:
 # work (when there is any) is recorded as a child op: contiguous -> clone, reshape ->
 # clone/_unsafe_view, item -> _local_scalar_dense. They cost 0 (family 'other').
 ZERO_OPS = {
-    "view", "_unsafe_view", "_reshape_alias", "reshape", "view_as", "as_strided", "as_strided_",
-    "slice", "select", "narrow", "t", "transpose", "transpose_", "permute", "expand",
-    "expand_as", "unsqueeze", "unsqueeze_", "squeeze", "squeeze_", "unbind", "split",
-    "split_with_sizes", "chunk", "alias", "detach", "detach_", "lift_fresh", "resolve_conj",
-    "resolve_neg", "flatten", "unflatten", "movedim", "numpy_T", "contiguous", "empty",
-    "empty_like", "empty_strided", "new_empty", "new_empty_strided", "resize_", "set_",
-    "result_type", "item", "is_nonzero", "_has_compatible_shallow_copy_type", "size", "stride",
-    "dropout", "feature_dropout",   # eval: identity; training: native_dropout/bernoulli_ beneath
+    "view",
+    "_unsafe_view",
+    "_reshape_alias",
+    "reshape",
+    "view_as",
+    "as_strided",
+    "as_strided_",
+    "slice",
+    "select",
+    "narrow",
+    "t",
+    "transpose",
+    "transpose_",
+    "permute",
+    "expand",
+    "expand_as",
+    "unsqueeze",
+    "unsqueeze_",
+    "squeeze",
+    "squeeze_",
+    "unbind",
+    "split",
+    "split_with_sizes",
+    "chunk",
+    "alias",
+    "detach",
+    "detach_",
+    "lift_fresh",
+    "resolve_conj",
+    "resolve_neg",
+    "flatten",
+    "unflatten",
+    "movedim",
+    "numpy_T",
+    "contiguous",
+    "empty",
+    "empty_like",
+    "empty_strided",
+    "new_empty",
+    "new_empty_strided",
+    "resize_",
+    "set_",
+    "result_type",
+    "item",
+    "is_nonzero",
+    "_has_compatible_shallow_copy_type",
+    "size",
+    "stride",
+    "dropout",
+    "feature_dropout",  # eval: identity; training: native_dropout/bernoulli_ beneath
 }
 
 
 # name -> (index of the size list or None for *_like (the input's shape), index of dtype)
-FILL_OPS = {"zeros": (0, 1), "ones": (0, 1), "full": (0, 2), "new_zeros": (1, 2), "new_ones": (1, 2),
-          "new_full": (1, 3), "zeros_like": (None, 1), "ones_like": (None, 1), "full_like": (None, 2)}
+FILL_OPS = {
+    "zeros": (0, 1),
+    "ones": (0, 1),
+    "full": (0, 2),
+    "new_zeros": (1, 2),
+    "new_ones": (1, 2),
+    "new_full": (1, 3),
+    "zeros_like": (None, 1),
+    "ones_like": (None, 1),
+    "full_like": (None, 2),
+}
 
 
 def fill_cost(a: Args, name: str) -> Cost:

@@ -94,6 +94,7 @@ __all__ = ["COST_COLUMNS", "FAMILIES", "Cost", "causal_pairs", "cost_table", "kn
 
 # ---------------------------------------------------------------------------- dispatch
 
+
 def _table() -> dict[str, Callable[[Args, str], Cost]]:
     t: dict[str, Callable[[Args, str], Cost]] = {}
     for n in ("mm", "addmm"):
@@ -113,20 +114,39 @@ def _table() -> dict[str, Callable[[Args, str], Cost]]:
         t[n] = elementwise_cost
     for n in REDUCTION_OPS:
         t[n] = reduction_cost
-    for n in ("softmax", "_softmax", "log_softmax", "_log_softmax", "_softmax_backward_data",
-              "_log_softmax_backward_data"):
+    for n in (
+        "softmax",
+        "_softmax",
+        "log_softmax",
+        "_log_softmax",
+        "_softmax_backward_data",
+        "_log_softmax_backward_data",
+    ):
         t[n] = softmax_cost
     for n in NORM_OPS:
         t[n] = norm_cost
-    for n in ("native_layer_norm_backward", "native_group_norm_backward",
-              "native_batch_norm_backward", "cudnn_batch_norm_backward", "miopen_batch_norm_backward"):
+    for n in (
+        "native_layer_norm_backward",
+        "native_group_norm_backward",
+        "native_batch_norm_backward",
+        "cudnn_batch_norm_backward",
+        "miopen_batch_norm_backward",
+    ):
         t[n] = norm_backward_cost
     for n in ("embedding", "embedding_dense_backward"):
         t[n] = embedding_cost
     for n in ("copy_", "clone", "to", "_to_copy", "fill_", "zero_"):
         t[n] = copy_cost
-    for n in ("index_select", "gather", "scatter", "scatter_", "scatter_add", "scatter_add_",
-              "scatter_reduce", "scatter_reduce_"):
+    for n in (
+        "index_select",
+        "gather",
+        "scatter",
+        "scatter_",
+        "scatter_add",
+        "scatter_add_",
+        "scatter_reduce",
+        "scatter_reduce_",
+    ):
         t[n] = gather_cost
     t["cat"] = cat_cost
     for n in ("constant_pad_nd", "pad"):
@@ -150,16 +170,16 @@ _HANDLERS = _table()
 def handler(name: str):
     if name.startswith("aten::"):
         base = name[6:]
-    elif name.startswith("aten."):                          # torch.export / FX spelling
+    elif name.startswith("aten."):  # torch.export / FX spelling
         base = name[5:].split(".")[0]
     else:
-        return CUSTOM_OPS.get(name), name                  # '_C::rms_norm', 'aiter::rmsnorm' ...
+        return CUSTOM_OPS.get(name), name  # '_C::rms_norm', 'aiter::rmsnorm' ...
     h = _HANDLERS.get(base)
     if h is not None:
         return h, base
     if base.startswith("_foreach_"):
         return foreach_cost, base
-    if base.endswith("_") and base[:-1] in ELEMENTWISE_OPS:   # in-place: add_, mul_, relu_ ...
+    if base.endswith("_") and base[:-1] in ELEMENTWISE_OPS:  # in-place: add_, mul_, relu_ ...
         return elementwise_cost, base[:-1]
     return None, base
 
@@ -169,8 +189,9 @@ def known_ops() -> list[str]:
     return sorted(["aten::" + n for n in _HANDLERS] + list(CUSTOM_OPS))
 
 
-def op_cost(name: str, shapes: list | None, dtypes: list | None,
-            concrete: list | None = None, list_dtype: str | None = None) -> Cost | None:
+def op_cost(
+    name: str, shapes: list | None, dtypes: list | None, concrete: list | None = None, list_dtype: str | None = None
+) -> Cost | None:
     """FLOPs and bytes of one op from its recorded arguments; None when not derivable.
 
     `name` as recorded ('aten::mm'); `shapes`/`dtypes`/`concrete` are Kineto's 'Input Dims',
@@ -184,12 +205,12 @@ def op_cost(name: str, shapes: list | None, dtypes: list | None,
         list_dtype = None
     try:
         return h(Args(shapes, dtypes, concrete, list_dtype), base)
-    except (Unknown, IndexError, KeyError, TypeError, ValueError, ZeroDivisionError, AttributeError,
-            OverflowError):
+    except (Unknown, IndexError, KeyError, TypeError, ValueError, ZeroDivisionError, AttributeError, OverflowError):
         return None
 
 
 # ---------------------------------------------------------------------------- vectorised
+
 
 def _loads(text: Any) -> Any:
     if not isinstance(text, str) or text == "":
@@ -210,7 +231,7 @@ def _record_codes(events: pd.DataFrame, cols: list[str]) -> np.ndarray:
         else:
             k, u = pd.factorize(col.astype(object).where(col.notna(), ""))
             k, n = k.astype(np.int64), len(u)
-        parts.append((k + 1, n + 1))            # NaN (code -1) becomes its own value, 0
+        parts.append((k + 1, n + 1))  # NaN (code -1) becomes its own value, 0
     if math.prod(n for _, n in parts) < 2**62:  # mixed radix into one int64
         key = np.zeros(len(events), dtype=np.int64)
         for k, n in parts:
@@ -222,8 +243,12 @@ def _record_codes(events: pd.DataFrame, cols: list[str]) -> np.ndarray:
 COST_COLUMNS = ("flops", "flops_effective", "bytes_read", "bytes_written", "family", "dtype")
 
 
-def cost_table(events: pd.DataFrame, list_dtype: str | None = None,
-               tree: pd.DataFrame | None = None, flows: pd.DataFrame | None = None) -> pd.DataFrame:
+def cost_table(
+    events: pd.DataFrame,
+    list_dtype: str | None = None,
+    tree: pd.DataFrame | None = None,
+    flows: pd.DataFrame | None = None,
+) -> pd.DataFrame:
     """Cost of every row of an events table, computed once per distinct op record.
 
     Reads columns `name`, `shapes` ('Input Dims' as compact JSON, '' when not recorded),
@@ -244,16 +269,19 @@ def cost_table(events: pd.DataFrame, list_dtype: str | None = None,
     """
     cols = ["name", "shapes", "dtypes"] + (["concrete"] if "concrete" in events.columns else [])
     codes = _record_codes(events, cols)
-    firsts = np.unique(codes, return_index=True)[1]          # first row of each distinct record
+    firsts = np.unique(codes, return_index=True)[1]  # first row of each distinct record
     records = {c: events[c].to_numpy(dtype=object)[firsts] for c in cols}
     rows = []
     for j in range(len(firsts)):
         rec = {c: records[c][j] for c in cols}
-        c = op_cost(str(rec["name"]), _loads(rec["shapes"]), _loads(rec["dtypes"]),
-                    _loads(rec.get("concrete")), list_dtype)
-        rows.append((c.flops, c.flops_effective, c.bytes_read, c.bytes_written, c.family, c.dtype)
-                    if c is not None else (math.nan, math.nan, math.nan, math.nan,
-                                           "unknown", "unknown"))
+        c = op_cost(
+            str(rec["name"]), _loads(rec["shapes"]), _loads(rec["dtypes"]), _loads(rec.get("concrete")), list_dtype
+        )
+        rows.append(
+            (c.flops, c.flops_effective, c.bytes_read, c.bytes_written, c.family, c.dtype)
+            if c is not None
+            else (math.nan, math.nan, math.nan, math.nan, "unknown", "unknown")
+        )
     per = list(zip(*rows)) if rows else [()] * len(COST_COLUMNS)
     out = {}
     for col, vals in zip(COST_COLUMNS, per):

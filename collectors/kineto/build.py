@@ -74,7 +74,10 @@ def build_events(acc: Accumulator, rank: int, base_ns: int) -> pd.DataFrame:
             "thread": thread,
             "correlation": col("x_correlation"),
             "external_id": ext,
-            "source": pd.Categorical.from_codes(compiler.astype(np.int8), categories=pd.Index(["runtime", "compiler"][: 1 + compiler.any()], dtype=object)),
+            "source": pd.Categorical.from_codes(
+                compiler.astype(np.int8),
+                categories=pd.Index(["runtime", "compiler"][: 1 + compiler.any()], dtype=object),
+            ),
             "shapes": acc.shapes.categorical(col("x_shapes", "int32")),
             "dtypes": acc.dtypes.categorical(col("x_dtypes", "int32")),
             "concrete": acc.concrete.categorical(col("x_concrete", "int32")),
@@ -89,7 +92,12 @@ def build_events(acc: Accumulator, rank: int, base_ns: int) -> pd.DataFrame:
 
 
 def _places(
-    rank: int, on_device: np.ndarray, dev_index: np.ndarray, stream: np.ndarray, thread: np.ndarray, profiler_rows: np.ndarray
+    rank: int,
+    on_device: np.ndarray,
+    dev_index: np.ndarray,
+    stream: np.ndarray,
+    thread: np.ndarray,
+    profiler_rows: np.ndarray,
 ) -> tuple[pd.Categorical, pd.Categorical]:
     """Device label ('cpu', 'gpu<N>') and track label per row, built once per distinct place."""
     # One int64 key per place: device rows pack (device+1, stream+1) into the upper and lower
@@ -114,8 +122,9 @@ def _places(
     return _from_codes(codes, devices), _from_codes(codes, tracks)
 
 
-def _compiler_places(rank: int, compiler: np.ndarray, tid: np.ndarray, device: pd.Categorical, track: pd.Categorical,
-                     thread: np.ndarray) -> tuple[pd.Categorical, pd.Categorical, np.ndarray]:
+def _compiler_places(
+    rank: int, compiler: np.ndarray, tid: np.ndarray, device: pd.Categorical, track: pd.Categorical, thread: np.ndarray
+) -> tuple[pd.Categorical, pd.Categorical, np.ndarray]:
     """Compile steps on 'rank<r>/compiler' (lane 0) or 'rank<r>/compiler/worker<k>', device cpu, no thread."""
     lane = np.where(compiler, np.clip(tid, 0, 2**31), -1)
     labels = np.where(lane == 0, f"rank{rank}/compiler", np.char.add(f"rank{rank}/compiler/worker", lane.astype(str)))

@@ -37,7 +37,9 @@ def spans(raw: Raw) -> list[tuple[int, int]]:
     return [_trim(body, a, b, first=a == 0, last=b == len(body)) for a, b in zip(bounds, bounds[1:])]
 
 
-def event_chunks(path: Path, raw: Raw, problems: Problems, ranges: list[tuple[int, int]] | None = None) -> Iterator[list[Event]]:
+def event_chunks(
+    path: Path, raw: Raw, problems: Problems, ranges: list[tuple[int, int]] | None = None
+) -> Iterator[list[Event]]:
     """Yield the events of `traceEvents` in order, a chunk of about CHUNK_BYTES at a time
     (only those of `ranges`, from `spans`, when given)."""
     if ranges is None:
@@ -139,7 +141,7 @@ def _event_start(body: memoryview, pos: int) -> int:
     before = -1  # the last byte before the window that is not a space or tab (-1: none since pos)
     lo, window = pos, 4096
     while lo < len(a):
-        w = a[lo:lo + window]
+        w = a[lo : lo + window]
         if not (w == 123).any():  # no '{' here (megabytes of blank lines): only the last solid byte matters
             before = max(before, _last_solid(a, lo, lo + len(w), _SPACE_TAB))
         elif len(solid := np.flatnonzero(_solid(w, _SPACE_TAB)) + lo):

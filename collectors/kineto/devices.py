@@ -31,10 +31,19 @@ def device_table(events: pd.DataFrame, metadata_by_rank: dict[int, dict[str, Any
                 "warp_size": _int(props.get("warpSize")),
             }
         )
-    df = pd.DataFrame(rows, columns=["rank", "device", "name", "sm_count", "compute_capability", "memory_bytes", "warp_size"])
+    df = pd.DataFrame(
+        rows, columns=["rank", "device", "name", "sm_count", "compute_capability", "memory_bytes", "warp_size"]
+    )
     return df.astype(
-        {"rank": "int32", "device": "category", "name": "object", "sm_count": "int32",
-         "compute_capability": "object", "memory_bytes": "int64", "warp_size": "int32"}
+        {
+            "rank": "int32",
+            "device": "category",
+            "name": "object",
+            "sm_count": "int32",
+            "compute_capability": "object",
+            "memory_bytes": "int64",
+            "warp_size": "int32",
+        }
     )
 
 

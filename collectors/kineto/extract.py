@@ -94,7 +94,9 @@ class Interner:
         order = np.argsort(cats, kind="stable")  # sorted categories read better in tables
         rank = np.empty(len(order), dtype=np.int32)
         rank[order] = np.arange(len(order), dtype=np.int32)
-        return pd.Categorical.from_codes(rank[codes] if len(codes) else codes, categories=pd.Index(cats[order], dtype=object))
+        return pd.Categorical.from_codes(
+            rank[codes] if len(codes) else codes, categories=pd.Index(cats[order], dtype=object)
+        )
 
 
 def ints(values: np.ndarray) -> np.ndarray:
@@ -124,11 +126,28 @@ def _json_text(blob: bytes) -> str:
         return blob.decode("utf-8", "replace")
 
 
-X_INT_ARGS = ("device", "stream", "correlation", "external_id", "external_id_legacy", "in_nelems", "out_nelems", "group_size",
-              "seq_nr", "fwd_tid")
+X_INT_ARGS = (
+    "device",
+    "stream",
+    "correlation",
+    "external_id",
+    "external_id_legacy",
+    "in_nelems",
+    "out_nelems",
+    "group_size",
+    "seq_nr",
+    "fwd_tid",
+)
 #: columns holding codes, and the Accumulator interner they index
-INTERNED = {"x_name": "names", "x_cat": "cats", "x_shapes": "shapes", "x_dtypes": "dtypes", "x_concrete": "concrete",
-            "x_collective": "collectives", "x_msg_dtype": "msg_dtypes"}
+INTERNED = {
+    "x_name": "names",
+    "x_cat": "cats",
+    "x_shapes": "shapes",
+    "x_dtypes": "dtypes",
+    "x_concrete": "concrete",
+    "x_collective": "collectives",
+    "x_msg_dtype": "msg_dtypes",
+}
 
 
 @dataclass

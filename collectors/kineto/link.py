@@ -144,7 +144,7 @@ def steps(ev: pd.DataFrame, launch_ts: np.ndarray) -> np.ndarray:
     if not is_step.any():  # step names only off the host (e.g. a device or profiler row)
         return out
     labels = names.categories[names.codes.to_numpy()[is_step]]
-    numbers = pd.to_numeric(pd.Index([n[len(STEP_PREFIX):] for n in labels], dtype=object), errors="coerce")
+    numbers = pd.to_numeric(pd.Index([n[len(STEP_PREFIX) :] for n in labels], dtype=object), errors="coerce")
     start = ev["ts"].to_numpy()[is_step]
     end = start + ev["dur"].to_numpy()[is_step]
     order = np.argsort(start, kind="stable")
@@ -156,15 +156,23 @@ def steps(ev: pd.DataFrame, launch_ts: np.ndarray) -> np.ndarray:
     return out
 
 
-def fwdbwd_flows(flow_ts: np.ndarray, flow_start: np.ndarray, flow_id: np.ndarray, flow_thread: np.ndarray, ev: pd.DataFrame) -> pd.DataFrame:
+def fwdbwd_flows(
+    flow_ts: np.ndarray, flow_start: np.ndarray, flow_id: np.ndarray, flow_thread: np.ndarray, ev: pd.DataFrame
+) -> pd.DataFrame:
     """Forward -> backward op edges from Kineto's 'fwdbwd' flow events.
 
     Kineto writes each end at the start of the op it binds to, on the op's thread, so an end is
     joined to the op with the same (thread, ts); pairs are matched by flow id.
     """
     ops = ev[ev["kind"] == Kind.OP.value]
-    at = pd.DataFrame({"thread": ops["thread"].to_numpy(), "ts": ops["ts"].to_numpy(), "op": ops["id"].to_numpy(),
-                       "node": _is_node(ops)})
+    at = pd.DataFrame(
+        {
+            "thread": ops["thread"].to_numpy(),
+            "ts": ops["ts"].to_numpy(),
+            "op": ops["id"].to_numpy(),
+            "node": _is_node(ops),
+        }
+    )
     # a backward end goes to the autograd node starting there, if any (the ATen ops it calls may
     # start in the same microsecond); otherwise, and for forward ends, the innermost op
     at_dst = at.sort_values("node", kind="stable").drop_duplicates(["thread", "ts"], keep="last")
@@ -200,23 +208,41 @@ def seq_fwdbwd_flows(ev: pd.DataFrame, seq: np.ndarray, fwd_thread: np.ndarray, 
         return empty
     ids, ts, dur = ev["id"].to_numpy(), ev["ts"].to_numpy(), ev["dur"].to_numpy()
     depth = ev["depth"].to_numpy() if "depth" in ev.columns else np.zeros(len(ev), dtype=np.int16)
-    f = pd.DataFrame({"thread": thread[fwd], "seq": seq[fwd], "ts": ts[fwd], "dur": -dur[fwd], "depth": depth[fwd],
-                      "src": ids[fwd]})
+    f = pd.DataFrame(
+        {"thread": thread[fwd], "seq": seq[fwd], "ts": ts[fwd], "dur": -dur[fwd], "depth": depth[fwd], "src": ids[fwd]}
+    )
     # latest start per (thread, number); on a tie the innermost (shortest, then deepest) op
-    f = f.sort_values(["thread", "seq", "ts", "dur", "depth"], kind="stable").drop_duplicates(["thread", "seq"], keep="last")
+    f = f.sort_values(["thread", "seq", "ts", "dur", "depth"], kind="stable").drop_duplicates(
+        ["thread", "seq"], keep="last"
+    )
     # The node itself ('CudnnConvolutionBackward'), not the engine's 'autograd::engine::
     # evaluate_function: <node>' wrapper nor the ATen ops the node calls, which newer PyTorch
     # records with the node's number too (Kineto's own flows end at the node); among nodes the
     # innermost, as above.
-    b = pd.DataFrame({"fwd": fwd_thread[bwd], "seq": seq[bwd], "node": _is_node(ev)[bwd], "ts": ts[bwd], "dur": -dur[bwd],
-                      "depth": depth[bwd], "dst": ids[bwd]})
-    b = b.sort_values(["fwd", "seq", "node", "ts", "dur", "depth"], kind="stable").drop_duplicates(["fwd", "seq"], keep="last")
+    b = pd.DataFrame(
+        {
+            "fwd": fwd_thread[bwd],
+            "seq": seq[bwd],
+            "node": _is_node(ev)[bwd],
+            "ts": ts[bwd],
+            "dur": -dur[bwd],
+            "depth": depth[bwd],
+            "dst": ids[bwd],
+        }
+    )
+    b = b.sort_values(["fwd", "seq", "node", "ts", "dur", "depth"], kind="stable").drop_duplicates(
+        ["fwd", "seq"], keep="last"
+    )
     votes = b.merge(f[["thread", "seq"]], on="seq").groupby(["fwd", "thread"]).size().rename("n").reset_index()
     best = votes.sort_values(["n", "thread"], kind="stable").drop_duplicates("fwd", keep="last")[["fwd", "thread"]]
     pairs = b.merge(best, on="fwd").merge(f[["thread", "seq", "src"]], on=["thread", "seq"])
-    problems.add("autograd backward nodes whose forward op was not recorded (no op with their sequence number)",
-                 len(b) - len(pairs))
-    return pd.DataFrame({"src": pairs["src"].to_numpy(np.int64), "dst": pairs["dst"].to_numpy(np.int64), "kind": "fwdbwd"})
+    problems.add(
+        "autograd backward nodes whose forward op was not recorded (no op with their sequence number)",
+        len(b) - len(pairs),
+    )
+    return pd.DataFrame(
+        {"src": pairs["src"].to_numpy(np.int64), "dst": pairs["dst"].to_numpy(np.int64), "kind": "fwdbwd"}
+    )
 
 
 def _is_node(ev: pd.DataFrame) -> np.ndarray:

@@ -99,7 +99,9 @@ def _read_rank_file(path: Path, max_bytes: int | None) -> RankFile:
     ev["parent_id"], ev["depth"], ev["op_id"] = parent, depth, op_id
     ev["step"] = link.steps(ev, launch_ts)
     if len(acc.column("f_ts")):
-        fwdbwd = link.fwdbwd_flows(acc.column("f_ts") + base, acc.column("f_start", "bool"), acc.column("f_id"), acc.column("f_tid"), ev)
+        fwdbwd = link.fwdbwd_flows(
+            acc.column("f_ts") + base, acc.column("f_start", "bool"), acc.column("f_id"), acc.column("f_tid"), ev
+        )
     else:  # older Kineto wrote no 'fwdbwd' flow events, only autograd's sequence numbers
         fwdbwd = link.seq_fwdbwd_flows(ev, acc.column("x_seq_nr"), acc.column("x_fwd_tid"), problems)
     flows = pd.concat([flows, fwdbwd], ignore_index=True)

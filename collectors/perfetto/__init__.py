@@ -27,8 +27,14 @@ def load_perfetto(path: str | Path, max_bytes: int | None = None) -> Trace:
     return load(path, max_bytes)
 
 
-def write_perfetto(trace: Trace, path: str | Path, units: pd.DataFrame | None = None, *, force: bool = False,
-                   inputs: Iterable[str | Path] = ()) -> Path:
+def write_perfetto(
+    trace: Trace,
+    path: str | Path,
+    units: pd.DataFrame | None = None,
+    *,
+    force: bool = False,
+    inputs: Iterable[str | Path] = (),
+) -> Path:
     """Write a native Perfetto trace; `units` (Analysis.units) rides on the slices (collectors.perfetto.write).
     Atomic; never over one of `inputs`; over an existing file only with `force`."""
     from collectors.perfetto.write import write_perfetto as write
@@ -36,8 +42,14 @@ def write_perfetto(trace: Trace, path: str | Path, units: pd.DataFrame | None = 
     return write(trace, path, units, force=force, inputs=inputs)
 
 
-def write_chrome_json(trace: Trace, path: str | Path, units: pd.DataFrame | None = None, *, force: bool = False,
-                      inputs: Iterable[str | Path] = ()) -> list[Path]:
+def write_chrome_json(
+    trace: Trace,
+    path: str | Path,
+    units: pd.DataFrame | None = None,
+    *,
+    force: bool = False,
+    inputs: Iterable[str | Path] = (),
+) -> list[Path]:
     """Write Kineto-style Chrome JSON, one file per rank (collectors.perfetto.chrome).
     Atomic; never over one of `inputs`; over an existing file only with `force`."""
     from collectors.perfetto.chrome import write_chrome_json as write

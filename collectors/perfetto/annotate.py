@@ -41,8 +41,15 @@ def perf_columns(events: pd.DataFrame, units: pd.DataFrame | None) -> PerfColumn
     """Join the classified `units` table to `events` by unit_id (own event) and op_id (work)."""
     n = len(events)
     nan = np.full(n, np.nan)
-    out = PerfColumns(nan.copy(), nan.copy(), nan.copy(), nan.copy(), np.full(n, "", dtype=object),
-                      np.full(n, "", dtype=object), np.zeros(n, dtype=bool))
+    out = PerfColumns(
+        nan.copy(),
+        nan.copy(),
+        nan.copy(),
+        nan.copy(),
+        np.full(n, "", dtype=object),
+        np.full(n, "", dtype=object),
+        np.zeros(n, dtype=bool),
+    )
     if units is None or len(units) == 0 or "bound" not in units.columns:
         return out
     u = units.drop_duplicates("unit_id").set_index("unit_id")

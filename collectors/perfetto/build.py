@@ -71,7 +71,9 @@ def _json(value: Any) -> Any:
         return None
 
 
-def _events(raw: Raw, rows: np.ndarray, places: Places, offset: int, problems: Problems) -> tuple[pd.DataFrame, np.ndarray]:
+def _events(
+    raw: Raw, rows: np.ndarray, places: Places, offset: int, problems: Problems
+) -> tuple[pd.DataFrame, np.ndarray]:
     """The events table (without the link columns) and raw slice row -> events row (-1: dropped)."""
     n = len(rows)
     ts = np.asarray(raw.ts, dtype=np.int64)[rows] - offset
@@ -112,15 +114,37 @@ def _events(raw: Raw, rows: np.ndarray, places: Places, offset: int, problems: P
     problems.add("annotations with a value that is not an integer (ignored)", bad)
     other = int((kind == Kind.OTHER.value).sum())
     problems.add("events of unknown category kept as kind 'other'", other)
-    col = {c: np.array([getattr(p, c) for p in pl], dtype=object)[codes] if n else np.zeros(0, dtype=object) for c in ("track", "device")}
-    num = {c: np.array([getattr(p, c) for p in pl], dtype=np.int64)[codes] if n else np.zeros(0, dtype=np.int64) for c in ("rank", "stream", "thread")}
-    df = pd.DataFrame({
-        "id": np.arange(n, dtype=np.int64), "name": _cat(names), "cat": _cat(cats), "kind": _cat(kind), "ts": ts, "dur": dur,
-        "rank": num["rank"].astype(np.int32), "device": _cat(col["device"]), "track": _cat(col["track"]),
-        "stream": num["stream"], "thread": num["thread"], "correlation": cols["correlation"], "external_id": cols["external_id"],
-        "source": _cat(source), **{c: _cat(cols[c]) for c in F.TEXT_ANNOTATIONS},
-        **{c: cols[c].astype(_DTYPES[c]) for c in ("msg_in_nelems", "msg_out_nelems", "group_size", "bytes_recorded")},
-    })
+    col = {
+        c: np.array([getattr(p, c) for p in pl], dtype=object)[codes] if n else np.zeros(0, dtype=object)
+        for c in ("track", "device")
+    }
+    num = {
+        c: np.array([getattr(p, c) for p in pl], dtype=np.int64)[codes] if n else np.zeros(0, dtype=np.int64)
+        for c in ("rank", "stream", "thread")
+    }
+    df = pd.DataFrame(
+        {
+            "id": np.arange(n, dtype=np.int64),
+            "name": _cat(names),
+            "cat": _cat(cats),
+            "kind": _cat(kind),
+            "ts": ts,
+            "dur": dur,
+            "rank": num["rank"].astype(np.int32),
+            "device": _cat(col["device"]),
+            "track": _cat(col["track"]),
+            "stream": num["stream"],
+            "thread": num["thread"],
+            "correlation": cols["correlation"],
+            "external_id": cols["external_id"],
+            "source": _cat(source),
+            **{c: _cat(cols[c]) for c in F.TEXT_ANNOTATIONS},
+            **{
+                c: cols[c].astype(_DTYPES[c])
+                for c in ("msg_in_nelems", "msg_out_nelems", "group_size", "bytes_recorded")
+            },
+        }
+    )
     if not np.isnan(flops).all() or not np.isnan(nbytes).all():
         df["flops"], df["bytes"] = flops, nbytes
     return df, row_of
@@ -162,7 +186,9 @@ def _flows(raw: Raw, row_of: np.ndarray, ev: pd.DataFrame) -> pd.DataFrame:
     s, d = np.array(src, dtype=np.int64), np.array(dst, dtype=np.int64)
     kind = ev["kind"].astype(object).to_numpy()
     work = np.isin(kind, [k.value for k in DEVICE_WORK_KINDS])
-    label = np.where(work[d], "launch", np.where((kind[s] == Kind.OP.value) & (kind[d] == Kind.OP.value), "fwdbwd", "flow"))
+    label = np.where(
+        work[d], "launch", np.where((kind[s] == Kind.OP.value) & (kind[d] == Kind.OP.value), "fwdbwd", "flow")
+    )
     ids = ev["id"].to_numpy()
     return pd.DataFrame({"src": ids[s], "dst": ids[d], "kind": pd.Categorical(label)})
 
@@ -223,31 +249,58 @@ def _counters(raw: Raw, places: Places, offset: int) -> pd.DataFrame:
     uuids = np.asarray(raw.c_track, dtype=np.int64)
     uniq, codes = np.unique(uuids, return_inverse=True)
     got = [places.counter(int(u)) for u in uniq]
-    return pd.DataFrame({
-        "track": _cat(np.array([p.track for p, _ in got], dtype=object)[codes]),
-        "rank": np.array([p.rank for p, _ in got], dtype=np.int32)[codes],
-        "device": _cat(np.array([p.device for p, _ in got], dtype=object)[codes]),
-        "ts": np.asarray(raw.c_ts, dtype=np.int64) - offset,
-        "name": _cat(np.array([nm for _, nm in got], dtype=object)[codes]),
-        "value": np.asarray(raw.c_value, dtype=np.float64),
-    })
+    return pd.DataFrame(
+        {
+            "track": _cat(np.array([p.track for p, _ in got], dtype=object)[codes]),
+            "rank": np.array([p.rank for p, _ in got], dtype=np.int32)[codes],
+            "device": _cat(np.array([p.device for p, _ in got], dtype=object)[codes]),
+            "ts": np.asarray(raw.c_ts, dtype=np.int64) - offset,
+            "name": _cat(np.array([nm for _, nm in got], dtype=object)[codes]),
+            "value": np.asarray(raw.c_value, dtype=np.float64),
+        }
+    )
 
 
 def _devices(raw: Raw, ev: pd.DataFrame, counters: pd.DataFrame) -> pd.DataFrame:
     """The exported devices table when the file carries one, else one row per (rank, device) seen."""
-    pairs = pd.concat([ev[["rank", "device"]].astype({"device": object}), counters[["rank", "device"]].astype({"device": object})])
+    pairs = pd.concat(
+        [ev[["rank", "device"]].astype({"device": object}), counters[["rank", "device"]].astype({"device": object})]
+    )
     pairs = pairs.drop_duplicates().sort_values(["rank", "device"])
     stored = _json(raw.metadata.get(F.META_DEVICES))
-    rows = {(int(r["rank"]), str(r["device"])): r for r in stored if isinstance(r, dict) and "rank" in r and "device" in r} if isinstance(stored, list) else {}
+    rows = (
+        {(int(r["rank"]), str(r["device"])): r for r in stored if isinstance(r, dict) and "rank" in r and "device" in r}
+        if isinstance(stored, list)
+        else {}
+    )
     out = []
     for rank, device in pairs.itertuples(index=False):
         r = rows.get((int(rank), str(device)), {})
-        out.append({"rank": int(rank), "device": str(device), "name": str(r.get("name", "cpu" if device == "cpu" else "")),
-                    "sm_count": _int(r.get("sm_count")), "compute_capability": str(r.get("compute_capability", "") or ""),
-                    "memory_bytes": _int(r.get("memory_bytes")), "warp_size": _int(r.get("warp_size"))})
-    df = pd.DataFrame(out, columns=["rank", "device", "name", "sm_count", "compute_capability", "memory_bytes", "warp_size"])
-    return df.astype({"rank": "int32", "device": "category", "name": "object", "sm_count": "int32",
-                      "compute_capability": "object", "memory_bytes": "int64", "warp_size": "int32"})
+        out.append(
+            {
+                "rank": int(rank),
+                "device": str(device),
+                "name": str(r.get("name", "cpu" if device == "cpu" else "")),
+                "sm_count": _int(r.get("sm_count")),
+                "compute_capability": str(r.get("compute_capability", "") or ""),
+                "memory_bytes": _int(r.get("memory_bytes")),
+                "warp_size": _int(r.get("warp_size")),
+            }
+        )
+    df = pd.DataFrame(
+        out, columns=["rank", "device", "name", "sm_count", "compute_capability", "memory_bytes", "warp_size"]
+    )
+    return df.astype(
+        {
+            "rank": "int32",
+            "device": "category",
+            "name": "object",
+            "sm_count": "int32",
+            "compute_capability": "object",
+            "memory_bytes": "int64",
+            "warp_size": "int32",
+        }
+    )
 
 
 def _int(v: Any) -> int:

@@ -37,8 +37,14 @@ _OWN_KEYS = {"traceEvents", "baseTimeNanoseconds", "process_names", "rank_source
 _MEMORY = {"allocated": "Total Allocated", "reserved": "Total Reserved", "alloc_delta": "Bytes"}
 
 
-def write_chrome_json(trace: Trace, path: str | Path, units: pd.DataFrame | None = None, *, force: bool = False,
-                      inputs: Iterable[str | Path] = ()) -> list[Path]:
+def write_chrome_json(
+    trace: Trace,
+    path: str | Path,
+    units: pd.DataFrame | None = None,
+    *,
+    force: bool = False,
+    inputs: Iterable[str | Path] = (),
+) -> list[Path]:
     """Write one Kineto-style JSON file per rank (gzip when the name ends in .gz); the paths.
     Each is written whole or not at all, never over one of `inputs`, over an existing file only
     with `force` (files.write_atomic); every target is checked before the first is written."""
@@ -95,8 +101,22 @@ def _place(device: str, stream: int, thread: int, rank: int) -> tuple[int, int]:
 
 
 def _slices(ev: pd.DataFrame, perf: PerfColumns, rows: np.ndarray, base: int, rank: int) -> list[dict]:
-    cols = {c: ev[c].astype(object).to_numpy() if isinstance(ev[c].dtype, pd.CategoricalDtype) else ev[c].to_numpy()
-            for c in ("name", "cat", "kind", "track", "device", "stream", "thread", "ts", "dur", *F.INT_ANNOTATIONS, *F.TEXT_ANNOTATIONS)}
+    cols = {
+        c: ev[c].astype(object).to_numpy() if isinstance(ev[c].dtype, pd.CategoricalDtype) else ev[c].to_numpy()
+        for c in (
+            "name",
+            "cat",
+            "kind",
+            "track",
+            "device",
+            "stream",
+            "thread",
+            "ts",
+            "dur",
+            *F.INT_ANNOTATIONS,
+            *F.TEXT_ANNOTATIONS,
+        )
+    }
     rel = (cols["ts"] - base) / 1000.0
     dur = cols["dur"] / 1000.0
     json_cols = {"shapes", "dtypes", "concrete"}  # recorded as JSON values, not strings
@@ -121,8 +141,7 @@ def _slices(ev: pd.DataFrame, perf: PerfColumns, rows: np.ndarray, base: int, ra
         cat = cols["cat"][i]
         if cols["kind"][i] == Kind.COMPILE_PASS.value:  # as perf profile writes them: the Kineto reader
             cat, tid = Kind.COMPILE_PASS.value, _compiler_lane(str(cols["track"][i]))  # puts them back on their track
-        e = {"ph": "X", "cat": str(cat), "name": cols["name"][i], "pid": pid, "tid": tid,
-             "ts": rel[i], "dur": dur[i]}
+        e = {"ph": "X", "cat": str(cat), "name": cols["name"][i], "pid": pid, "tid": tid, "ts": rel[i], "dur": dur[i]}
         if args:
             e["args"] = args
         out.append(e)
@@ -173,7 +192,15 @@ def _flows(trace: Trace, ev: pd.DataFrame, base: int, rank: int) -> list[dict]:
         cat = "fwdbwd" if kind[k] == "fwdbwd" else "ac2g"
         for ph, row in (("s", s[k]), ("f", d[k])):
             pid, tid = _place(device[row], stream[row], thread[row], rank)
-            e = {"ph": ph, "cat": cat, "name": cat, "id": k + 1, "pid": pid, "tid": tid, "ts": (ts[row] - base) / 1000.0}
+            e = {
+                "ph": ph,
+                "cat": cat,
+                "name": cat,
+                "id": k + 1,
+                "pid": pid,
+                "tid": tid,
+                "ts": (ts[row] - base) / 1000.0,
+            }
             if ph == "f":
                 e["bp"] = "e"
             out.append(e)
@@ -185,12 +212,30 @@ def _counters(co: pd.DataFrame, base: int, rank: int) -> list[dict]:
         return []
     out = []
     rel = (co["ts"].to_numpy() - base) / 1000.0
-    for (track, device, name, value), t in zip(co[["track", "device", "name", "value"]].astype({"track": object, "device": object, "name": object}).itertuples(index=False), rel):
+    for (track, device, name, value), t in zip(
+        co[["track", "device", "name", "value"]]
+        .astype({"track": object, "device": object, "name": object})
+        .itertuples(index=False),
+        rel,
+    ):
         if name in _MEMORY and str(track).endswith("/memory"):
             gpu = device != "cpu"
-            args = {_MEMORY[name]: int(value) if float(value).is_integer() else value, "Device Type": 1 if gpu else 0,
-                    "Device Id": int(device[3:]) if gpu and device[3:].isdigit() else -1}
-            out.append({"ph": "i", "s": "t", "name": "[memory]", "pid": HOST_PID + rank, "tid": 0, "ts": t, "args": args})
+            args = {
+                _MEMORY[name]: int(value) if float(value).is_integer() else value,
+                "Device Type": 1 if gpu else 0,
+                "Device Id": int(device[3:]) if gpu and device[3:].isdigit() else -1,
+            }
+            out.append(
+                {"ph": "i", "s": "t", "name": "[memory]", "pid": HOST_PID + rank, "tid": 0, "ts": t, "args": args}
+            )
         else:
-            out.append({"ph": "C", "name": str(track).split("/", 1)[-1], "pid": HOST_PID + rank, "ts": t, "args": {str(name): value}})
+            out.append(
+                {
+                    "ph": "C",
+                    "name": str(track).split("/", 1)[-1],
+                    "pid": HOST_PID + rank,
+                    "ts": t,
+                    "args": {str(name): value},
+                }
+            )
     return out

@@ -36,6 +36,8 @@ def load_perfetto(path: str | Path, max_bytes: int | None = None) -> Trace:
         del data
         raw = read_packets(trace)
     except RecursionError:  # nested debug annotations or their legacy JSON values
-        raise InputError(path, f"not a readable Perfetto trace: values nested deeper than {sys.getrecursionlimit()} levels") from None
+        raise InputError(
+            path, f"not a readable Perfetto trace: values nested deeper than {sys.getrecursionlimit()} levels"
+        ) from None
     del trace
     return build_trace(path, raw)

@@ -42,8 +42,14 @@ class Places:
 
     def __init__(self, raw: Raw, side: dict | None):
         self.raw = raw
-        self.slice_side = {int(r[0]): Place(str(r[1]), int(r[2]), str(r[3]), int(r[4]), int(r[5])) for r in (side or {}).get("slices", [])}
-        self.counter_side = {int(r[0]): (Place(str(r[1]), int(r[2]), str(r[3]), -1, -1), str(r[4])) for r in (side or {}).get("counters", [])}
+        self.slice_side = {
+            int(r[0]): Place(str(r[1]), int(r[2]), str(r[3]), int(r[4]), int(r[5]))
+            for r in (side or {}).get("slices", [])
+        }
+        self.counter_side = {
+            int(r[0]): (Place(str(r[1]), int(r[2]), str(r[3]), -1, -1), str(r[4]))
+            for r in (side or {}).get("counters", [])
+        }
         self.unknown = 0
 
     def slice(self, uuid: int) -> Place:
@@ -58,7 +64,10 @@ class Places:
             t = self.raw.tracks.get(uuid)
             parent = self._derive(t.parent) if t and t.parent else self._derive(uuid)
             name = _LANE.sub("", t.name) if t and t.name else f"counter{uuid}"
-            got = self.counter_side[uuid] = (Place(f"rank{parent.rank}/{parent.device}/counters", parent.rank, parent.device, -1, -1), name)
+            got = self.counter_side[uuid] = (
+                Place(f"rank{parent.rank}/{parent.device}/counters", parent.rank, parent.device, -1, -1),
+                name,
+            )
         return got
 
     def _chain(self, uuid: int) -> list[Track]:
@@ -84,7 +93,9 @@ class Places:
         if own.tid is not None:
             return Place(f"rank{rank}/cpu/thread{own.tid}", rank, "cpu", -1, own.tid)
         name = _LANE.sub("", own.name)
-        device = next((f"gpu{d.group(1)}" for t in chain if t.tid is None and (d := _DEVICE.match(t.name.strip()))), None)
+        device = next(
+            (f"gpu{d.group(1)}" for t in chain if t.tid is None and (d := _DEVICE.match(t.name.strip()))), None
+        )
         if device:
             s = _STREAM.match(name)
             if s:

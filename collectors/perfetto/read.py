@@ -29,8 +29,20 @@ from profiler.model.trace import Problems
 BEGIN, END, INSTANT, COUNTER = 1, 2, 3, 4
 CLEARED, NEEDS = pb.TracePacket.SEQ_INCREMENTAL_STATE_CLEARED, pb.TracePacket.SEQ_NEEDS_INCREMENTAL_STATE
 #: packets that hold no events: bookkeeping of the tracing service (read silently)
-QUIET = frozenset({"trace_config", "trace_stats", "clock_snapshot", "synchronization_marker", "service_event",
-                   "system_info", "trace_uuid", "extension_descriptor", "first_packet_on_sequence", "compressed_packets"})
+QUIET = frozenset(
+    {
+        "trace_config",
+        "trace_stats",
+        "clock_snapshot",
+        "synchronization_marker",
+        "service_event",
+        "system_info",
+        "trace_uuid",
+        "extension_descriptor",
+        "first_packet_on_sequence",
+        "compressed_packets",
+    }
+)
 
 
 @dataclass
@@ -80,7 +92,9 @@ class _Sequence:
     extra_counters: list[int] = field(default_factory=list)
     extra_double_counters: list[int] = field(default_factory=list)
     clock_id: int = 0
-    clocks: dict[int, list] = field(default_factory=dict)  # id -> [last value, multiplier, incremental, ref value, ref ns]
+    clocks: dict[int, list] = field(
+        default_factory=dict
+    )  # id -> [last value, multiplier, incremental, ref value, ref ns]
 
 
 def parse(path, data: bytes) -> pb.Trace:
@@ -88,7 +102,10 @@ def parse(path, data: bytes) -> pb.Trace:
     try:
         trace = pb.Trace.FromString(data)
     except (DecodeError, RuntimeError, ValueError) as e:
-        raise InputError(path, f"not a readable Perfetto trace (protobuf decode failed: {e or type(e).__name__}; truncated or corrupt?)") from None
+        raise InputError(
+            path,
+            f"not a readable Perfetto trace (protobuf decode failed: {e or type(e).__name__}; truncated or corrupt?)",
+        ) from None
     if not len(trace.packet):
         raise InputError(path, "empty Perfetto trace: no packets")
     return trace
@@ -259,11 +276,18 @@ def _track_event(raw: Raw, st: _Sequence, stacks: dict[int, list[int]], p, ts: i
         args = raw.args.setdefault(row, {})
         for a in anns:
             args[st.anames.get(a.name_iid, "") if a.HasField("name_iid") else _text(a.name)] = _value(a, st)
-    for ids, term in ((te.flow_ids, False), (te.flow_ids_old, False), (te.terminating_flow_ids, True), (te.terminating_flow_ids_old, True)):
+    for ids, term in (
+        (te.flow_ids, False),
+        (te.flow_ids_old, False),
+        (te.terminating_flow_ids, True),
+        (te.terminating_flow_ids_old, True),
+    ):
         for fid in ids:
             raw.flow_ends.append((fid, row, term))
-    for uuids, values in ((te.extra_counter_track_uuids or st.extra_counters, te.extra_counter_values),
-                          (te.extra_double_counter_track_uuids or st.extra_double_counters, te.extra_double_counter_values)):
+    for uuids, values in (
+        (te.extra_counter_track_uuids or st.extra_counters, te.extra_counter_values),
+        (te.extra_double_counter_track_uuids or st.extra_double_counters, te.extra_double_counter_values),
+    ):
         for u, v in zip(uuids, values):
             _counter(raw, u, ts, v)
 
@@ -302,7 +326,10 @@ def _counter(raw: Raw, track: int, ts: int, value: float) -> None:
 def _value(a, st: _Sequence) -> Any:
     """A debug annotation's value: scalars as Python values, dicts and arrays nested."""
     if a.dict_entries:
-        return {(st.anames.get(e.name_iid, "") if e.HasField("name_iid") else _text(e.name)): _value(e, st) for e in a.dict_entries}
+        return {
+            (st.anames.get(e.name_iid, "") if e.HasField("name_iid") else _text(e.name)): _value(e, st)
+            for e in a.dict_entries
+        }
     if a.array_values:
         return [_value(e, st) for e in a.array_values]
     kind = a.WhichOneof("value")

@@ -23,14 +23,18 @@ from profiler.model.trace import Trace
 
 SLICES = "SELECT id, ts, dur, name, category, track_id, arg_set_id FROM slice ORDER BY ts, depth"
 TRACKS = "SELECT id, name, parent_id FROM track"
-THREADS = ("SELECT tt.id AS id, t.tid AS tid, p.pid AS pid, p.name AS pname FROM thread_track tt "
-           "JOIN thread t USING (utid) LEFT JOIN process p USING (upid)")
+THREADS = (
+    "SELECT tt.id AS id, t.tid AS tid, p.pid AS pid, p.name AS pname FROM thread_track tt "
+    "JOIN thread t USING (utid) LEFT JOIN process p USING (upid)"
+)
 PROCESSES = "SELECT pt.id AS id, p.pid AS pid, p.name AS pname FROM process_track pt JOIN process p USING (upid)"
 COUNTERS = "SELECT c.ts AS ts, c.track_id AS track_id, c.value AS value FROM counter c ORDER BY c.ts"
 COUNTER_TRACKS = "SELECT id FROM counter_track"
 FLOWS = "SELECT slice_out, slice_in FROM flow"
-ARGS = ("SELECT arg_set_id, key, int_value, string_value, real_value FROM args "
-        "WHERE key GLOB 'debug.*' AND arg_set_id IN (SELECT arg_set_id FROM slice)")
+ARGS = (
+    "SELECT arg_set_id, key, int_value, string_value, real_value FROM args "
+    "WHERE key GLOB 'debug.*' AND arg_set_id IN (SELECT arg_set_id FROM slice)"
+)
 
 
 def load_with_trace_processor(path: Path, bin_path: str) -> Trace:
@@ -42,13 +46,28 @@ def load_with_trace_processor(path: Path, bin_path: str) -> Trace:
     try:
         tp = TraceProcessor(trace=str(path), config=TraceProcessorConfig(bin_path=bin_path))
     except Exception as e:  # noqa: BLE001 - the binary failed to start or rejected the file: any error
-        raise InputError(path, f"trace_processor_shell ({bin_path}) could not load it: {str(e).splitlines()[0] if str(e) else type(e).__name__}") from None
+        raise InputError(
+            path,
+            f"trace_processor_shell ({bin_path}) could not load it: {str(e).splitlines()[0] if str(e) else type(e).__name__}",
+        ) from None
     try:
-        tables = {name: tp.query(sql).as_pandas_dataframe() for name, sql in
-                  (("slices", SLICES), ("tracks", TRACKS), ("threads", THREADS), ("processes", PROCESSES),
-                   ("counters", COUNTERS), ("counter_tracks", COUNTER_TRACKS), ("flows", FLOWS), ("args", ARGS))}
+        tables = {
+            name: tp.query(sql).as_pandas_dataframe()
+            for name, sql in (
+                ("slices", SLICES),
+                ("tracks", TRACKS),
+                ("threads", THREADS),
+                ("processes", PROCESSES),
+                ("counters", COUNTERS),
+                ("counter_tracks", COUNTER_TRACKS),
+                ("flows", FLOWS),
+                ("args", ARGS),
+            )
+        }
     except Exception as e:  # noqa: BLE001 - the shell reports SQL errors as its own exception types
-        raise InputError(path, f"trace_processor_shell query failed: {str(e).splitlines()[0] if str(e) else type(e).__name__}") from None
+        raise InputError(
+            path, f"trace_processor_shell query failed: {str(e).splitlines()[0] if str(e) else type(e).__name__}"
+        ) from None
     finally:
         tp.close()
     return build_trace(path, raw_from_tables(tables))
@@ -60,7 +79,9 @@ def raw_from_tables(t: dict[str, Any]) -> Raw:
     counter_ids = set(t["counter_tracks"]["id"].tolist())
     for r in t["tracks"].itertuples(index=False):
         parent = 0 if pd.isna(r.parent_id) else r.parent_id
-        raw.tracks[int(r.id)] = Track(int(r.id), name=r.name or "", parent=int(parent), counter=int(r.id) in counter_ids)
+        raw.tracks[int(r.id)] = Track(
+            int(r.id), name=r.name or "", parent=int(parent), counter=int(r.id) in counter_ids
+        )
     for r in t["processes"].itertuples(index=False):
         tr = raw.tracks.setdefault(int(r.id), Track(int(r.id)))
         tr.pid, tr.process_name = int(r.pid), r.pname or ""
@@ -86,7 +107,11 @@ def raw_from_tables(t: dict[str, Any]) -> Raw:
         if int(out) in row_of and int(into) in row_of:
             raw.flow_ends += [(k, row_of[int(out)], False), (k, row_of[int(into)], True)]
     c = t["counters"]
-    raw.c_ts, raw.c_track, raw.c_value = c["ts"].astype(np.int64).tolist(), c["track_id"].astype(np.int64).tolist(), c["value"].astype(float).tolist()
+    raw.c_ts, raw.c_track, raw.c_value = (
+        c["ts"].astype(np.int64).tolist(),
+        c["track_id"].astype(np.int64).tolist(),
+        c["value"].astype(float).tolist(),
+    )
     open_slices = int((s["dur"] < 0).sum())
     raw.problems.add("slices never ended (dropped)", open_slices)
     return raw
@@ -97,7 +122,7 @@ def _args(df) -> dict[int, dict[str, Any]]:
     out: dict[int, dict[str, Any]] = {}
     for a, key, i, s, r in df.itertuples(index=False):
         value = int(i) if not pd.isna(i) else (s if not pd.isna(s) else r)
-        parts = key[len("debug."):].split(".")
+        parts = key[len("debug.") :].split(".")
         d = out.setdefault(int(a), {})
         for p in parts[:-1]:
             d = d.setdefault(p, {}) if isinstance(d.get(p, {}), dict) else {}

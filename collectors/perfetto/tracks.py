@@ -68,14 +68,18 @@ def slice_tracks(plan: TrackPlan, places: pd.DataFrame, lanes: int) -> int:
         suffix = LANE_SUFFIX.format(k) if k else ""
         if device == "cpu" and thread >= 0:
             if k == 0 and -INT32 <= thread < INT32:
-                plan.descriptors.append({"uuid": u, "pid": pid_of(rank), "tid": int(thread), "thread": f"thread {thread}"})
+                plan.descriptors.append(
+                    {"uuid": u, "pid": pid_of(rank), "tid": int(thread), "thread": f"thread {thread}"}
+                )
             else:  # an extra lane (a second thread descriptor would merge with the first) or a tid past int32
                 plan.descriptors.append({"uuid": u, "parent": plan.process(rank), "name": f"thread {thread}{suffix}"})
         elif device != "cpu":
             name = f"stream {stream}" if stream >= 0 else _tail(track, rank, device)
             plan.descriptors.append({"uuid": u, "parent": plan.device(rank, device), "name": name + suffix})
         else:
-            plan.descriptors.append({"uuid": u, "parent": plan.process(rank), "name": _tail(track, rank, None) + suffix})
+            plan.descriptors.append(
+                {"uuid": u, "parent": plan.process(rank), "name": _tail(track, rank, None) + suffix}
+            )
         plan.slice_rows.append([u, str(track), rank, str(device), int(stream), int(thread)])
     return first
 
@@ -84,7 +88,9 @@ def counter_track(plan: TrackPlan, track: str, rank: int, device: str, name: str
     """A counter track beneath its device, named '<row tail> <counter>' (e.g. 'memory allocated')."""
     u = plan.uuid()
     tail = _tail(track, rank, device)
-    plan.descriptors.append({"uuid": u, "parent": plan.device(rank, device), "name": f"{tail} {name}".strip(), "counter": True})
+    plan.descriptors.append(
+        {"uuid": u, "parent": plan.device(rank, device), "name": f"{tail} {name}".strip(), "counter": True}
+    )
     plan.counter_rows.append([u, track, int(rank), device, name])
     return u
 
@@ -93,7 +99,7 @@ def _tail(track: str, rank: int, device: str | None) -> str:
     """'rank0/gpu0/memory' -> 'memory'; 'rank0/profiler' -> 'profiler'; anything else whole."""
     for prefix in ((f"rank{rank}/{device}/",) if device else ()) + (f"rank{rank}/",):
         if track.startswith(prefix):
-            return track[len(prefix):]
+            return track[len(prefix) :]
     return track
 
 

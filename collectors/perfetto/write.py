@@ -50,8 +50,14 @@ class _Interner:
         return iid
 
 
-def write_perfetto(trace: Trace, path: str | Path, units: pd.DataFrame | None = None, *, force: bool = False,
-                   inputs: Iterable[str | Path] = ()) -> Path:
+def write_perfetto(
+    trace: Trace,
+    path: str | Path,
+    units: pd.DataFrame | None = None,
+    *,
+    force: bool = False,
+    inputs: Iterable[str | Path] = (),
+) -> Path:
     """Write `trace` as a Perfetto protobuf file (gzip when the name ends in .gz); `units` is the
     classified units table (Analysis.units) whose figures the slices carry. Written whole or not
     at all, never over one of `inputs`, over an existing file only with `force` (files.write_atomic)."""
@@ -74,7 +80,9 @@ def perfetto_bytes(trace: Trace, units: pd.DataFrame | None = None) -> bytes:
     lane, depth = assign_lanes(row, ts, dur, ids)
     n_lanes = np.zeros(len(places), dtype=np.int64)
     np.maximum.at(n_lanes, row, lane + 1) if len(row) else None
-    first = np.array([slice_tracks(plan, p, int(k)) for p, k in zip(places.itertuples(index=False), n_lanes)], dtype=np.int64)
+    first = np.array(
+        [slice_tracks(plan, p, int(k)) for p, k in zip(places.itertuples(index=False), n_lanes)], dtype=np.int64
+    )
     track_uuid = first[row] + lane if len(row) else np.zeros(0, dtype=np.int64)
     counter_uuid = _counter_tracks(plan, trace.counters)
 
@@ -134,8 +142,19 @@ def _counter_tracks(plan: TrackPlan, counters: pd.DataFrame) -> np.ndarray:
     return uuids[codes]
 
 
-def _slices(out: pb.Trace, trace: Trace, ts: np.ndarray, dur: np.ndarray, track_uuid: np.ndarray, depth: np.ndarray,
-            perf: PerfColumns, names: _Interner, cats: _Interner, anames: _Interner, strings: _Interner) -> None:
+def _slices(
+    out: pb.Trace,
+    trace: Trace,
+    ts: np.ndarray,
+    dur: np.ndarray,
+    track_uuid: np.ndarray,
+    depth: np.ndarray,
+    perf: PerfColumns,
+    names: _Interner,
+    cats: _Interner,
+    anames: _Interner,
+    strings: _Interner,
+) -> None:
     """BEGIN/END packets for every event, in the order described in the module docstring."""
     ev = trace.events
     n = len(ev)
@@ -277,7 +296,9 @@ def _counters(out: pb.Trace, counters: pd.DataFrame, uuids: np.ndarray, offset: 
     if not len(counters):
         return
     packets = out.packet
-    for t, u, v in zip((counters["ts"].to_numpy() + offset).tolist(), uuids.tolist(), counters["value"].to_numpy().tolist()):
+    for t, u, v in zip(
+        (counters["ts"].to_numpy() + offset).tolist(), uuids.tolist(), counters["value"].to_numpy().tolist()
+    ):
         p = packets.add()
         p.timestamp = t
         p.trusted_packet_sequence_id = SEQ

@@ -26,10 +26,36 @@ _CACHE = re.compile(r"^(?P<cache>\w+?)_cache_(?P<state>hit|miss|bypass)$")
 
 BREAK_COLUMNS = ["compile_id", "file", "line", "reason", "detail", "user_stack"]
 RECOMPILE_COLUMNS = ["compile_id", "previous", "guard", "file", "line", "text"]
-CACHE_COLUMNS = ["compile_id", "cache", "state", "cache_hash", "time_saved_ns", "reason"]  # the cache key is a content hash
-COMPILE_COLUMNS = ["compile_id", "function", "file", "line", "duration_ns", "dynamo_ns", "aot_autograd_ns", "inductor_ns",
-                   "codegen_ns", "graph_ops", "graph_breaks", "guards", "is_forward", "fail_type", "fail_reason",
-                   "recompile_reason", "fx_cache_hits", "fx_cache_misses", "aot_cache_hits", "aot_cache_misses"]
+CACHE_COLUMNS = [
+    "compile_id",
+    "cache",
+    "state",
+    "cache_hash",
+    "time_saved_ns",
+    "reason",
+]  # the cache key is a content hash
+COMPILE_COLUMNS = [
+    "compile_id",
+    "function",
+    "file",
+    "line",
+    "duration_ns",
+    "dynamo_ns",
+    "aot_autograd_ns",
+    "inductor_ns",
+    "codegen_ns",
+    "graph_ops",
+    "graph_breaks",
+    "guards",
+    "is_forward",
+    "fail_type",
+    "fail_reason",
+    "recompile_reason",
+    "fx_cache_hits",
+    "fx_cache_misses",
+    "aot_cache_hits",
+    "aot_cache_misses",
+]
 
 
 def graph_breaks(log: Log) -> pd.DataFrame:
@@ -46,8 +72,16 @@ def graph_breaks(log: Log) -> pd.DataFrame:
         block = text.split("Graph Break Reason:", 1)[-1]
         reason_block, _, rest = block.partition("User code traceback:")
         user_stack = rest.split("Traceback (most recent call last)", 1)[0].strip()
-        rows.append([r.compile_id, at["file"] if at else "", int(at["line"]) if at else -1, _short_reason(reason_block),
-                     redact_text(reason_block.strip()), redact_text(user_stack)])
+        rows.append(
+            [
+                r.compile_id,
+                at["file"] if at else "",
+                int(at["line"]) if at else -1,
+                _short_reason(reason_block),
+                redact_text(reason_block.strip()),
+                redact_text(user_stack),
+            ]
+        )
     return pd.DataFrame(rows, columns=BREAK_COLUMNS).astype({"line": "int64"})
 
 
@@ -80,8 +114,16 @@ def recompiles(log: Log) -> pd.DataFrame:
                 prev, guard = "", first
             guard = guard.split("  #", 1)[0].strip()
             loc = _FILE_LINE.search(text)
-            rows.append([r.compile_id, prev.strip(), redact_text(guard), loc["file"] if loc else "",
-                         int(loc["line"]) if loc else -1, redact_text(text.strip())])
+            rows.append(
+                [
+                    r.compile_id,
+                    prev.strip(),
+                    redact_text(guard),
+                    loc["file"] if loc else "",
+                    int(loc["line"]) if loc else -1,
+                    redact_text(text.strip()),
+                ]
+            )
     return pd.DataFrame(rows, columns=RECOMPILE_COLUMNS).astype({"line": "int64"})
 
 
@@ -100,8 +142,16 @@ def caches(log: Log) -> pd.DataFrame:
         info = r.json_payload() if isinstance(r.json_payload(), dict) else {}
         saved = info.get("time_saved_ns")
         why = info.get("cache_bypass_reason") or info.get("reason") or info.get("cache_status_detailed") or ""
-        rows.append([r.compile_id or str(info.get("compile_id", "")), m["cache"], m["state"], str(info.get("key", "")),
-                     int(saved) if isinstance(saved, (int, float)) else -1, redact_text(str(why))])
+        rows.append(
+            [
+                r.compile_id or str(info.get("compile_id", "")),
+                m["cache"],
+                m["state"],
+                str(info.get("key", "")),
+                int(saved) if isinstance(saved, (int, float)) else -1,
+                redact_text(str(why)),
+            ]
+        )
     return pd.DataFrame(rows, columns=CACHE_COLUMNS).astype({"time_saved_ns": "int64"})
 
 
@@ -127,14 +177,28 @@ def compiles(log: Log) -> pd.DataFrame:
             v = m.get(key)
             return int(v) if isinstance(v, (int, float)) else -1
 
-        rows.append([
-            r.compile_id or str(m.get("compile_id") or ""), str(m.get("co_name") or ""), str(m.get("co_filename") or ""),
-            num("co_firstlineno"), us("duration_us"), us("dynamo_cumulative_compile_time_us"),
-            us("aot_autograd_cumulative_compile_time_us"), us("inductor_cumulative_compile_time_us"),
-            us("inductor_code_gen_cumulative_compile_time_us"), num("graph_op_count"), num("num_graph_breaks"),
-            num("guard_count"), bool(m.get("is_forward", True)), str(m.get("fail_type") or ""),
-            redact_text(str(m.get("fail_reason") or "")), redact_text(str(m.get("recompile_reason") or "")),
-            num("inductor_fx_local_cache_hit_count"), num("inductor_fx_local_cache_miss_count"),
-            num("aotautograd_local_cache_hit_count"), num("aotautograd_local_cache_miss_count"),
-        ])
+        rows.append(
+            [
+                r.compile_id or str(m.get("compile_id") or ""),
+                str(m.get("co_name") or ""),
+                str(m.get("co_filename") or ""),
+                num("co_firstlineno"),
+                us("duration_us"),
+                us("dynamo_cumulative_compile_time_us"),
+                us("aot_autograd_cumulative_compile_time_us"),
+                us("inductor_cumulative_compile_time_us"),
+                us("inductor_code_gen_cumulative_compile_time_us"),
+                num("graph_op_count"),
+                num("num_graph_breaks"),
+                num("guard_count"),
+                bool(m.get("is_forward", True)),
+                str(m.get("fail_type") or ""),
+                redact_text(str(m.get("fail_reason") or "")),
+                redact_text(str(m.get("recompile_reason") or "")),
+                num("inductor_fx_local_cache_hit_count"),
+                num("inductor_fx_local_cache_miss_count"),
+                num("aotautograd_local_cache_hit_count"),
+                num("aotautograd_local_cache_miss_count"),
+            ]
+        )
     return pd.DataFrame(rows, columns=COMPILE_COLUMNS)

@@ -54,8 +54,16 @@ class CompareResult:
         return self.compiled is not None
 
 
-def compare_compile(factory_or_module: Any, inputs: Any, steps: int = 3, *, warmup: int = 2, hardware: str | HardwareSpec | None = None,
-                    backward: bool = False, workdir: str | Path | None = None) -> CompareResult:
+def compare_compile(
+    factory_or_module: Any,
+    inputs: Any,
+    steps: int = 3,
+    *,
+    warmup: int = 2,
+    hardware: str | HardwareSpec | None = None,
+    backward: bool = False,
+    workdir: str | Path | None = None,
+) -> CompareResult:
     """Profile `factory_or_module` (an nn.Module, or a no-argument callable returning one) on
     `inputs` (a tensor or a tuple of tensors) eager, then compiled, `steps` profiled steps each.
 
@@ -109,8 +117,17 @@ def compare_compile(factory_or_module: Any, inputs: Any, steps: int = 3, *, warm
     graphs = tuple((cid, tuple(nodes)) for cid, nodes in dynamo_graphs(log))
     if compiled is not None and report.fusion.empty:
         messages.append("no kernels in the compile log (nothing compiled, or provenance tracking missing)")
-    return CompareResult(steps=steps, eager_step_ns=_step_ns(eager), compiled_step_ns=_step_ns(compiled) if compiled is not None else math.nan,
-                         compile=report, spec=spec, eager=eager, compiled=compiled, messages=tuple(messages), graphs=graphs)
+    return CompareResult(
+        steps=steps,
+        eager_step_ns=_step_ns(eager),
+        compiled_step_ns=_step_ns(compiled) if compiled is not None else math.nan,
+        compile=report,
+        spec=spec,
+        eager=eager,
+        compiled=compiled,
+        messages=tuple(messages),
+        graphs=graphs,
+    )
 
 
 def _first_line(e: BaseException) -> str:
@@ -124,9 +141,17 @@ def _compile_config():
     import torch._inductor.config as ic
     from torch._dynamo import config as dc
 
-    return _Patches(ic.patch({"cpp.enable_kernel_profile": True, "trace.provenance_tracking_level": 1,
-                              "fx_graph_cache": False, "force_disable_caches": True}),
-                    dc.patch({"automatic_dynamic_shapes": False}))
+    return _Patches(
+        ic.patch(
+            {
+                "cpp.enable_kernel_profile": True,
+                "trace.provenance_tracking_level": 1,
+                "fx_graph_cache": False,
+                "force_disable_caches": True,
+            }
+        ),
+        dc.patch({"automatic_dynamic_shapes": False}),
+    )
 
 
 class _Patches:

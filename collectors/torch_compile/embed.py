@@ -85,12 +85,28 @@ def kineto_events(phases: pd.DataFrame, base_ns: int, pid: int) -> list[dict]:
     out: list[dict] = []
     for r in phases.itertuples(index=False):
         # µs with 3 decimals: exact to the ns (|ts| < 1e12 µs needs at most 15 significant digits)
-        out.append({"ph": "X", "cat": CATEGORY, "name": r.name, "pid": pid, "tid": lanes[r.thread],
-                    "ts": round((r.start_ns - base_ns) / 1000, 3), "dur": round(r.dur_ns / 1000, 3),
-                    "args": {"phase": r.phase, "compile_id": r.compile_id, "self_us": round(r.self_ns / 1000, 3)}})
+        out.append(
+            {
+                "ph": "X",
+                "cat": CATEGORY,
+                "name": r.name,
+                "pid": pid,
+                "tid": lanes[r.thread],
+                "ts": round((r.start_ns - base_ns) / 1000, 3),
+                "dur": round(r.dur_ns / 1000, 3),
+                "args": {"phase": r.phase, "compile_id": r.compile_id, "self_us": round(r.self_ns / 1000, 3)},
+            }
+        )
     for k in lanes.values():
-        out.append({"ph": "M", "name": "thread_name", "pid": pid, "tid": k,
-                    "args": {"name": "torch.compile" if k == 0 else f"torch.compile worker {k}"}})
+        out.append(
+            {
+                "ph": "M",
+                "name": "thread_name",
+                "pid": pid,
+                "tid": k,
+                "args": {"name": "torch.compile" if k == 0 else f"torch.compile worker {k}"},
+            }
+        )
     return out
 
 

@@ -37,16 +37,69 @@ _PROFILE = re.compile(r'RAIIAtenRecordFunctionHandle\s+\w+\("(?P<pn>[^"]+)"')
 _ORIGINAL = re.compile(r"#.*Source Nodes: \[(?P<src>[^\]]*)\], Original ATen: \[(?P<aten>[^\]]*)\]")
 _CALL = re.compile(r"^\s*(?P<k>[\w.]+)(?:\.run)?\(")
 
-_REDUCTIONS = {"sum", "mean", "amax", "amin", "max", "min", "prod", "var", "var_mean", "std", "argmax", "argmin",
-               "logsumexp", "any", "all", "norm", "_softmax", "_log_softmax"}
-_VIEWS = {"view", "_unsafe_view", "permute", "t", "transpose", "expand", "reshape", "squeeze", "unsqueeze", "slice",
-          "select", "as_strided", "alias", "detach", "reinterpret_tensor", "split", "split_with_sizes", "unbind", "clone"}
+_REDUCTIONS = {
+    "sum",
+    "mean",
+    "amax",
+    "amin",
+    "max",
+    "min",
+    "prod",
+    "var",
+    "var_mean",
+    "std",
+    "argmax",
+    "argmin",
+    "logsumexp",
+    "any",
+    "all",
+    "norm",
+    "_softmax",
+    "_log_softmax",
+}
+_VIEWS = {
+    "view",
+    "_unsafe_view",
+    "permute",
+    "t",
+    "transpose",
+    "expand",
+    "reshape",
+    "squeeze",
+    "unsqueeze",
+    "slice",
+    "select",
+    "as_strided",
+    "alias",
+    "detach",
+    "reinterpret_tensor",
+    "split",
+    "split_with_sizes",
+    "unbind",
+    "clone",
+}
 _MATMUL = {"mm", "addmm", "bmm", "baddbmm"}
 _CONV = {"convolution", "_convolution", "mkldnn_convolution", "conv2d", "conv1d", "conv3d"}
 _ATTENTION = ("_scaled_dot_product", "scaled_dot_product_attention")
 
-KERNEL_COLUMNS = ["compile_id", "graph", "kernel", "runtime_name", "kind", "aten_ops", "nodes", "pre_nodes", "sources", "code",
-                  "flops", "bytes_read", "bytes_written", "dtype", "family", "sites"]
+KERNEL_COLUMNS = [
+    "compile_id",
+    "graph",
+    "kernel",
+    "runtime_name",
+    "kind",
+    "aten_ops",
+    "nodes",
+    "pre_nodes",
+    "sources",
+    "code",
+    "flops",
+    "bytes_read",
+    "bytes_written",
+    "dtype",
+    "family",
+    "sites",
+]
 
 
 @dataclass
@@ -161,15 +214,23 @@ def _runtime_names(code: str) -> dict[str, tuple[str, str]]:
     out: dict[str, tuple[str, str]] = {}
     defs = list(_KERNEL_DEF.finditer(code))
     for i, d in enumerate(defs):
-        body = code[d.end(): defs[i + 1].start() if i + 1 < len(defs) else len(code)]
+        body = code[d.end() : defs[i + 1].start() if i + 1 < len(defs) else len(code)]
         kind = "triton" if "triton" in d["how"] else "cpp"
         prof = _PROFILE.search(body) if kind == "cpp" else None
         out[d["k"]] = (prof["pn"] if prof else d["k"], kind)
     return out
 
 
-def _row(c: _Compile, kernel: str, post: list[str], pre: list[str], ops: list[str], sites: list[list[str]], *,
-         extern: set[str] | frozenset[str] = frozenset()) -> list:
+def _row(
+    c: _Compile,
+    kernel: str,
+    post: list[str],
+    pre: list[str],
+    ops: list[str],
+    sites: list[list[str]],
+    *,
+    extern: set[str] | frozenset[str] = frozenset(),
+) -> list:
     g = c.graph
     if kernel.startswith("extern_kernels."):
         runtime, kind = "aten::" + kernel.split(".", 1)[1], "extern"
@@ -189,8 +250,24 @@ def _row(c: _Compile, kernel: str, post: list[str], pre: list[str], ops: list[st
     else:
         flops, read, written, dtype = math.nan, math.nan, math.nan, "unknown"
     family = "gemm" if any(o.split("::")[-1] in _MATMUL for o in ops) else "fused"
-    return [c.compile_id, c.index, kernel, runtime, kind, tuple(sorted(set(ops))), tuple(post), tuple(pre), sources,
-            nodes[0].code if nodes else "", flops, read, written, dtype, family, max(len(sites), 1)]
+    return [
+        c.compile_id,
+        c.index,
+        kernel,
+        runtime,
+        kind,
+        tuple(sorted(set(ops))),
+        tuple(post),
+        tuple(pre),
+        sources,
+        nodes[0].code if nodes else "",
+        flops,
+        read,
+        written,
+        dtype,
+        family,
+        max(len(sites), 1),
+    ]
 
 
 def _cost(g: Graph, members: list[str], extern: set[str] | frozenset = frozenset()) -> tuple[float, float, float, str]:
@@ -218,9 +295,15 @@ def _cost(g: Graph, members: list[str], extern: set[str] | frozenset = frozenset
     # a getitem of a member that is used outside counts as that member's output (consumers are
     # keyed by the getitem's source: look for the getitem itself among the outside nodes' inputs)
     outside_reads = {i for n in g.nodes.values() if n.name not in inside for i in n.inputs}
-    written += [a for a, src in g.alias.items() if src in inside and a not in written and (a in outside_reads or a in g.outputs)]
+    written += [
+        a for a, src in g.alias.items() if src in inside and a not in written and (a in outside_reads or a in g.outputs)
+    ]
     read = sum(g.values[n].nbytes for n in read_names if n in g.values)
-    write = sum(g.values[n].nbytes for n in dict.fromkeys(written) if n in g.values and not (n in inside and n in _alias_sources(g)))
+    write = sum(
+        g.values[n].nbytes
+        for n in dict.fromkeys(written)
+        if n in g.values and not (n in inside and n in _alias_sources(g))
+    )
     write += sum(g.values[n].nbytes for n in copies if n in g.values)
     first = next((g.values[n] for n in members if n in g.values), None)
     dtype = DTYPE.get(first.dtype, first.dtype) if first else "unknown"

@@ -133,16 +133,35 @@ def parse_graph(text: str) -> Graph:
             continue
         inputs = tuple(i for i in _IDENT.findall(op["args"]) if i in g.values or i in g.nodes or i in g.alias)
         g.nodes[nm["name"]] = Node(
-            name=nm["name"], op=f"{op['ns']}::{op['op']}", target=f"{op['ns']}.{op['op']}" + (f".{op['overload']}" if op["overload"] else ""),
-            inputs=inputs, file=src["file"] if src else "", line=int(src["line"]) if src else -1,
+            name=nm["name"],
+            op=f"{op['ns']}::{op['op']}",
+            target=f"{op['ns']}.{op['op']}" + (f".{op['overload']}" if op["overload"] else ""),
+            inputs=inputs,
+            file=src["file"] if src else "",
+            line=int(src["line"]) if src else -1,
             code=(src["code"] or "").strip() if src else "",
         )
     return g
 
 
-_BINARY = {"*": "mul", "+": "add", "-": "sub", "/": "div", "@": "matmul", "**": "pow", "//": "floor_divide",
-           "%": "remainder", "&": "bitwise_and", "|": "bitwise_or", "<": "lt", ">": "gt", "<=": "le", ">=": "ge",
-           "==": "eq", "!=": "ne"}
+_BINARY = {
+    "*": "mul",
+    "+": "add",
+    "-": "sub",
+    "/": "div",
+    "@": "matmul",
+    "**": "pow",
+    "//": "floor_divide",
+    "%": "remainder",
+    "&": "bitwise_and",
+    "|": "bitwise_or",
+    "<": "lt",
+    ">": "gt",
+    "<=": "le",
+    ">=": "ge",
+    "==": "eq",
+    "!=": "ne",
+}
 _CALLEE = re.compile(r"^(?P<fn>[A-Za-z_][\w.]*)\(")
 _BIN = re.compile(r"^[\w.]+ (?P<op>\*\*|//|<=|>=|==|!=|[-*+/@%&|<>]) [\w.]+$")
 

@@ -23,25 +23,59 @@ from profiler.model.schema import Kind
 
 #: Phases, in pipeline order. 'other' holds steps no rule names (and the outer wrappers' self time
 #: that is not Dynamo's: gc, logging).
-PHASES = ("dynamo_tracing", "guards", "aot_autograd", "inductor_lowering", "scheduling_fusion", "codegen",
-          "kernel_compile", "autotune", "cache", "other")
+PHASES = (
+    "dynamo_tracing",
+    "guards",
+    "aot_autograd",
+    "inductor_lowering",
+    "scheduling_fusion",
+    "codegen",
+    "kernel_compile",
+    "autotune",
+    "cache",
+    "other",
+)
 
 #: First matching rule wins; names are dynamo_timed keys / phase names of torch 2.13.
-_RULES: tuple[tuple[str, re.Pattern[str]], ...] = tuple((p, re.compile(rx)) for p, rx in (
-    ("autotune", r"autotun|benchmark|do_bench|precompile_config"),
-    ("cache", r"[Cc]ache|TritonBundler|CompiledArtifact"),
-    ("guards", r"build_guards|load_guards"),
-    ("scheduling_fusion", r"^Scheduler\.(__init__|fused_nodes)$"),
-    ("codegen", r"^(code_gen|GraphLowering\.codegen\w*|Scheduler\.codegen|\w*Wrapper\w*\.generate|generate_kernel_code\w*)$"),
-    ("kernel_compile", r"compile_file|async_compile|load_by_key_path|triton_compile|aoti_|fatbin|precompile_header"),
-    ("inductor_lowering", (r"^(inductor_compile|fx_codegen_and_compile|additional_fake_tensor_prop|GraphLowering\.\w+"
-                           r"|_recursive_(pre|post)_grad_passes|pass\.(pre|post)_grad_passes\..*|inductor_import)$")),
-    ("aot_autograd", (r"^(backend_compile|create_aot_dispatcher_function|aot_\w+|_recursive_joint_graph_passes"
-                      r"|pass\.joint_graph_passes\..*|min_cut_rematerialization_partition|compile_fx\.<locals>\.\w+"
-                      r"|entire_backward_compile|backward)$")),
-    ("dynamo_tracing", (r"^(dynamo|entire_frame_compile|compile_attempt_\d+|bytecode_tracing|fullgraph_capture"
-                        r"|insert_deferred_runtime_asserts|bytecode_hooks_\d+|compile_inner)$")),
-))
+_RULES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
+    (p, re.compile(rx))
+    for p, rx in (
+        ("autotune", r"autotun|benchmark|do_bench|precompile_config"),
+        ("cache", r"[Cc]ache|TritonBundler|CompiledArtifact"),
+        ("guards", r"build_guards|load_guards"),
+        ("scheduling_fusion", r"^Scheduler\.(__init__|fused_nodes)$"),
+        (
+            "codegen",
+            r"^(code_gen|GraphLowering\.codegen\w*|Scheduler\.codegen|\w*Wrapper\w*\.generate|generate_kernel_code\w*)$",
+        ),
+        (
+            "kernel_compile",
+            r"compile_file|async_compile|load_by_key_path|triton_compile|aoti_|fatbin|precompile_header",
+        ),
+        (
+            "inductor_lowering",
+            (
+                r"^(inductor_compile|fx_codegen_and_compile|additional_fake_tensor_prop|GraphLowering\.\w+"
+                r"|_recursive_(pre|post)_grad_passes|pass\.(pre|post)_grad_passes\..*|inductor_import)$"
+            ),
+        ),
+        (
+            "aot_autograd",
+            (
+                r"^(backend_compile|create_aot_dispatcher_function|aot_\w+|_recursive_joint_graph_passes"
+                r"|pass\.joint_graph_passes\..*|min_cut_rematerialization_partition|compile_fx\.<locals>\.\w+"
+                r"|entire_backward_compile|backward)$"
+            ),
+        ),
+        (
+            "dynamo_tracing",
+            (
+                r"^(dynamo|entire_frame_compile|compile_attempt_\d+|bytecode_tracing|fullgraph_capture"
+                r"|insert_deferred_runtime_asserts|bytecode_hooks_\d+|compile_inner)$"
+            ),
+        ),
+    )
+)
 
 #: |ts| in µs below which ns (ts * 1000), and a duration between two of them, fit an int64
 _MAX_US = 2**62 / 1000
@@ -104,16 +138,32 @@ def phase_table(log: Log) -> pd.DataFrame:
         log.problems.add("compile steps without an end event dropped")
     df = pd.DataFrame(rows, columns=PHASE_COLUMNS)
     if df.empty:
-        return df.astype({"start_ns": "int64", "dur_ns": "int64", "self_ns": "int64", "depth": "int64", "parent": "int64",
-                          "thread": "int64"})
+        return df.astype(
+            {
+                "start_ns": "int64",
+                "dur_ns": "int64",
+                "self_ns": "int64",
+                "depth": "int64",
+                "parent": "int64",
+                "thread": "int64",
+            }
+        )
     keep = df["dur_ns"] >= 0
     # children of a dropped step lose their parent (-1) rather than point at a missing row
     df.loc[~df["parent"].isin(np.flatnonzero(keep.to_numpy())) & (df["parent"] >= 0), "parent"] = -1
     child = df[keep & (df["parent"] >= 0)].groupby("parent")["dur_ns"].sum()
     df["self_ns"] = (df["dur_ns"] - child.reindex(df.index, fill_value=0)).clip(lower=0)
     df = df[keep]
-    return df.astype({"start_ns": "int64", "dur_ns": "int64", "self_ns": "int64", "depth": "int64", "parent": "int64",
-                      "thread": "int64"})
+    return df.astype(
+        {
+            "start_ns": "int64",
+            "dur_ns": "int64",
+            "self_ns": "int64",
+            "depth": "int64",
+            "parent": "int64",
+            "thread": "int64",
+        }
+    )
 
 
 def phase_summary(phases: pd.DataFrame) -> pd.DataFrame:
@@ -124,7 +174,11 @@ def phase_summary(phases: pd.DataFrame) -> pd.DataFrame:
     """
     if phases.empty:
         return pd.DataFrame(columns=["compile_id", "phase", "time_ns", "steps", "share"])
-    g = phases.groupby(["compile_id", "phase"], sort=False).agg(time_ns=("self_ns", "sum"), steps=("name", "size")).reset_index()
+    g = (
+        phases.groupby(["compile_id", "phase"], sort=False)
+        .agg(time_ns=("self_ns", "sum"), steps=("name", "size"))
+        .reset_index()
+    )
     g["share"] = g["time_ns"] / g.groupby("compile_id")["time_ns"].transform("sum").replace(0, np.nan)
     g["order"] = g["phase"].map({p: i for i, p in enumerate(PHASES)})
     return g.sort_values(["compile_id", "order"], kind="stable").drop(columns="order").reset_index(drop=True)
@@ -148,31 +202,33 @@ def compile_events(phases: pd.DataFrame, rank: int = 0, first_id: int = 0) -> pd
     threads = phases["thread"].value_counts().index.tolist() if n else []
     label = {t: f"rank{rank}/compiler" if k == 0 else f"rank{rank}/compiler/worker{k}" for k, t in enumerate(threads)}
     track = [label[t] for t in phases["thread"].tolist()]
-    return pd.DataFrame({
-        "id": ids,
-        "name": cat(phases["name"].to_numpy(dtype=object)),
-        "cat": cat(phases["phase"].to_numpy(dtype=object)),
-        "kind": cat([Kind.COMPILE_PASS.value] * n),
-        "ts": phases["start_ns"].to_numpy(dtype=np.int64),
-        "dur": phases["dur_ns"].to_numpy(dtype=np.int64),
-        "rank": np.full(n, rank, dtype=np.int32),
-        "device": cat(["cpu"] * n),
-        "track": cat(track),
-        "stream": np.full(n, -1, dtype=np.int64),
-        "thread": np.full(n, -1, dtype=np.int64),
-        "parent_id": parent_id,
-        "depth": phases["depth"].to_numpy().astype(np.int16),
-        "correlation": np.full(n, -1, dtype=np.int64),
-        "external_id": np.full(n, -1, dtype=np.int64),
-        "op_id": np.full(n, -1, dtype=np.int64),
-        "step": np.full(n, -1, dtype=np.int32),
-        "source": cat(["compiler"] * n),
-        **{c: cat([""] * n) for c in ("shapes", "dtypes", "concrete", "collective", "msg_dtype")},
-        "msg_in_nelems": np.full(n, -1, dtype=np.int64),
-        "msg_out_nelems": np.full(n, -1, dtype=np.int64),
-        "group_size": np.full(n, -1, dtype=np.int32),
-        "bytes_recorded": np.full(n, -1, dtype=np.int64),
-    })
+    return pd.DataFrame(
+        {
+            "id": ids,
+            "name": cat(phases["name"].to_numpy(dtype=object)),
+            "cat": cat(phases["phase"].to_numpy(dtype=object)),
+            "kind": cat([Kind.COMPILE_PASS.value] * n),
+            "ts": phases["start_ns"].to_numpy(dtype=np.int64),
+            "dur": phases["dur_ns"].to_numpy(dtype=np.int64),
+            "rank": np.full(n, rank, dtype=np.int32),
+            "device": cat(["cpu"] * n),
+            "track": cat(track),
+            "stream": np.full(n, -1, dtype=np.int64),
+            "thread": np.full(n, -1, dtype=np.int64),
+            "parent_id": parent_id,
+            "depth": phases["depth"].to_numpy().astype(np.int16),
+            "correlation": np.full(n, -1, dtype=np.int64),
+            "external_id": np.full(n, -1, dtype=np.int64),
+            "op_id": np.full(n, -1, dtype=np.int64),
+            "step": np.full(n, -1, dtype=np.int32),
+            "source": cat(["compiler"] * n),
+            **{c: cat([""] * n) for c in ("shapes", "dtypes", "concrete", "collective", "msg_dtype")},
+            "msg_in_nelems": np.full(n, -1, dtype=np.int64),
+            "msg_out_nelems": np.full(n, -1, dtype=np.int64),
+            "group_size": np.full(n, -1, dtype=np.int32),
+            "bytes_recorded": np.full(n, -1, dtype=np.int64),
+        }
+    )
 
 
 def phases_from_events(events: pd.DataFrame) -> pd.DataFrame:
@@ -184,7 +240,9 @@ def phases_from_events(events: pd.DataFrame) -> pd.DataFrame:
     ev = events[events["kind"].astype(str) == Kind.COMPILE_PASS.value]
     if ev.empty:
         return phase_table(Log())
-    ev = ev.assign(_track=ev["track"].astype(str)).sort_values(["_track", "ts", "dur"], ascending=[True, True, False], kind="stable")
+    ev = ev.assign(_track=ev["track"].astype(str)).sort_values(
+        ["_track", "ts", "dur"], ascending=[True, True, False], kind="stable"
+    )
     names, cats = ev["name"].astype(str).tolist(), ev["cat"].astype(str).tolist()
     starts, durs, tracks = ev["ts"].tolist(), ev["dur"].tolist(), ev["_track"].tolist()
     codes = {t: i for i, t in enumerate(dict.fromkeys(tracks))}
@@ -195,11 +253,30 @@ def phases_from_events(events: pd.DataFrame) -> pd.DataFrame:
             stack = []
         while stack and starts[stack[-1]] + durs[stack[-1]] < ts + dur:  # ended before this one does: not its parent
             stack.pop()
-        rows.append(["", name, cat if cat in PHASES else phase_of(name), ts, dur, 0, len(stack), stack[-1] if stack else -1,
-                     codes[track]])
+        rows.append(
+            [
+                "",
+                name,
+                cat if cat in PHASES else phase_of(name),
+                ts,
+                dur,
+                0,
+                len(stack),
+                stack[-1] if stack else -1,
+                codes[track],
+            ]
+        )
         stack.append(i)
     df = pd.DataFrame(rows, columns=PHASE_COLUMNS)
     child = df[df["parent"] >= 0].groupby("parent")["dur_ns"].sum()
     df["self_ns"] = (df["dur_ns"] - child.reindex(df.index, fill_value=0)).clip(lower=0)
-    return df.astype({"start_ns": "int64", "dur_ns": "int64", "self_ns": "int64", "depth": "int64", "parent": "int64",
-                      "thread": "int64"})
+    return df.astype(
+        {
+            "start_ns": "int64",
+            "dur_ns": "int64",
+            "self_ns": "int64",
+            "depth": "int64",
+            "parent": "int64",
+            "thread": "int64",
+        }
+    )

@@ -38,9 +38,15 @@ def compile_report(log: Log) -> CompileReport:
     """Build every table from the records of `log`."""
     phases = phase_table(log)
     return CompileReport(
-        phases=phases, phase_summary=phase_summary(phases), compiles=breaks.compiles(log),
-        graph_breaks=breaks.graph_breaks(log), recompiles=breaks.recompiles(log), caches=breaks.caches(log),
-        fusion=fusion_map(log), source=log.source, problems=log.problems,
+        phases=phases,
+        phase_summary=phase_summary(phases),
+        compiles=breaks.compiles(log),
+        graph_breaks=breaks.graph_breaks(log),
+        recompiles=breaks.recompiles(log),
+        caches=breaks.caches(log),
+        fusion=fusion_map(log),
+        source=log.source,
+        problems=log.problems,
     )
 
 
@@ -73,8 +79,15 @@ def report_doc(report: CompileReport, with_phases: bool = True) -> dict:
         return out
 
     names = (*DOC_TABLES, "phases") if with_phases else DOC_TABLES
-    return redact({"schema": DOC_SCHEMA, "schema_version": DOC_VERSION, "source": report.source,
-                   "problems": dict(report.problems.counts), "tables": {n: rows(getattr(report, n)) for n in names}})
+    return redact(
+        {
+            "schema": DOC_SCHEMA,
+            "schema_version": DOC_VERSION,
+            "source": report.source,
+            "problems": dict(report.problems.counts),
+            "tables": {n: rows(getattr(report, n)) for n in names},
+        }
+    )
 
 
 def report_from_doc(doc: object, source: str = "") -> CompileReport | None:
@@ -85,9 +98,15 @@ def report_from_doc(doc: object, source: str = "") -> CompileReport | None:
 
     if not (isinstance(doc, dict) and doc.get("schema") == DOC_SCHEMA and isinstance(doc.get("tables"), dict)):
         return None
-    columns = {"phases": PHASE_COLUMNS, "phase_summary": ["compile_id", "phase", "time_ns", "steps", "share"],
-               "compiles": breaks.COMPILE_COLUMNS, "graph_breaks": breaks.BREAK_COLUMNS,
-               "recompiles": breaks.RECOMPILE_COLUMNS, "caches": breaks.CACHE_COLUMNS, "fusion": fm.KERNEL_COLUMNS}
+    columns = {
+        "phases": PHASE_COLUMNS,
+        "phase_summary": ["compile_id", "phase", "time_ns", "steps", "share"],
+        "compiles": breaks.COMPILE_COLUMNS,
+        "graph_breaks": breaks.BREAK_COLUMNS,
+        "recompiles": breaks.RECOMPILE_COLUMNS,
+        "caches": breaks.CACHE_COLUMNS,
+        "fusion": fm.KERNEL_COLUMNS,
+    }
     tables = {}
     for name, cols in columns.items():
         got = doc["tables"].get(name)

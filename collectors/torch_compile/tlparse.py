@@ -130,7 +130,7 @@ def parse_lines(lines: Iterator[str], log: Log) -> None:
             log.problems.add("structured-log lines with a thread id past 64 bits skipped")
             continue
         try:
-            meta = orjson.loads(line[m.end():])
+            meta = orjson.loads(line[m.end() :])
         except orjson.JSONDecodeError:
             log.problems.add("structured-log lines with unreadable JSON skipped")
     flush()

@@ -21,8 +21,10 @@ from contextlib import contextmanager
 #: Kineto's unconditional progress lines (and the INFO/STAGE ones at verbose log levels).
 CHATTER = re.compile(rb"^(USDT|STAGE):\S* \S+ \d+:\d+ \S+\.cpp:\d+\]")
 
-NESTED = ("a profiler is already running in this process (perf profile / profiler.profile); "
-          "one process can run one torch.profiler at a time: mark steps with profiler.step() instead")
+NESTED = (
+    "a profiler is already running in this process (perf profile / profiler.profile); "
+    "one process can run one torch.profiler at a time: mark steps with profiler.step() instead"
+)
 
 
 @contextmanager

@@ -26,8 +26,19 @@ from collectors.torch_runtime.specs import InputSpec, load_factory, one_line, pa
 from profiler.model.errors import InputError
 
 
-def run_model(spec: str, inputs: list[str], out: Path, *, dtype: str = "fp32", compile: bool = False, steps: int = 3,
-              warmup: int = 1, backward: bool = False, with_stack: bool = False, with_modules: bool = False) -> Session:
+def run_model(
+    spec: str,
+    inputs: list[str],
+    out: Path,
+    *,
+    dtype: str = "fp32",
+    compile: bool = False,
+    steps: int = 3,
+    warmup: int = 1,
+    backward: bool = False,
+    with_stack: bool = False,
+    with_modules: bool = False,
+) -> Session:
     """Build the model from its factory, make random inputs, profile `steps` steps into `out`."""
     if steps < 1 or warmup < 0:
         raise InputError(None, f"--steps {steps} --warmup {warmup}: need steps >= 1 and warmup >= 0")
@@ -48,10 +59,19 @@ def run_model(spec: str, inputs: list[str], out: Path, *, dtype: str = "fp32", c
     except InputError:
         raise
     except Exception as e:  # noqa: BLE001 - the user's model or the compiler: anything, reported in one line
-        phase = (f"warm-up step {done + 1} of {warmup}" if done < warmup else "the profiler's warm-up step" if done == warmup
-                 else f"recorded step {done - warmup} of {steps}")
+        phase = (
+            f"warm-up step {done + 1} of {warmup}"
+            if done < warmup
+            else "the profiler's warm-up step"
+            if done == warmup
+            else f"recorded step {done - warmup} of {steps}"
+        )
         what = ("torch.compile failed" if compile and _from_compiler(e) else "the model raised") + f" in {phase}"
-        hint = "; rerun without --compile to profile it eagerly" if compile and _from_compiler(e) and not session.written else ""
+        hint = (
+            "; rerun without --compile to profile it eagerly"
+            if compile and _from_compiler(e) and not session.written
+            else ""
+        )
         where = f"partial trace written to {session.path}" if session.written else "no trace written"
         raise InputError(None, f"--model {spec}: {what}: {one_line(e)}; {where}{hint}") from None
     return session
@@ -82,12 +102,15 @@ def run_step(fn: Any, model: torch.nn.Module, xs: list[torch.Tensor], backward: 
     model.zero_grad(set_to_none=True)
 
 
-def prepare(spec: str, inputs: list[str], dtype: str = "fp32", backward: bool = False, *,
-            eager_check: bool = True) -> tuple[torch.nn.Module, list[torch.Tensor]]:
+def prepare(
+    spec: str, inputs: list[str], dtype: str = "fp32", backward: bool = False, *, eager_check: bool = True
+) -> tuple[torch.nn.Module, list[torch.Tensor]]:
     """The model from its factory and random inputs (seeded: the same every run). With
     `eager_check`, one eager step first, so model and input errors are not blamed on a compiler."""
     if not inputs:
-        raise InputError(None, f"--model {spec}: give the model's inputs with --input SHAPE (repeatable), e.g. --input 32x256")
+        raise InputError(
+            None, f"--model {spec}: give the model's inputs with --input SHAPE (repeatable), e.g. --input 32x256"
+        )
     specs = [parse_input(s) for s in inputs]
     float_dtype = parse_dtype(dtype)
     factory = load_factory(spec)
@@ -100,7 +123,9 @@ def prepare(spec: str, inputs: list[str], dtype: str = "fp32", backward: bool = 
     return model, xs
 
 
-def make_inputs(specs: list[InputSpec], model: torch.nn.Module, float_dtype: torch.dtype, device: torch.device) -> list[torch.Tensor]:
+def make_inputs(
+    specs: list[InputSpec], model: torch.nn.Module, float_dtype: torch.dtype, device: torch.device
+) -> list[torch.Tensor]:
     """Random inputs: floats ~ N(0, 1) in `float_dtype` (or the spec's); integers uniform in
     [0, high), high = the spec's bound, else the smallest nn.Embedding's num_embeddings, else 2."""
     vocab = min((m.num_embeddings for m in model.modules() if isinstance(m, torch.nn.Embedding)), default=2)
@@ -115,7 +140,9 @@ def make_inputs(specs: list[InputSpec], model: torch.nn.Module, float_dtype: tor
             else:
                 out.append(torch.randint(0, s.high or vocab, s.shape, dtype=dt, device=device))
         except (RuntimeError, MemoryError) as e:
-            raise InputError(None, f"--input {'x'.join(map(str, s.shape))}: cannot allocate it: {one_line(e)}") from None
+            raise InputError(
+                None, f"--input {'x'.join(map(str, s.shape))}: cannot allocate it: {one_line(e)}"
+            ) from None
     return out
 
 
@@ -136,9 +163,13 @@ def _eager_check(model: torch.nn.Module, xs: list[torch.Tensor], spec: str, back
     except InputError:
         raise
     except Exception as e:  # noqa: BLE001 - user code
-        raise InputError(None, f"--model {spec}: the model raised (eager, before compiling): {one_line(e)}; no trace written") from None
+        raise InputError(
+            None, f"--model {spec}: the model raised (eager, before compiling): {one_line(e)}; no trace written"
+        ) from None
 
 
 def _from_compiler(e: BaseException) -> bool:
     """Raised by Dynamo, AOTAutograd or Inductor (its class lives in their modules)."""
-    return any(c.__module__.startswith(("torch._dynamo", "torch._inductor", "torch._functorch")) for c in type(e).__mro__)
+    return any(
+        c.__module__.startswith(("torch._dynamo", "torch._inductor", "torch._functorch")) for c in type(e).__mro__
+    )

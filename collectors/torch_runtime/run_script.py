@@ -20,8 +20,18 @@ from collectors.torch_runtime.specs import one_line
 from profiler.model.errors import InputError
 
 
-def run_script(script: Path, args: list[str], out: Path, *, active: int | None = None, wait: int = 0, warmup: int = 1,
-               with_stack: bool = False, with_modules: bool = False, stdout_to_stderr: bool = False) -> Session:
+def run_script(
+    script: Path,
+    args: list[str],
+    out: Path,
+    *,
+    active: int | None = None,
+    wait: int = 0,
+    warmup: int = 1,
+    with_stack: bool = False,
+    with_modules: bool = False,
+    stdout_to_stderr: bool = False,
+) -> Session:
     """Profile one run of `script`; the trace is written to `out`. Returns the finished Session.
 
     Without `active` the whole run is recorded; with it, schedule(wait, warmup, active) counts the
@@ -33,7 +43,10 @@ def run_script(script: Path, args: list[str], out: Path, *, active: int | None =
         raise InputError(script, "no such script" if not script.exists() else "not a file")
     session = Session(out, steps=active, wait=wait, warmup=warmup, with_stack=with_stack, with_modules=with_modules)
     failure: BaseException | None = None
-    with _as_main(script, args), (contextlib.redirect_stdout(sys.stderr) if stdout_to_stderr else contextlib.nullcontext()):
+    with (
+        _as_main(script, args),
+        contextlib.redirect_stdout(sys.stderr) if stdout_to_stderr else contextlib.nullcontext(),
+    ):
         try:
             with compile_log() as log, session:  # a script that calls torch.compile: its passes join the trace
                 runpy.run_path(str(script), run_name="__main__")

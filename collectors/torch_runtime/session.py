@@ -49,7 +49,9 @@ def activities_from(names: Iterable[str | ProfilerActivity] | None) -> list[Prof
         try:
             out.append(ProfilerActivity.__members__[str(a).upper()])
         except KeyError:
-            raise InputError(None, f"activity {a!r}: expected one of {', '.join(n.lower() for n in ProfilerActivity.__members__)}") from None
+            raise InputError(
+                None, f"activity {a!r}: expected one of {', '.join(n.lower() for n in ProfilerActivity.__members__)}"
+            ) from None
     return out
 
 
@@ -62,13 +64,23 @@ class Session:
     """One profiled region. `path` is where the trace goes (Chrome JSON; gzip when it ends in .gz)."""
 
     def __init__(
-        self, path: Path, *, steps: int | None = None, wait: int = 0, warmup: int = 1,
-        activities: Iterable[str | ProfilerActivity] | None = None, record_shapes: bool = True,
-        with_stack: bool = False, with_modules: bool = False, analyzer: Callable[..., Any] | None = None,
+        self,
+        path: Path,
+        *,
+        steps: int | None = None,
+        wait: int = 0,
+        warmup: int = 1,
+        activities: Iterable[str | ProfilerActivity] | None = None,
+        record_shapes: bool = True,
+        with_stack: bool = False,
+        with_modules: bool = False,
+        analyzer: Callable[..., Any] | None = None,
         capture_compile: bool = False,
     ) -> None:
         if steps is not None and (steps < 1 or wait < 0 or warmup < 0):
-            raise InputError(None, f"steps={steps}, wait={wait}, warmup={warmup}: need steps >= 1, wait and warmup >= 0")
+            raise InputError(
+                None, f"steps={steps}, wait={wait}, warmup={warmup}: need steps >= 1, wait and warmup >= 0"
+            )
         self.path = Path(path)
         self.steps, self.wait, self.warmup = steps, wait, warmup
         self.activities = activities_from(activities)
@@ -91,11 +103,18 @@ class Session:
             raise RuntimeError(NESTED)
         if not self.path.parent.is_dir():
             raise InputError(self.path, "the output directory does not exist")
-        sched = (_record_everything if self.steps is None
-                 else torch.profiler.schedule(wait=self.wait, warmup=self.warmup, active=self.steps, repeat=1))
+        sched = (
+            _record_everything
+            if self.steps is None
+            else torch.profiler.schedule(wait=self.wait, warmup=self.warmup, active=self.steps, repeat=1)
+        )
         self._prof = torch.profiler.profile(
-            activities=self.activities, schedule=sched, on_trace_ready=self._export,
-            record_shapes=self.record_shapes, with_stack=self.with_stack, with_modules=self.with_modules,
+            activities=self.activities,
+            schedule=sched,
+            on_trace_ready=self._export,
+            record_shapes=self.record_shapes,
+            with_stack=self.with_stack,
+            with_modules=self.with_modules,
         )
         with filtered_stderr():
             self._prof.start()
@@ -179,14 +198,24 @@ class Session:
         if self.steps is None:
             return "no trace recorded"
         start = self.wait + self.warmup
-        return (f"no trace recorded: the run ended after {self.marks} step() mark(s); with wait={self.wait}, "
-                f"warmup={self.warmup} recording starts after mark {start}, and steps={self.steps} needs {start + self.steps} marks")
+        return (
+            f"no trace recorded: the run ended after {self.marks} step() mark(s); with wait={self.wait}, "
+            f"warmup={self.warmup} recording starts after mark {start}, and steps={self.steps} needs {start + self.steps} marks"
+        )
 
 
 def profile(
-    steps: int | None = None, *, wait: int = 0, warmup: int = 1, activities: Iterable[str | ProfilerActivity] | None = None,
-    record_shapes: bool = True, with_stack: bool = False, with_modules: bool = False, out: str | Path | None = None,
-    analyzer: Callable[..., Any] | None = None, capture_compile: bool = True,
+    steps: int | None = None,
+    *,
+    wait: int = 0,
+    warmup: int = 1,
+    activities: Iterable[str | ProfilerActivity] | None = None,
+    record_shapes: bool = True,
+    with_stack: bool = False,
+    with_modules: bool = False,
+    out: str | Path | None = None,
+    analyzer: Callable[..., Any] | None = None,
+    capture_compile: bool = True,
 ) -> Session:
     """A profiling session for `with`: see the module docstring. `out` defaults to a new file in
     the temp directory (perf-*.json.gz); `analyzer` is what `Session.analysis` calls; with
@@ -197,8 +226,18 @@ def profile(
         os.close(fd)
         os.unlink(name)  # only the name is wanted: the file appears when the trace is written
         out = name
-    return Session(Path(out), steps=steps, wait=wait, warmup=warmup, activities=activities, record_shapes=record_shapes,
-                   with_stack=with_stack, with_modules=with_modules, analyzer=analyzer, capture_compile=capture_compile)
+    return Session(
+        Path(out),
+        steps=steps,
+        wait=wait,
+        warmup=warmup,
+        activities=activities,
+        record_shapes=record_shapes,
+        with_stack=with_stack,
+        with_modules=with_modules,
+        analyzer=analyzer,
+        capture_compile=capture_compile,
+    )
 
 
 def step() -> None:

@@ -1,10 +1,10 @@
 """What `perf profile --model` is told on the command line: a factory spec, input shapes, a dtype.
 
-    --model examples.models:mlp        module:attribute (the cwd is importable, as with python -m)
-    --model path/to/file.py:build      or a file
-    --input 32x256                     a float tensor of that shape (in --dtype)
-    --input 1x128:int64                integers in [0, smallest nn.Embedding size), or [0, 2) without one
-    --input 1x128:int64:32000          integers in [0, 32000)
+--model examples.models:mlp        module:attribute (the cwd is importable, as with python -m)
+--model path/to/file.py:build      or a file
+--input 32x256                     a float tensor of that shape (in --dtype)
+--input 1x128:int64                integers in [0, smallest nn.Embedding size), or [0, 2) without one
+--input 1x128:int64:32000          integers in [0, 32000)
 """
 
 from __future__ import annotations
@@ -23,9 +23,19 @@ import torch
 from profiler.model.errors import InputError
 
 DTYPES: dict[str, torch.dtype] = {
-    "fp32": torch.float32, "float32": torch.float32, "fp16": torch.float16, "float16": torch.float16,
-    "bf16": torch.bfloat16, "bfloat16": torch.bfloat16, "fp64": torch.float64, "float64": torch.float64,
-    "int64": torch.int64, "int32": torch.int32, "int16": torch.int16, "int8": torch.int8, "uint8": torch.uint8,
+    "fp32": torch.float32,
+    "float32": torch.float32,
+    "fp16": torch.float16,
+    "float16": torch.float16,
+    "bf16": torch.bfloat16,
+    "bfloat16": torch.bfloat16,
+    "fp64": torch.float64,
+    "float64": torch.float64,
+    "int64": torch.int64,
+    "int32": torch.int32,
+    "int16": torch.int16,
+    "int8": torch.int8,
+    "uint8": torch.uint8,
     "bool": torch.bool,
 }
 FLOAT_DTYPES = ("fp32", "fp16", "bf16", "fp64")
@@ -81,7 +91,9 @@ def load_factory(spec: str) -> Callable[[], Any]:
             raise InputError(None, f"--model {spec}: {where} has no attribute {part!r}")
         obj = getattr(obj, part)
     if not callable(obj):
-        raise InputError(None, f"--model {spec}: {attr} is a {type(obj).__name__}, not a callable returning an nn.Module")
+        raise InputError(
+            None, f"--model {spec}: {attr} is a {type(obj).__name__}, not a callable returning an nn.Module"
+        )
     return obj
 
 
@@ -92,7 +104,9 @@ def _import_module(name: str, spec: str) -> Any:
         return importlib.import_module(name)
     except ModuleNotFoundError as e:
         if e.name and (name == e.name or name.startswith(e.name + ".")):
-            raise InputError(None, f"--model {spec}: no module named {e.name!r} (run from the directory that holds it)") from None
+            raise InputError(
+                None, f"--model {spec}: no module named {e.name!r} (run from the directory that holds it)"
+            ) from None
         raise InputError(None, f"--model {spec}: importing {name} failed: {one_line(e)}") from None
     except Exception as e:  # noqa: BLE001 - user code
         raise InputError(None, f"--model {spec}: importing {name} failed: {one_line(e)}") from None

@@ -23,9 +23,11 @@ from dashboard.store import TraceStore
 PATH = "/compiler"
 TITLE = "Compiler"
 
-NO_DATA = ("No compiler data in this trace: no compile_pass events and no torch.compile tables. Profile with "
-           "`perf profile --model M --input SHAPE --compile` (or a script that calls torch.compile), or give torch.compile's "
-           "structured logs with `perf dashboard --compile-log DIR` (a TORCH_TRACE directory).")
+NO_DATA = (
+    "No compiler data in this trace: no compile_pass events and no torch.compile tables. Profile with "
+    "`perf profile --model M --input SHAPE --compile` (or a script that calls torch.compile), or give torch.compile's "
+    "structured logs with `perf dashboard --compile-log DIR` (a TORCH_TRACE directory)."
+)
 
 
 def layout(state: dict[str, Any]) -> html.Div:
@@ -45,17 +47,25 @@ def register(app: Dash, store: TraceStore) -> None:
         source = _source(store, tid)
         if all(df.empty for df in t.values()):
             return [html.P(source, className="caption", id="compiler-source"), html.P(NO_DATA, id="compiler-empty")]
-        return [html.P(source, className="caption", id="compiler-source"),
-                dcc.Graph(id="compiler-phases", figure=figures.compile_phases_figure(t["phases"])),
-                *_phase_summary(t["phase_summary"]), *_compiles(t["compiles"]), *_breaks(t["graph_breaks"]),
-                *_recompiles(t["recompiles"]), *_caches(t["caches"]), *_fusion(t["fusion"])]
+        return [
+            html.P(source, className="caption", id="compiler-source"),
+            dcc.Graph(id="compiler-phases", figure=figures.compile_phases_figure(t["phases"])),
+            *_phase_summary(t["phase_summary"]),
+            *_compiles(t["compiles"]),
+            *_breaks(t["graph_breaks"]),
+            *_recompiles(t["recompiles"]),
+            *_caches(t["caches"]),
+            *_fusion(t["fusion"]),
+        ]
 
 
 def _source(store: TraceStore, tid: str | None) -> str:
     entry = store.entry(tid)
     if store.compile_report is not None:
         where = f"the TORCH_TRACE log {Path(store.compile_report.source).name or store.compile_report.source}"
-        return f"From {where}" + (f"; kernel times from {entry.label}." if entry else " (no trace loaded: no kernel times).")
+        return f"From {where}" + (
+            f"; kernel times from {entry.label}." if entry else " (no trace loaded: no kernel times)."
+        )
     if entry is None:
         return "No trace loaded."
     ev = store.trace(entry.trace_id).events
@@ -71,15 +81,23 @@ def _phase_summary(df: pd.DataFrame) -> list:
     if df.empty or (df["compile_id"] == "").all():
         return []
     rows = [(r.compile_id, r.phase, fmt_ns(r.time_ns), fmt_pct(r.share), r.steps) for r in df.itertuples(index=False)]
-    return [html.H3("Phases per compile"), grid(["compile", "phase", "self time", "share", "steps"], rows, id="compiler-phase-summary")]
+    return [
+        html.H3("Phases per compile"),
+        grid(["compile", "phase", "self time", "share", "steps"], rows, id="compiler-phase-summary"),
+    ]
 
 
 def _compiles(df: pd.DataFrame) -> list:
     if df.empty:
         return []
-    rows = [(r.compile_id, r.function, fmt_ns(r.duration_ns), r.graph_ops, r.guards, r.fail_type or "–") for r in df.itertuples(index=False)]
-    return [html.H3("Frame compiles"), grid(["compile", "function", "compile time", "graph ops", "guards", "failed"], rows,
-                                            id="compiler-compiles")]
+    rows = [
+        (r.compile_id, r.function, fmt_ns(r.duration_ns), r.graph_ops, r.guards, r.fail_type or "–")
+        for r in df.itertuples(index=False)
+    ]
+    return [
+        html.H3("Frame compiles"),
+        grid(["compile", "function", "compile time", "graph ops", "guards", "failed"], rows, id="compiler-compiles"),
+    ]
 
 
 def _breaks(df: pd.DataFrame) -> list:
@@ -93,16 +111,29 @@ def _recompiles(df: pd.DataFrame) -> list:
     if df.empty:
         return [html.H3("Recompilations"), html.P("None.", id="compiler-recompiles")]
     rows = [(r.compile_id, r.previous or "–", r.guard, _where(r.file, r.line)) for r in df.itertuples(index=False)]
-    return [html.H3(f"Recompilations ({len(df)})"), grid(["compile", "recompiled from", "failed guard", "where"], rows,
-                                                        id="compiler-recompiles")]
+    return [
+        html.H3(f"Recompilations ({len(df)})"),
+        grid(["compile", "recompiled from", "failed guard", "where"], rows, id="compiler-recompiles"),
+    ]
 
 
 def _caches(df: pd.DataFrame) -> list:
     if df.empty:
         return [html.H3("Cache lookups"), html.P("None logged.", id="compiler-caches")]
-    rows = [(r.compile_id, r.cache, f"cache {r.state}", fmt_ns(r.time_saved_ns) if r.time_saved_ns >= 0 else "–", r.reason or "–")
-            for r in df.itertuples(index=False)]
-    return [html.H3("Cache lookups"), grid(["compile", "cache", "state", "compile time saved", "detail"], rows, id="compiler-caches")]
+    rows = [
+        (
+            r.compile_id,
+            r.cache,
+            f"cache {r.state}",
+            fmt_ns(r.time_saved_ns) if r.time_saved_ns >= 0 else "–",
+            r.reason or "–",
+        )
+        for r in df.itertuples(index=False)
+    ]
+    return [
+        html.H3("Cache lookups"),
+        grid(["compile", "cache", "state", "compile time saved", "detail"], rows, id="compiler-caches"),
+    ]
 
 
 def _fusion(df: pd.DataFrame) -> list:
@@ -114,14 +145,27 @@ def _fusion(df: pd.DataFrame) -> list:
         header += ["calls", "time", "per graph run", "bound", "efficiency"]
     rows = []
     for r in df.itertuples(index=False):
-        row = [r.compile_id, r.kernel, " + ".join(r.aten_ops), ", ".join(Path(s).name for s in r.sources) or "–", r.runtime_name,
-               fmt_si(r.flops, "FLOP"), fmt_si(r.bytes_read + r.bytes_written, "B")]
+        row = [
+            r.compile_id,
+            r.kernel,
+            " + ".join(r.aten_ops),
+            ", ".join(Path(s).name for s in r.sources) or "–",
+            r.runtime_name,
+            fmt_si(r.flops, "FLOP"),
+            fmt_si(r.bytes_read + r.bytes_written, "B"),
+        ]
         if timed:
             row += [int(r.calls), fmt_ns(r.time_ns), fmt_ns(r.per_run_ns), r.bound, fmt_pct(r.efficiency)]
         rows.append(row)
-    note = ("Time: the kernel's events in the trace (a C++ kernel's range, a Triton kernel's device time, an extern op's "
-            "work); per graph run: time / (calls / the kernel's calls per run); bound: the largest floor of one run (FLOPs / peak, "
-            "bytes / bandwidth, minimum op time per call); efficiency: that floor / time per run."
-            if timed else "Load a trace with the compiled run to see each kernel's time and bound.")
-    return [html.H3("Fusion map (kernel = ATen ops, from source)"), grid(header, rows, id="compiler-fusion"),
-            html.P(note, className="caption")]
+    note = (
+        "Time: the kernel's events in the trace (a C++ kernel's range, a Triton kernel's device time, an extern op's "
+        "work); per graph run: time / (calls / the kernel's calls per run); bound: the largest floor of one run (FLOPs / peak, "
+        "bytes / bandwidth, minimum op time per call); efficiency: that floor / time per run."
+        if timed
+        else "Load a trace with the compiled run to see each kernel's time and bound."
+    )
+    return [
+        html.H3("Fusion map (kernel = ATen ops, from source)"),
+        grid(header, rows, id="compiler-fusion"),
+        html.P(note, className="caption"),
+    ]

@@ -31,14 +31,50 @@ def register(app: Dash, store: TraceStore) -> None:
         trace = store.trace(tid)
         phases = store.view(tid, hw, "llm", lambda: llm_phases(trace, spec_resolver(trace, hw)))
         if phases.empty:
-            return [html.P("No serving steps found: no step annotations (SGLang step[...], vLLM execute_...) and no "
-                           "attention ops with recorded shapes.", id="llm-summary")]
+            return [
+                html.P(
+                    "No serving steps found: no step annotations (SGLang step[...], vLLM execute_...) and no "
+                    "attention ops with recorded shapes.",
+                    id="llm-summary",
+                )
+            ]
         s = llm_summary(phases)
-        rows = [(r.rank, r.phase, r.steps, f"{r.tokens:,.0f}" if r.tokens == r.tokens else "–", fmt_ns(r.time_ns),
-                 f"{r.tokens_per_s:,.1f}" if r.tokens_per_s == r.tokens_per_s else "–", fmt_ns(r.ttft_ns), fmt_ns(r.tpot_ns),
-                 fmt_si(r.kv_read_bytes, "B"), fmt_pct(r.kv_floor_efficiency), r.note) for r in s.itertuples(index=False)]
-        table = grid(["rank", "phase", "steps", "tokens", "time", "tokens/s", "TTFT (lower bound)", "TPOT", "KV read / step",
-                      "KV floor / busy", "note"], rows, id="llm-summary")
+        rows = [
+            (
+                r.rank,
+                r.phase,
+                r.steps,
+                f"{r.tokens:,.0f}" if r.tokens == r.tokens else "–",
+                fmt_ns(r.time_ns),
+                f"{r.tokens_per_s:,.1f}" if r.tokens_per_s == r.tokens_per_s else "–",
+                fmt_ns(r.ttft_ns),
+                fmt_ns(r.tpot_ns),
+                fmt_si(r.kv_read_bytes, "B"),
+                fmt_pct(r.kv_floor_efficiency),
+                r.note,
+            )
+            for r in s.itertuples(index=False)
+        ]
+        table = grid(
+            [
+                "rank",
+                "phase",
+                "steps",
+                "tokens",
+                "time",
+                "tokens/s",
+                "TTFT (lower bound)",
+                "TPOT",
+                "KV read / step",
+                "KV floor / busy",
+                "note",
+            ],
+            rows,
+            id="llm-summary",
+        )
         if len(phases) == 1:  # one step: the table says it all, a chart of one point adds nothing
-            return [table, html.P("One serving step: no chart of steps over time.", className="caption", id="llm-graph")]
+            return [
+                table,
+                html.P("One serving step: no chart of steps over time.", className="caption", id="llm-graph"),
+            ]
         return [table, dcc.Graph(id="llm-graph", figure=figures.llm_steps_figure(phases))]

@@ -29,22 +29,70 @@ def register(app: Dash, store: TraceStore) -> None:
 
     def _render(tid: str | None) -> list:
         trace = store.trace(tid)
-        summary, timeline, kv = store.view(tid, None, "memory", lambda: (
-            memory_summary(trace), memory_timeline(trace, MAX_POINTS), kv_cache_footprint(trace)))
+        summary, timeline, kv = store.view(
+            tid,
+            None,
+            "memory",
+            lambda: (memory_summary(trace), memory_timeline(trace, MAX_POINTS), kv_cache_footprint(trace)),
+        )
         origin = int(trace.events["ts"].min()) if len(trace.events) else 0
-        rows = [(f"rank{r.rank}/{r.device}", r.samples, fmt_si(r.peak_allocated_bytes, "B"), fmt_si(r.peak_reserved_bytes, "B"),
-                 fmt_si(r.peak_above_start_bytes, "B"), fmt_si(r.capacity_bytes, "B"), fmt_pct(r.peak_fraction),
-                 fmt_ns((r.peak_allocated_ts if r.peak_allocated_ts >= 0 else r.peak_above_start_ts) - origin)
-                 if max(r.peak_allocated_ts, r.peak_above_start_ts) >= 0 else "–",
-                 r.peak_op or r.peak_op_note) for r in summary.itertuples(index=False)]
-        out = [dcc.Graph(id="memory-graph", figure=figures.memory_figure(timeline, summary, origin)),
-               html.H3("Peaks"),
-               grid(["device", "samples", "peak allocated", "peak reserved", "peak above start", "capacity", "peak / capacity",
-                     "peak at", "op at the peak"], rows, id="memory-summary") if rows else
-               html.P("No allocator samples in this trace (record with profile_memory=True).", id="memory-summary")]
+        rows = [
+            (
+                f"rank{r.rank}/{r.device}",
+                r.samples,
+                fmt_si(r.peak_allocated_bytes, "B"),
+                fmt_si(r.peak_reserved_bytes, "B"),
+                fmt_si(r.peak_above_start_bytes, "B"),
+                fmt_si(r.capacity_bytes, "B"),
+                fmt_pct(r.peak_fraction),
+                fmt_ns((r.peak_allocated_ts if r.peak_allocated_ts >= 0 else r.peak_above_start_ts) - origin)
+                if max(r.peak_allocated_ts, r.peak_above_start_ts) >= 0
+                else "–",
+                r.peak_op or r.peak_op_note,
+            )
+            for r in summary.itertuples(index=False)
+        ]
+        out = [
+            dcc.Graph(id="memory-graph", figure=figures.memory_figure(timeline, summary, origin)),
+            html.H3("Peaks"),
+            grid(
+                [
+                    "device",
+                    "samples",
+                    "peak allocated",
+                    "peak reserved",
+                    "peak above start",
+                    "capacity",
+                    "peak / capacity",
+                    "peak at",
+                    "op at the peak",
+                ],
+                rows,
+                id="memory-summary",
+            )
+            if rows
+            else html.P("No allocator samples in this trace (record with profile_memory=True).", id="memory-summary"),
+        ]
         if len(kv):
-            out += [html.H3("KV cache (from the cache-write ops' shapes)"),
-                    grid(["rank", "op", "dtype", "bytes / token", "slots", "layers", "KV cache", "share of memory", "note"],
-                         [(r.rank, r.op, r.dtype, fmt_si(r.bytes_per_token, "B"), r.slots, r.layers, fmt_si(r.kv_cache_bytes, "B"),
-                           fmt_pct(r.share), r.note) for r in kv.itertuples(index=False)], id="memory-kv")]
+            out += [
+                html.H3("KV cache (from the cache-write ops' shapes)"),
+                grid(
+                    ["rank", "op", "dtype", "bytes / token", "slots", "layers", "KV cache", "share of memory", "note"],
+                    [
+                        (
+                            r.rank,
+                            r.op,
+                            r.dtype,
+                            fmt_si(r.bytes_per_token, "B"),
+                            r.slots,
+                            r.layers,
+                            fmt_si(r.kv_cache_bytes, "B"),
+                            fmt_pct(r.share),
+                            r.note,
+                        )
+                        for r in kv.itertuples(index=False)
+                    ],
+                    id="memory-kv",
+                ),
+            ]
         return out

@@ -25,14 +25,25 @@ TITLE = "Timeline"
 
 
 def layout(state: dict[str, Any]) -> html.Div:
-    return html.Div([
-        html.H2("Timeline"),
-        html.Div([html.Button("Export for Perfetto", id="export-btn", n_clicks=0), dcc.Download(id="export-download"),
-                  html.Span(" Drag to zoom, double-click to reset; each zoom is aggregated on the server.", className="caption")]),
-        html.Div(id="timeline-caption", className="caption"),
-        dcc.Graph(id="timeline-graph", config={"displaylogo": False, "scrollZoom": False}),
-        dcc.Store(id="timeline-window"),
-    ], id="page-timeline")
+    return html.Div(
+        [
+            html.H2("Timeline"),
+            html.Div(
+                [
+                    html.Button("Export for Perfetto", id="export-btn", n_clicks=0),
+                    dcc.Download(id="export-download"),
+                    html.Span(
+                        " Drag to zoom, double-click to reset; each zoom is aggregated on the server.",
+                        className="caption",
+                    ),
+                ]
+            ),
+            html.Div(id="timeline-caption", className="caption"),
+            dcc.Graph(id="timeline-graph", config={"displaylogo": False, "scrollZoom": False}),
+            dcc.Store(id="timeline-window"),
+        ],
+        id="page-timeline",
+    )
 
 
 # Runs in the browser: an x zoom or reset becomes the window to query ([t0, t1] in ms, or
@@ -67,9 +78,14 @@ def zoom_range(win: dict | None) -> tuple[float | None, float | None]:
 def register(app: Dash, store: TraceStore) -> None:
     app.clientside_callback(ZOOM, Output("timeline-window", "data"), Input("timeline-graph", "relayoutData"))
 
-    @app.callback(Output("timeline-graph", "figure"), Output("timeline-caption", "children"),
-                  Input("trace-select", "value"), Input("selected-op", "data"), Input("timeline-window", "data"),
-                  State("hardware", "data"))
+    @app.callback(
+        Output("timeline-graph", "figure"),
+        Output("timeline-caption", "children"),
+        Input("trace-select", "value"),
+        Input("selected-op", "data"),
+        Input("timeline-window", "data"),
+        State("hardware", "data"),
+    )
     @guarded(lambda msg: (no_update, error_box(msg, id="timeline-error")))
     def draw(tid: str | None, selected: dict | None, win: dict | None, hardware: str | None) -> tuple:
         selected = as_selection(selected)
@@ -85,13 +101,20 @@ def register(app: Dash, store: TraceStore) -> None:
             units = tables.focus_units(store.analysis(tid).units)  # start and time: the same on any hardware
             mine = units[(units["name"] == selected.get("name")) & (units["shapes"] == selected.get("shapes", ""))]
             marks, label = unit_marks(mine, index.origin_ns, view.t0, view.t1), str(selected.get("name", ""))
-        caption = (f"{len(index.tracks)} tracks, {index.events:,} outermost intervals; showing {fmt_ns(view.t0)} to "
-                   f"{fmt_ns(view.t1)}: {view.visible:,} intervals as {'bars' if view.mode == 'events' else 'occupancy per pixel bucket'}.")
+        caption = (
+            f"{len(index.tracks)} tracks, {index.events:,} outermost intervals; showing {fmt_ns(view.t0)} to "
+            f"{fmt_ns(view.t1)}: {view.visible:,} intervals as {'bars' if view.mode == 'events' else 'occupancy per pixel bucket'}."
+        )
         return figures.timeline_figure(view, marks, label), caption
 
-    @app.callback(Output("export-download", "data"), Output("timeline-caption", "children", allow_duplicate=True),
-                  Input("export-btn", "n_clicks"), State("trace-select", "value"), State("hardware", "data"),
-                  prevent_initial_call=True)
+    @app.callback(
+        Output("export-download", "data"),
+        Output("timeline-caption", "children", allow_duplicate=True),
+        Input("export-btn", "n_clicks"),
+        State("trace-select", "value"),
+        State("hardware", "data"),
+        prevent_initial_call=True,
+    )
     @guarded(lambda msg: (no_update, error_box(msg, id="export-error")))
     def export(n: int, tid: str | None, hardware: str | None) -> tuple:
         if not n:

@@ -46,7 +46,9 @@ def _cxxfilt(names: list[str]) -> dict[str, str]:
     if tool is None:
         return {}
     try:
-        r = subprocess.run([tool], input="\n".join(names) + "\n", capture_output=True, text=True, timeout=30, check=False)
+        r = subprocess.run(
+            [tool], input="\n".join(names) + "\n", capture_output=True, text=True, timeout=30, check=False
+        )
     except (OSError, subprocess.SubprocessError):
         return {}
     lines = r.stdout.splitlines()
@@ -65,7 +67,12 @@ def _runtime():  # noqa: ANN202 - (__cxa_demangle, free) from the C++ runtime, o
             fn = None
         if fn is not None:
             fn.restype = ctypes.c_void_p  # a malloc'd buffer, freed after reading
-            fn.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.POINTER(ctypes.c_size_t), ctypes.POINTER(ctypes.c_int)]
+            fn.argtypes = [
+                ctypes.c_char_p,
+                ctypes.c_char_p,
+                ctypes.POINTER(ctypes.c_size_t),
+                ctypes.POINTER(ctypes.c_int),
+            ]
             return fn, libc.free
     return None
 

@@ -31,8 +31,13 @@ from profiler.model.errors import InputError
 MiB = 2**20
 GZIP_MAGIC = b"\x1f\x8b"
 _BLOCK = 4 * MiB  # decompressed bytes inspected per step of check_expanded
-_KINDS = ((stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
-          (stat.S_ISSOCK, "a socket"), (stat.S_ISDIR, "a directory"))
+_KINDS = (
+    (stat.S_ISFIFO, "a FIFO (named pipe)"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISSOCK, "a socket"),
+    (stat.S_ISDIR, "a directory"),
+)
 
 
 class TooLarge(InputError):
@@ -107,8 +112,9 @@ def open_regular(path: str | Path) -> BinaryIO:
     return os.fdopen(fd, "rb")
 
 
-def read_bounded(source: str | Path | BinaryIO, max_bytes: int | None = None, *, name: str | Path | None = None,
-                 gunzip: bool = True) -> bytes:
+def read_bounded(
+    source: str | Path | BinaryIO, max_bytes: int | None = None, *, name: str | Path | None = None, gunzip: bool = True
+) -> bytes:
     """The bytes of `source` (a path to a regular file, or a binary file object such as an
     upload), gunzipped when they start with gzip's magic number (and `gunzip`).
 
@@ -122,8 +128,11 @@ def read_bounded(source: str | Path | BinaryIO, max_bytes: int | None = None, *,
         with open_regular(source) as f:
             size = os.fstat(f.fileno()).st_size
             if size > limit:
-                raise TooLarge(name, f"the file is {describe_size(size)}, over the reading limit of {describe_size(limit)}"
-                                     " (--max-bytes raises it)")
+                raise TooLarge(
+                    name,
+                    f"the file is {describe_size(size)}, over the reading limit of {describe_size(limit)}"
+                    " (--max-bytes raises it)",
+                )
             data = _read(f, name, limit)
     else:
         name = name if name is not None else getattr(source, "name", "upload")
@@ -160,17 +169,25 @@ def gunzip_bounded(data: bytes, max_bytes: int, name: str | Path | None = None) 
             part = d.decompress(data, max_bytes - total + 1)  # max_length: never more than one byte past the limit
             total += len(part)
             if total > max_bytes:
-                raise TooLarge(name, f"decompresses to more than the reading limit of {describe_size(max_bytes)}"
-                                     " (--max-bytes raises it)")
+                raise TooLarge(
+                    name,
+                    f"decompresses to more than the reading limit of {describe_size(max_bytes)}"
+                    " (--max-bytes raises it)",
+                )
             out.append(part)
             if not d.eof:
-                raise InputError(name, "corrupt gzip data (truncated: the file ended before the end of the gzip stream)")
+                raise InputError(
+                    name, "corrupt gzip data (truncated: the file ended before the end of the gzip stream)"
+                )
             data = d.unused_data.lstrip(b"\x00")  # members may follow, padding may too
     except InputError:
         raise
     except MemoryError:
-        raise InputError(name, f"out of memory while decompressing (after {describe_size(total)}); "
-                               "a lower --max-bytes refuses such a file sooner") from None
+        raise InputError(
+            name,
+            f"out of memory while decompressing (after {describe_size(total)}); "
+            "a lower --max-bytes refuses such a file sooner",
+        ) from None
     except Exception as e:  # noqa: BLE001 - isal raises its own IsalError (not zlib.error) for bad streams
         raise InputError(name, f"corrupt gzip data ({e or type(e).__name__})") from None
     return out[0] if len(out) == 1 else b"".join(out)

@@ -50,6 +50,7 @@ DTYPES = ("fp64", "fp32", "tf32", "bf16", "fp16", "fp8", "int8", "fp4")
 # at the next wider precision the hardware has; fp32 is always present, validation checks it).
 _WIDER = {"fp4": "fp8", "fp8": "bf16", "int8": "fp16", "bf16": "fp32", "fp16": "fp32", "tf32": "fp32"}
 
+
 def normalize_dtype(dtype: str) -> str | None:
     """Our dtype name for `dtype` ('torch.bfloat16', 'c10::Half', 'float8_e4m3fn', ...), None if unknown."""
     d = str(dtype).strip().lower().removeprefix("torch.")
@@ -142,8 +143,9 @@ class HardwareSpec:
         object.__setattr__(self, "sources", tuple(self.sources))
 
     def __hash__(self) -> int:
-        return hash((self.name, self.kind, self.vendor, self.memory, self.links, self.host_link, self.min_op_time,
-                     self.sources))
+        return hash(
+            (self.name, self.kind, self.vendor, self.memory, self.links, self.host_link, self.min_op_time, self.sources)
+        )
 
     def peak(self, dtype: str, unit: str = "matrix") -> float:
         """Dense peak FLOP/s for `dtype` on `unit` ('matrix' or 'vector').
@@ -202,17 +204,36 @@ class HardwareSpec:
             "description": self.description,
             "peak_flops": _thaw(self.peak_flops),
             "memory": [
-                {"name": m.name, "capacity_bytes": m.capacity_bytes, "bandwidth": m.bandwidth,
-                 **({"partitions": m.partitions} if m.partitions != 1 else {})} for m in self.memory
+                {
+                    "name": m.name,
+                    "capacity_bytes": m.capacity_bytes,
+                    "bandwidth": m.bandwidth,
+                    **({"partitions": m.partitions} if m.partitions != 1 else {}),
+                }
+                for m in self.memory
             ],
             "links": [
-                {"name": lk.name, "bandwidth": lk.bandwidth, "latency": lk.latency, "topology": lk.topology,
-                 **({"hop_latency": lk.hop_latency} if lk.hop_latency else {})}
+                {
+                    "name": lk.name,
+                    "bandwidth": lk.bandwidth,
+                    "latency": lk.latency,
+                    "topology": lk.topology,
+                    **({"hop_latency": lk.hop_latency} if lk.hop_latency else {}),
+                }
                 for lk in self.links
             ],
             "min_op_time": self.min_op_time,
-            **({"host_link": {"name": self.host_link.name, "bandwidth": self.host_link.bandwidth,
-                              "latency": self.host_link.latency}} if self.host_link else {}),
+            **(
+                {
+                    "host_link": {
+                        "name": self.host_link.name,
+                        "bandwidth": self.host_link.bandwidth,
+                        "latency": self.host_link.latency,
+                    }
+                }
+                if self.host_link
+                else {}
+            ),
             "match": _thaw(self.match),
             "sources": list(self.sources),
         }
@@ -359,8 +380,12 @@ def _host_link(lk: Any) -> Link | None:
         return None
     if not isinstance(lk, Mapping):
         raise _SpecProblem("host_link must be a mapping with name, bandwidth (bytes/s per direction)")
-    return Link(_str(lk, "name", "host_link."), _num(lk.get("bandwidth"), "host_link.bandwidth"),
-                _num(lk.get("latency", 0.0), "host_link.latency", allow_zero=True), "host")
+    return Link(
+        _str(lk, "name", "host_link."),
+        _num(lk.get("bandwidth"), "host_link.bandwidth"),
+        _num(lk.get("latency", 0.0), "host_link.latency", allow_zero=True),
+        "host",
+    )
 
 
 def _one_line(text: str) -> str:

@@ -78,13 +78,17 @@ def match_note(name: str, sm_count: int, compute_capability: str, memory_bytes: 
     what = f"device {name!r}" if name else "a device with no name"
     numbers = f"{sm_count} SMs/CUs, compute capability {compute_capability or '?'}, {memory_bytes / 1e9:.1f} GB"
     if spec is None:
-        return None, (f"{what} ({numbers}) matches no preset: its units have no floors; pass --hardware PRESET "
-                      "or a spec file (perf calibrate writes one)")
+        return None, (
+            f"{what} ({numbers}) matches no preset: its units have no floors; pass --hardware PRESET "
+            "or a spec file (perf calibrate writes one)"
+        )
     named = bool(name) and any(re.search(rx, name, re.IGNORECASE) for rx in spec.match.get("names") or ())
     if named:
         return spec, ""
-    return spec, (f"{what} is floored as {spec.name}: no preset is named for it, and {spec.name}'s numbers agree "
-                  f"({numbers}); pass --hardware if that is not this device")
+    return spec, (
+        f"{what} is floored as {spec.name}: no preset is named for it, and {spec.name}'s numbers agree "
+        f"({numbers}); pass --hardware if that is not this device"
+    )
 
 
 def match_properties(props: Mapping[str, Any]) -> HardwareSpec | None:

@@ -77,7 +77,7 @@ def _is_code_kwarg(m: re.Match[str], key: str, val_start: int) -> bool:
     credential; a qualified name (``api_key=``) or a value with digits is still hidden."""
     if key.lower() not in ("key", "keys"):
         return False
-    before = m.string[max(0, m.start() - 64):m.start()].rstrip(" \t")
+    before = m.string[max(0, m.start() - 64) : m.start()].rstrip(" \t")
     return before.endswith(("(", ",")) and _NAME_ARG.match(m.string, val_start) is not None
 
 
@@ -122,8 +122,9 @@ def _pair_spans(m: re.Match[str], kind: str) -> tuple[_Spans, int]:
     val_start = m.end() if val_g is None else m.start(val_g)
     # A quoted key is not rescanned, and could itself be token-shaped.
     spans = [(m.start(key_g) + a, m.start(key_g) + b) for a, b in _spans(m.group(key_g))] if kind == "jkv" else []
-    if not is_secret_key(m.group(key_g)) or (kind == "eq" and (_in_cpp_with_clause(m, m.group("eq_sep"))
-                                                               or _is_code_kwarg(m, m.group(key_g), val_start))):
+    if not is_secret_key(m.group(key_g)) or (
+        kind == "eq" and (_in_cpp_with_clause(m, m.group("eq_sep")) or _is_code_kwarg(m, m.group(key_g), val_start))
+    ):
         # Leave the value unread and scan on from its start: it may hold a
         # token, a URL password or another pair.  Not reading it keeps
         # "a: b: c: ..." linear.
@@ -185,11 +186,41 @@ def _spans(s: str) -> _Spans:
 # Plain `in` scans run at memory speed, an order of magnitude faster than
 # the alternation, and almost every trace string fails all of them.
 _MARKERS = (
-    "key", "token", "auth", "session", "pass", "pwd", "sig", "secret",
-    "credential", "cookie", "private", "dsn", "webhook", "jwt", "bearer",
-    "://", "akia", "asia", "abia", "acca", "hf_", "ghp_", "gho_", "ghu_",
-    "ghs_", "ghr_", "github_pat_", "glpat-", "eyj", "sk-", "sk_", "rk_",
-    "xox", "xapp-", "aiza",
+    "key",
+    "token",
+    "auth",
+    "session",
+    "pass",
+    "pwd",
+    "sig",
+    "secret",
+    "credential",
+    "cookie",
+    "private",
+    "dsn",
+    "webhook",
+    "jwt",
+    "bearer",
+    "://",
+    "akia",
+    "asia",
+    "abia",
+    "acca",
+    "hf_",
+    "ghp_",
+    "gho_",
+    "ghu_",
+    "ghs_",
+    "ghr_",
+    "github_pat_",
+    "glpat-",
+    "eyj",
+    "sk-",
+    "sk_",
+    "rk_",
+    "xox",
+    "xapp-",
+    "aiza",
 )
 
 

@@ -58,7 +58,9 @@ def _redact_column(df: pd.DataFrame, col: str, fix: Any) -> None:
             return
         uniq, inverse = np.unique(np.array(new, dtype=object), return_inverse=True)  # two secrets may meet in one value
         codes = s.cat.codes.to_numpy()
-        df[col] = pd.Categorical.from_codes(np.where(codes >= 0, inverse[codes], -1), categories=pd.Index(uniq, dtype=object))
+        df[col] = pd.Categorical.from_codes(
+            np.where(codes >= 0, inverse[codes], -1), categories=pd.Index(uniq, dtype=object)
+        )
     elif s.dtype == object:
         values = s.to_numpy()
         new = [fix(v) if isinstance(v, str) else v for v in values]

@@ -70,23 +70,79 @@ EVENT_COLUMNS: tuple[Column, ...] = (
     Column("thread", "int64", "", "Host thread id; -1 on device events.", missing=-1),
     Column("parent_id", "int64", "", "Innermost enclosing host event on the same thread; -1 at top level.", missing=-1),
     Column("depth", "int16", "", "Nesting depth on the host thread (0 at top level; 0 on devices)."),
-    Column("correlation", "int64", "", "Launch correlation id joining a runtime call to its device work; -1 if none.", missing=-1),
-    Column("external_id", "int64", "", "Kineto 'External id' joining ops, runtime calls and kernels; -1 if none.", missing=-1),
-    Column("op_id", "int64", "", "For device work: the innermost host op whose runtime call launched it; -1 if unknown.", missing=-1),
+    Column(
+        "correlation",
+        "int64",
+        "",
+        "Launch correlation id joining a runtime call to its device work; -1 if none.",
+        missing=-1,
+    ),
+    Column(
+        "external_id",
+        "int64",
+        "",
+        "Kineto 'External id' joining ops, runtime calls and kernels; -1 if none.",
+        missing=-1,
+    ),
+    Column(
+        "op_id",
+        "int64",
+        "",
+        "For device work: the innermost host op whose runtime call launched it; -1 if unknown.",
+        missing=-1,
+    ),
     Column("step", "int32", "", "ProfilerStep iteration number that contains the event; -1 outside steps.", missing=-1),
     Column("source", "category", "", "Which collector layer produced it: runtime, compiler or simulator."),
     Column("shapes", "category", "", "Input shapes as recorded ('Input Dims', compact JSON); '' when not recorded."),
     Column("dtypes", "category", "", "Input dtypes as recorded ('Input type', JSON); '' when not recorded."),
-    Column("concrete", "category", "", "Scalar inputs as recorded ('Concrete Inputs', JSON: stride, padding, flags); '' when not recorded."),
-    Column("collective", "category", "", "Collective name as recorded ('Collective name': allreduce, _allgather_base...); ''."),
-    Column("msg_in_nelems", "int64", "element", "Collective input message size ('In msg nelems'); -1 if not recorded.", missing=-1),
-    Column("msg_out_nelems", "int64", "element", "Collective output message size ('Out msg nelems'); -1 if not recorded.", missing=-1),
-    Column("group_size", "int32", "", "Ranks in the collective's process group ('Group size'); -1 if not recorded.", missing=-1),
+    Column(
+        "concrete",
+        "category",
+        "",
+        "Scalar inputs as recorded ('Concrete Inputs', JSON: stride, padding, flags); '' when not recorded.",
+    ),
+    Column(
+        "collective",
+        "category",
+        "",
+        "Collective name as recorded ('Collective name': allreduce, _allgather_base...); ''.",
+    ),
+    Column(
+        "msg_in_nelems",
+        "int64",
+        "element",
+        "Collective input message size ('In msg nelems'); -1 if not recorded.",
+        missing=-1,
+    ),
+    Column(
+        "msg_out_nelems",
+        "int64",
+        "element",
+        "Collective output message size ('Out msg nelems'); -1 if not recorded.",
+        missing=-1,
+    ),
+    Column(
+        "group_size",
+        "int32",
+        "",
+        "Ranks in the collective's process group ('Group size'); -1 if not recorded.",
+        missing=-1,
+    ),
     Column("msg_dtype", "category", "", "Collective element type as recorded ('dtype': Float, BFloat16...); ''."),
     Column("bytes_recorded", "int64", "byte", "Bytes the source recorded for a memcpy/memset; -1 if none.", missing=-1),
-    Column("flops", "float64", "FLOP", "Floating-point operations from the cost model (filled by analysis).", required=False),
-    Column("bytes", "float64", "byte", "Bytes read plus written from the cost model (filled by analysis).", required=False),
-    Column("comm_bytes", "float64", "byte", "Bytes a collective moves over links (filled by analysis).", required=False),
+    Column(
+        "flops",
+        "float64",
+        "FLOP",
+        "Floating-point operations from the cost model (filled by analysis).",
+        required=False,
+    ),
+    Column(
+        "bytes", "float64", "byte", "Bytes read plus written from the cost model (filled by analysis).", required=False
+    ),
+    Column(
+        "comm_bytes", "float64", "byte", "Bytes a collective moves over links (filled by analysis).", required=False
+    ),
 )
 
 COUNTER_COLUMNS: tuple[Column, ...] = (
@@ -108,7 +164,9 @@ DEVICE_COLUMNS: tuple[Column, ...] = (
     Column("rank", "int32", "", "Distributed rank."),
     Column("device", "category", "", "'cpu' or 'gpu<N>'."),
     Column("name", "object", "", "Device name as recorded (deviceProperties 'name'; may be empty on ROCm)."),
-    Column("sm_count", "int32", "", "Streaming multiprocessors (NVIDIA) or compute units (AMD); -1 if unknown.", missing=-1),
+    Column(
+        "sm_count", "int32", "", "Streaming multiprocessors (NVIDIA) or compute units (AMD); -1 if unknown.", missing=-1
+    ),
     Column("compute_capability", "object", "", "'major.minor' as recorded (e.g. '8.0', '9.4'); '' if unknown."),
     Column("memory_bytes", "int64", "byte", "Device memory ('totalGlobalMem'); -1 if unknown.", missing=-1),
     Column("warp_size", "int32", "", "Threads per warp (32) or wavefront (64); -1 if unknown.", missing=-1),
@@ -130,10 +188,17 @@ def columns(table: str, *, required_only: bool = False) -> tuple[Column, ...]:
 
 def markdown() -> str:
     """The column reference as Markdown (the source of docs/schema.md)."""
-    out = ["# Trace columns", "", "Generated from `profiler/model/schema.py` by `python -m profiler.docs`; do not edit by hand.", ""]
+    out = [
+        "# Trace columns",
+        "",
+        "Generated from `profiler/model/schema.py` by `python -m profiler.docs`; do not edit by hand.",
+        "",
+    ]
     for table, cols in TABLES.items():
         out += [f"## {table}", "", "| column | dtype | unit | meaning |", "|---|---|---|---|"]
-        out += [f"| `{c.name}` | {c.dtype} | {c.unit} | {c.meaning}{'' if c.required else ' (optional)'} |" for c in cols]
+        out += [
+            f"| `{c.name}` | {c.dtype} | {c.unit} | {c.meaning}{'' if c.required else ' (optional)'} |" for c in cols
+        ]
         out.append("")
     out += ["## kinds", "", *[f"- `{k.value}`" for k in Kind], ""]
     return "\n".join(out)

@@ -50,9 +50,26 @@ _FUSED_KEY_RE = re.compile(
 # "key_padding_mask"; those are shapes/counts, not credentials.
 _ATTENTION_WORDS_AFTER_KEY = frozenset(
     {
-        "value", "values", "head", "heads", "dim", "dims", "state", "states",
-        "proj", "projection", "cache", "caches", "len", "length", "padding",
-        "mask", "seq", "seqlen", "scale", "size",
+        "value",
+        "values",
+        "head",
+        "heads",
+        "dim",
+        "dims",
+        "state",
+        "states",
+        "proj",
+        "projection",
+        "cache",
+        "caches",
+        "len",
+        "length",
+        "padding",
+        "mask",
+        "seq",
+        "seqlen",
+        "scale",
+        "size",
     }
 )
 

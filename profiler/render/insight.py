@@ -35,24 +35,50 @@ def render_critical_path(a: Analysis, console: Console) -> None:
     if not a.critical_path:
         return
     classes = list(a.critical_path[0].by_class["class"])
-    short = {"compute": "comp", "memory": "mem", "communication": "comm", "runtime": "rt", "unknown": "unk",
-             "host": "host", "waiting": "wait"}
-    t = Table(box=box.SIMPLE_HEAD, title="Critical path (longest chain of dependent work; % of the path by class)",
-              title_justify="left", padding=(0, 1), pad_edge=False)
+    short = {
+        "compute": "comp",
+        "memory": "mem",
+        "communication": "comm",
+        "runtime": "rt",
+        "unknown": "unk",
+        "host": "host",
+        "waiting": "wait",
+    }
+    t = Table(
+        box=box.SIMPLE_HEAD,
+        title="Critical path (longest chain of dependent work; % of the path by class)",
+        title_justify="left",
+        padding=(0, 1),
+        pad_edge=False,
+    )
     for col in ("rank", "path", "wall", *[short.get(c, c) for c in classes], "verdict"):
         t.add_column(col, justify="left" if col == "verdict" else "right", no_wrap=True)
     for cp in a.critical_path[:MAX_RANKS]:
         share = dict(zip(cp.by_class["class"], cp.by_class["share"]))
-        t.add_row(str(cp.rank), fmt_ns(cp.length_ns), fmt_ns(cp.wall_ns),
-                  *[f"{100 * share.get(c, 0.0):.0f}" for c in classes], cp.verdict)
+        t.add_row(
+            str(cp.rank),
+            fmt_ns(cp.length_ns),
+            fmt_ns(cp.wall_ns),
+            *[f"{100 * share.get(c, 0.0):.0f}" for c in classes],
+            cp.verdict,
+        )
     console.print(t)
     longest = a.critical_path[0].segments
     if len(longest):
         top = longest[longest["event_id"] >= 0].nlargest(5, "dur_ns")
-        s = Table(box=box.SIMPLE_HEAD, title=f"Longest stretches on rank {a.critical_path[0].rank}'s path", title_justify="left")
+        s = Table(
+            box=box.SIMPLE_HEAD,
+            title=f"Longest stretches on rank {a.critical_path[0].rank}'s path",
+            title_justify="left",
+        )
         for col in ("name", "on", "class", "time"):
-            s.add_column(col, justify="right" if col == "time" else "left", overflow="ellipsis", no_wrap=col == "name",
-                         max_width=60 if col == "name" else None)
+            s.add_column(
+                col,
+                justify="right" if col == "time" else "left",
+                overflow="ellipsis",
+                no_wrap=col == "name",
+                max_width=60 if col == "name" else None,
+            )
         for r in top.to_dict(orient="records"):
             s.add_row(escape(redact_text(str(r["name"]))), str(r["on"]), str(r["class"]), fmt_ns(r["dur_ns"]))
         console.print(s)
@@ -62,15 +88,31 @@ def render_memory(a: Analysis, console: Console) -> None:
     """Allocator peak per device (from [memory] samples) and the KV-cache footprint."""
     if len(a.memory):
         t = Table(box=box.SIMPLE_HEAD, title="Memory (allocator samples)", title_justify="left")
-        for col in ("rank", "device", "samples", "peak allocated", "of capacity", "peak reserved", "final", "op at peak"):
+        for col in (
+            "rank",
+            "device",
+            "samples",
+            "peak allocated",
+            "of capacity",
+            "peak reserved",
+            "final",
+            "op at peak",
+        ):
             t.add_column(col, justify="left" if col in ("device", "op at peak") else "right", overflow="ellipsis")
         for r in a.memory.head(MAX_RANKS).to_dict(orient="records"):
             peak = r["peak_allocated_bytes"]
             if not _known(peak):  # older traces record only per-sample bytes: the peak above the start
                 peak = r["peak_above_start_bytes"]
-            t.add_row(str(r["rank"]), str(r["device"]), f"{r['samples']:,}", _bytes(peak), _pct(r["peak_fraction"]),
-                      _bytes(r["peak_reserved_bytes"]), _bytes(r["final_allocated_bytes"]),
-                      escape(redact_text(str(r["peak_op"] or "")))[:48])
+            t.add_row(
+                str(r["rank"]),
+                str(r["device"]),
+                f"{r['samples']:,}",
+                _bytes(peak),
+                _pct(r["peak_fraction"]),
+                _bytes(r["peak_reserved_bytes"]),
+                _bytes(r["final_allocated_bytes"]),
+                escape(redact_text(str(r["peak_op"] or "")))[:48],
+            )
         console.print(t)
     kv = a.kv_cache
     if len(kv):
@@ -78,8 +120,15 @@ def render_memory(a: Analysis, console: Console) -> None:
         for col in ("rank", "device", "layers", "bytes/token", "footprint", "of capacity", "note"):
             k.add_column(col, justify="left" if col in ("device", "note") else "right", overflow="fold")
         for r in kv.head(MAX_RANKS).to_dict(orient="records"):
-            k.add_row(str(r["rank"]), str(r["device"]), _int(r["layers"]), _int(r["bytes_per_token"]),
-                      _bytes(r["kv_cache_bytes"]), _pct(r["share"]), escape(redact_text(str(r["note"] or ""))))
+            k.add_row(
+                str(r["rank"]),
+                str(r["device"]),
+                _int(r["layers"]),
+                _int(r["bytes_per_token"]),
+                _bytes(r["kv_cache_bytes"]),
+                _pct(r["share"]),
+                escape(redact_text(str(r["note"] or ""))),
+            )
         console.print(k)
 
 
@@ -90,11 +139,23 @@ def render_llm(a: Analysis, console: Console) -> None:
         return
     t = Table(box=box.SIMPLE_HEAD, title="LLM serving (per phase; TTFT a lower bound)", title_justify="left")
     for col in ("rank", "phase", "steps", "tokens", "tok/s", "TTFT", "TPOT", "device", "host", "KV read", "KV eff"):
-        t.add_column(col, justify="left" if col == "phase" else "right", no_wrap=True, min_width=7 if col == "phase" else None)
+        t.add_column(
+            col, justify="left" if col == "phase" else "right", no_wrap=True, min_width=7 if col == "phase" else None
+        )
     for r in s.to_dict(orient="records"):
-        t.add_row(str(r["rank"]), str(r["phase"]), f"{r['steps']:,}", _int(r["tokens"]), _num(r["tokens_per_s"]),
-                  _ns(r["ttft_ns"]), _ns(r["tpot_ns"]), _ns(r.get("tpot_device_ns")), _ns(r.get("tpot_host_ns")),
-                  _bytes(r["kv_read_bytes"]), _pct(r["kv_floor_efficiency"]))
+        t.add_row(
+            str(r["rank"]),
+            str(r["phase"]),
+            f"{r['steps']:,}",
+            _int(r["tokens"]),
+            _num(r["tokens_per_s"]),
+            _ns(r["ttft_ns"]),
+            _ns(r["tpot_ns"]),
+            _ns(r.get("tpot_device_ns")),
+            _ns(r.get("tpot_host_ns")),
+            _bytes(r["kv_read_bytes"]),
+            _pct(r["kv_floor_efficiency"]),
+        )
     console.print(t)
     notes = sorted({str(n) for n in s["note"] if isinstance(n, str) and n})
     for n in notes:
@@ -114,8 +175,13 @@ def render_modules(a: Analysis, console: Console) -> None:
         t.add_column(col, justify="right", no_wrap=True)
     top = m[m["depth"] <= 1].head(MAX_MODULE_ROWS)
     for r in top.to_dict(orient="records"):
-        t.add_row(escape(redact_text("  " * int(r["depth"]) + str(r["name"]))), f"{r['calls']:,}", fmt_ns(r["total_ns"]),
-                  fmt_ns(r["self_ns"]), *[fmt_ns(r[f"{c}_ns"]) for c in cols[3:]])
+        t.add_row(
+            escape(redact_text("  " * int(r["depth"]) + str(r["name"]))),
+            f"{r['calls']:,}",
+            fmt_ns(r["total_ns"]),
+            fmt_ns(r["self_ns"]),
+            *[fmt_ns(r[f"{c}_ns"]) for c in cols[3:]],
+        )
     console.print(t)
     kind = m["name"].astype(str).str.replace(r"_\d+$", "", regex=True)
     by = m.assign(type=kind).groupby("type")[["calls", "self_ns"]].sum().sort_values("self_ns", ascending=False)

@@ -57,8 +57,10 @@ def to_dict(a: Analysis, metadata: dict[str, Any]) -> dict[str, Any]:
             "whatif_dtype": a.whatif_dtype,
             "whatif": records(a.whatif) if hasattr(a, "whatif") else [],
             "equation": [_equation(row) for row in a.equation.to_dict(orient="records")],
-            "utilization": [{k: (_num(v) if not isinstance(v, str) else v) for k, v in row.items()}
-                            for row in a.utilization.to_dict(orient="records")],
+            "utilization": [
+                {k: (_num(v) if not isinstance(v, str) else v) for k, v in row.items()}
+                for row in a.utilization.to_dict(orient="records")
+            ],
             "above_floor": _above_floor(a),
             "by_bound": _by(a.by_bound, "bound"),
             "by_family": _by(a.by_family, "family"),
@@ -70,9 +72,20 @@ def to_dict(a: Analysis, metadata: dict[str, Any]) -> dict[str, Any]:
             "launches": records(a.launches),
             "iterations": records(a.iterations),
         },
-        "advice": [{"kind": x.kind, "title": x.title, "saving_ns": float(x.saving_ns), "evidence": x.evidence,
-                    "formula": x.formula, "units": list(x.units), "assumption": x.assumption, "count": x.count,
-                    "devices": list(x.devices)} for x in a.advice],
+        "advice": [
+            {
+                "kind": x.kind,
+                "title": x.title,
+                "saving_ns": float(x.saving_ns),
+                "evidence": x.evidence,
+                "formula": x.formula,
+                "units": list(x.units),
+                "assumption": x.assumption,
+                "count": x.count,
+                "devices": list(x.devices),
+            }
+            for x in a.advice
+        ],
         "critical_path": [_critical_path(cp) for cp in a.critical_path],
         "memory": {"devices": records(a.memory), "kv_cache": records(a.kv_cache)},
         "llm": {"phases": records(a.llm_phases), "summary": records(a.llm_summary)},
@@ -92,11 +105,24 @@ def _verdict(v: Any) -> dict[str, Any] | None:
     if v is None:
         return None
     return {
-        "bound": v.bound, "label": v.label, "share": float(v.share), "window_ns": int(v.window_ns), "scope": v.scope,
+        "bound": v.bound,
+        "label": v.label,
+        "share": float(v.share),
+        "window_ns": int(v.window_ns),
+        "scope": v.scope,
         "shares": [{"bound": b, "label": lab, "time_ns": int(t), "share": float(sh)} for b, lab, t, sh in v.shares],
-        "evidence": list(v.evidence), "path_agrees": v.path_agrees,
-        "actions": [{"title": x.title, "saving_ns": float(x.saving_ns), "lever": x.lever, "assumption": x.assumption,
-                     "source": x.source} for x in v.actions],
+        "evidence": list(v.evidence),
+        "path_agrees": v.path_agrees,
+        "actions": [
+            {
+                "title": x.title,
+                "saving_ns": float(x.saving_ns),
+                "lever": x.lever,
+                "assumption": x.assumption,
+                "source": x.source,
+            }
+            for x in v.actions
+        ],
     }
 
 
@@ -105,7 +131,11 @@ def _idle(a: Analysis) -> dict[str, Any]:
     g = a.idle
     if g is None:
         return {"by_category": [], "top_gaps": [], "activity": []}
-    return {"by_category": records(g.by_category), "top_gaps": records(g.top_gaps), "activity": records(g.activity.head(50))}
+    return {
+        "by_category": records(g.by_category),
+        "top_gaps": records(g.top_gaps),
+        "activity": records(g.activity.head(50)),
+    }
 
 
 def _above_floor(a: Analysis) -> dict[str, int]:
@@ -179,8 +209,14 @@ def _true(v: Any) -> bool:
 def _equation(row: dict[str, Any]) -> dict[str, Any]:
     bound = {k[:-3]: int(row[k]) for k in ("compute_ns", "memory_ns", "communication_ns", "runtime_ns", "unknown_ns")}
     idle = {k[5:-3]: int(row[k]) for k in ("idle_host_ns", "idle_sync_ns", "idle_other_ns")}
-    return {"rank": int(row["rank"]), "device": str(row["device"]), "window_ns": int(row["window_ns"]),
-            "busy_ns": int(row["busy_ns"]), "bound_ns": bound, "idle_ns": idle}
+    return {
+        "rank": int(row["rank"]),
+        "device": str(row["device"]),
+        "window_ns": int(row["window_ns"]),
+        "busy_ns": int(row["busy_ns"]),
+        "bound_ns": bound,
+        "idle_ns": idle,
+    }
 
 
 #: The longest stretches of each critical path listed in the JSON (the whole path can be long).
@@ -191,8 +227,13 @@ def _critical_path(cp: Any) -> dict[str, Any]:
     seg = cp.segments
     longest = seg.nlargest(PATH_SEGMENTS, "dur_ns").sort_values("start_ns") if len(seg) else seg
     return {
-        "rank": int(cp.rank), "length_ns": int(cp.length_ns), "wall_ns": int(cp.wall_ns), "work_ns": int(cp.work_ns),
-        "on_host_ns": int(cp.on_host_ns), "on_device_ns": int(cp.on_device_ns), "waiting_ns": int(cp.waiting_ns),
+        "rank": int(cp.rank),
+        "length_ns": int(cp.length_ns),
+        "wall_ns": int(cp.wall_ns),
+        "work_ns": int(cp.work_ns),
+        "on_host_ns": int(cp.on_host_ns),
+        "on_device_ns": int(cp.on_device_ns),
+        "waiting_ns": int(cp.waiting_ns),
         "verdict": cp.verdict,
         "by_class": {str(c): int(t) for c, t in zip(cp.by_class["class"], cp.by_class["time_ns"])},
         "segments": len(seg),
@@ -220,31 +261,48 @@ def _value(v: Any) -> Any:
 
 
 def _by(frame: Any, key: str) -> list[dict[str, Any]]:
-    return [{key: str(r[key]), "units": int(r["units"]), "time_ns": int(r["time_ns"]), "share": float(r["share"])}
-            for r in frame.to_dict(orient="records")]
+    return [
+        {key: str(r[key]), "units": int(r["units"]), "time_ns": int(r["time_ns"]), "share": float(r["share"])}
+        for r in frame.to_dict(orient="records")
+    ]
 
 
 def to_json(a: Analysis, metadata: dict[str, Any]) -> bytes:
     return orjson.dumps(to_dict(a, metadata), option=orjson.OPT_INDENT_2) + b"\n"
 
 
-def gate_json(verdicts: list[Any], max_regression: float, tolerance: float, runs: list[int], statistical: bool,
-              method: str) -> bytes:
+def gate_json(
+    verdicts: list[Any], max_regression: float, tolerance: float, runs: list[int], statistical: bool, method: str
+) -> bytes:
     """`perf gate --json`: schema perf.gate v2 (docs/json-schema.md): `mode` bootstrap (3 runs a side or
     more) or tolerance (fewer), `test` says which rule judged."""
     failed = any(v.regression for v in verdicts)
-    doc = {"schema": "perf.gate", "schema_version": 2, "max_regression_pct": max_regression, "tolerance_pct": tolerance,
-           "runs": runs, "mode": "bootstrap" if statistical else "tolerance", "test": method,
-           "regression": failed, "verdicts": [v.__dict__ | {"samples": list(v.samples)} for v in verdicts]}
+    doc = {
+        "schema": "perf.gate",
+        "schema_version": 2,
+        "max_regression_pct": max_regression,
+        "tolerance_pct": tolerance,
+        "runs": runs,
+        "mode": "bootstrap" if statistical else "tolerance",
+        "test": method,
+        "regression": failed,
+        "verdicts": [v.__dict__ | {"samples": list(v.samples)} for v in verdicts],
+    }
     return orjson.dumps(redact(doc), option=orjson.OPT_INDENT_2) + b"\n"
 
 
 def compare_compile_json(result: Any) -> bytes:
     """`perf profile --compare-compile --json`: schema perf.compare_compile v1."""
-    doc = {"schema": "perf.compare_compile", "schema_version": 1, "steps": result.steps,
-           "eager_step_ns": result.eager_step_ns, "compiled_step_ns": result.compiled_step_ns,
-           "compiled": result.compiled_ok, "messages": list(result.messages),
-           "groups": records(result.groups.drop(columns=["eager_event_ids"], errors="ignore"))}
+    doc = {
+        "schema": "perf.compare_compile",
+        "schema_version": 1,
+        "steps": result.steps,
+        "eager_step_ns": result.eager_step_ns,
+        "compiled_step_ns": result.compiled_step_ns,
+        "compiled": result.compiled_ok,
+        "messages": list(result.messages),
+        "groups": records(result.groups.drop(columns=["eager_event_ids"], errors="ignore")),
+    }
     return orjson.dumps(redact(doc), option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY) + b"\n"
 
 
@@ -252,10 +310,14 @@ def diff_json(a: str, b: str, busy: list[int], changes: Any, setup: Any = None) 
     """`perf diff --json`: schema perf.diff v2 (docs/json-schema.md); v2 adds `setup`
     (analysis.diff.SetupDiff: like_for_like, reasons, fields)."""
     doc = {
-        "schema": "perf.diff", "schema_version": 2, "tool_version": __version__,
-        "a": a, "b": b,
-        "setup": None if setup is None else {"like_for_like": setup.like_for_like, "reasons": list(setup.reasons),
-                                             "fields": records(setup.rows)},
+        "schema": "perf.diff",
+        "schema_version": 2,
+        "tool_version": __version__,
+        "a": a,
+        "b": b,
+        "setup": None
+        if setup is None
+        else {"like_for_like": setup.like_for_like, "reasons": list(setup.reasons), "fields": records(setup.rows)},
         "busy_ns": {"a": busy[0], "b": busy[1]},
         "changes": records(changes),
     }

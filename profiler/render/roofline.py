@@ -13,8 +13,16 @@ from profiler.model.redact import redact_text
 from profiler.model.numfmt import fmt_ns, fmt_si
 
 MAX_DEVICES = 8
-_PARTS = [("compute", "compute_ns"), ("memory", "memory_ns"), ("comm", "communication_ns"), ("runtime", "runtime_ns"),
-          ("unknown", "unknown_ns"), ("idle host", "idle_host_ns"), ("idle sync", "idle_sync_ns"), ("idle other", "idle_other_ns")]
+_PARTS = [
+    ("compute", "compute_ns"),
+    ("memory", "memory_ns"),
+    ("comm", "communication_ns"),
+    ("runtime", "runtime_ns"),
+    ("unknown", "unknown_ns"),
+    ("idle host", "idle_host_ns"),
+    ("idle sync", "idle_sync_ns"),
+    ("idle other", "idle_other_ns"),
+]
 
 
 def render_advice(a: Analysis, console: Console) -> None:
@@ -49,18 +57,33 @@ def _render_whatif(a: Analysis, console: Console) -> None:
     w = getattr(a, "whatif", None)
     if w is None or w.empty:
         return
-    t = Table(box=box.SIMPLE_HEAD, title="What-if: projected time (each op scaled by its bound's floor ratio; runtime and idle kept)",
-              title_justify="left")
+    t = Table(
+        box=box.SIMPLE_HEAD,
+        title="What-if: projected time (each op scaled by its bound's floor ratio; runtime and idle kept)",
+        title_justify="left",
+    )
     for col in ("device", "measured on", "projected on", "window", "projected", "precision"):
         t.add_column(col, justify="right" if col in ("window", "projected") else "left")
     for r in w.to_dict(orient="records"):
-        t.add_row(f"rank{r['rank']}/{r['device']}", r["source"], r["target"], fmt_ns(r["window_ns"]), fmt_ns(r["projected_ns"]),
-                  escape(str(r.get("peak_used", "") or "-")))
+        t.add_row(
+            f"rank{r['rank']}/{r['device']}",
+            r["source"],
+            r["target"],
+            fmt_ns(r["window_ns"]),
+            fmt_ns(r["projected_ns"]),
+            escape(str(r.get("peak_used", "") or "-")),
+        )
     console.print(t)
     u = a.units
-    g = u.groupby(["name", "projection"], sort=False).agg(time_ns=("time_ns", "sum"), projected_ns=("projected_ns", "sum"))
+    g = u.groupby(["name", "projection"], sort=False).agg(
+        time_ns=("time_ns", "sum"), projected_ns=("projected_ns", "sum")
+    )
     g = g.sort_values("projected_ns", ascending=False).head(10).reset_index()
-    t = Table(box=box.SIMPLE_HEAD, title="What-if per op (projected = measured x floor ratio of its bound)", title_justify="left")
+    t = Table(
+        box=box.SIMPLE_HEAD,
+        title="What-if per op (projected = measured x floor ratio of its bound)",
+        title_justify="left",
+    )
     for col in ("op", "measured", "projected", "method"):
         t.add_column(col, justify="right" if col in ("measured", "projected") else "left", overflow="fold")
     for r in g.to_dict(orient="records"):
@@ -84,49 +107,94 @@ def render_equation(a: Analysis, console: Console) -> None:
         t.add_row("window", *[fmt_ns(r["window_ns"]) for r in rows])
         wide = len(rows) > 3  # many devices: shares only, so the columns stay narrow
         for name, col in _PARTS:
-            t.add_row(name, *[_pct(r[col], r["window_ns"]) if wide else f"{fmt_ns(r[col])} {_pct(r[col], r['window_ns'])}"
-                              for r in rows])
+            t.add_row(
+                name,
+                *[
+                    _pct(r[col], r["window_ns"]) if wide else f"{fmt_ns(r[col])} {_pct(r[col], r['window_ns'])}"
+                    for r in rows
+                ],
+            )
         console.print(t)
         if len(a.equation) > MAX_DEVICES:
-            console.print(f"  ... and {len(a.equation) - MAX_DEVICES} more devices (--json has them all; --rank R shows one)")
+            console.print(
+                f"  ... and {len(a.equation) - MAX_DEVICES} more devices (--json has them all; --rank R shows one)"
+            )
     if not a.utilization.empty:
-        t = Table(box=box.SIMPLE_HEAD, title="Utilization over the window (achieved / peak) and the time at the floors",
-                  title_justify="left")
+        t = Table(
+            box=box.SIMPLE_HEAD,
+            title="Utilization over the window (achieved / peak) and the time at the floors",
+            title_justify="left",
+        )
         for col in ("device", "achieved", "of peak", "bandwidth", "of peak bw", "units at floors", "no floor"):
             t.add_column(col, justify="left" if col == "device" else "right")
         for r in a.utilization.to_dict(orient="records"):
-            t.add_row(f"rank{r['rank']}/{r['device']}", fmt_si(r["flops_per_s"], "FLOP/s"), f"{_frac(r['compute_util'])} {r['compute_dtype']}",
-                      fmt_si(r["bytes_per_s"], "B/s"), _frac(r["memory_util"]), fmt_ns(r["floor_ns"]), fmt_ns(r["unknown_ns"]))
+            t.add_row(
+                f"rank{r['rank']}/{r['device']}",
+                fmt_si(r["flops_per_s"], "FLOP/s"),
+                f"{_frac(r['compute_util'])} {r['compute_dtype']}",
+                fmt_si(r["bytes_per_s"], "B/s"),
+                _frac(r["memory_util"]),
+                fmt_ns(r["floor_ns"]),
+                fmt_ns(r["unknown_ns"]),
+            )
         console.print(t)
 
 
 def _render_timeline(a: Analysis, console: Console) -> None:
     if not a.iterations.empty:
-        t = Table(box=box.SIMPLE_HEAD, title="Iterations (ProfilerStep): each step's work, its bounds, MFU and MBU", title_justify="left")
+        t = Table(
+            box=box.SIMPLE_HEAD,
+            title="Iterations (ProfilerStep): each step's work, its bounds, MFU and MBU",
+            title_justify="left",
+        )
         for col in ("device", "step", "window", "busy", "top bound", "idle", "MFU", "MBU"):
             t.add_column(col, justify="left" if col in ("device", "top bound") else "right")
         for r in a.iterations.head(16).to_dict(orient="records"):
             parts = {name: r[col] for name, col in _PARTS[:5]}
             top = max(parts, key=parts.get)
             idle = r["idle_host_ns"] + r["idle_sync_ns"] + r["idle_other_ns"]
-            t.add_row(f"rank{r['rank']}/{r['device']}", str(r["step"]), fmt_ns(r["window_ns"]), _pct(r["busy_ns"], r["window_ns"]),
-                      f"{top} {_pct(parts[top], r['window_ns'])}", _pct(idle, r["window_ns"]), _frac(r["mfu"]), _frac(r["mbu"]))
+            t.add_row(
+                f"rank{r['rank']}/{r['device']}",
+                str(r["step"]),
+                fmt_ns(r["window_ns"]),
+                _pct(r["busy_ns"], r["window_ns"]),
+                f"{top} {_pct(parts[top], r['window_ns'])}",
+                _pct(idle, r["window_ns"]),
+                _frac(r["mfu"]),
+                _frac(r["mbu"]),
+            )
         console.print(t)
     if not a.communication.empty:
         t = Table(box=box.SIMPLE_HEAD, title="Communication (union of collective work)", title_justify="left")
         for col in ("device", "communication", "overlapped", "exposed", "exposed %"):
             t.add_column(col, justify="left" if col == "device" else "right")
         for r in a.communication.to_dict(orient="records"):
-            t.add_row(f"rank{r['rank']}/{r['device']}", fmt_ns(r["comm_ns"]), fmt_ns(r["overlapped_ns"]), fmt_ns(r["exposed_ns"]),
-                      _pct(r["exposed_ns"], r["comm_ns"]))
+            t.add_row(
+                f"rank{r['rank']}/{r['device']}",
+                fmt_ns(r["comm_ns"]),
+                fmt_ns(r["overlapped_ns"]),
+                fmt_ns(r["exposed_ns"]),
+                _pct(r["exposed_ns"], r["comm_ns"]),
+            )
         console.print(t)
     if not a.launches.empty:
-        t = Table(box=box.SIMPLE_HEAD, title="Launch delay (work start - launch call) and queue depth per stream", title_justify="left")
+        t = Table(
+            box=box.SIMPLE_HEAD,
+            title="Launch delay (work start - launch call) and queue depth per stream",
+            title_justify="left",
+        )
         for col in ("stream", "launches", "p50", "p95", "max", "queue mean", "queue max"):
             t.add_column(col, justify="left" if col == "stream" else "right")
         for r in a.launches.head(12).to_dict(orient="records"):
-            t.add_row(r["stream"], f"{r['launches']:,}", fmt_ns(r["delay_p50_ns"]), fmt_ns(r["delay_p95_ns"]), fmt_ns(r["delay_max_ns"]),
-                      f"{r['queue_mean']:.1f}", str(r["queue_max"]))
+            t.add_row(
+                r["stream"],
+                f"{r['launches']:,}",
+                fmt_ns(r["delay_p50_ns"]),
+                fmt_ns(r["delay_p95_ns"]),
+                fmt_ns(r["delay_max_ns"]),
+                f"{r['queue_mean']:.1f}",
+                str(r["queue_max"]),
+            )
         console.print(t)
 
 
@@ -137,12 +205,17 @@ def _render_above_floor(a: Analysis, console: Console) -> None:
         return
     fast = u[u["above_ceiling"].to_numpy(dtype=bool)]
     for (bound, note), n in fast.groupby(["bound", "ceiling_note"]).size().items():
-        console.print(f"[dim]{n} {bound}-bound units ran more than 10% above their ceiling; likely cause: {note} (docs/roofline.md)[/]")
+        console.print(
+            f"[dim]{n} {bound}-bound units ran more than 10% above their ceiling; likely cause: {note} (docs/roofline.md)[/]"
+        )
 
 
 def _render_by(a: Analysis, console: Console) -> None:
-    for title, frame, key in (("Unit time by bound", a.by_bound, "bound"), ("by op family", a.by_family, "family"),
-                              ("by dtype", a.by_dtype, "dtype")):
+    for title, frame, key in (
+        ("Unit time by bound", a.by_bound, "bound"),
+        ("by op family", a.by_family, "family"),
+        ("by dtype", a.by_dtype, "dtype"),
+    ):
         if frame.empty:
             continue
         t = Table(box=box.SIMPLE_HEAD, title=title, title_justify="left")

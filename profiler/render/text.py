@@ -54,7 +54,9 @@ def render_short(a: Analysis, console: Console) -> None:
     _render_summary(a, console)
     render_equation(a, console)
     _render_top(a, console, limit=SHORT_TOP)
-    console.print(f"[dim]Full report: --full; one part: --section NAME ({', '.join(SECTIONS)}); --json for every number.[/]")
+    console.print(
+        f"[dim]Full report: --full; one part: --section NAME ({', '.join(SECTIONS)}); --json for every number.[/]"
+    )
     _render_problems(a, console)
 
 
@@ -89,7 +91,15 @@ def _render_summary(a: Analysis, console: Console) -> None:
         dev.add_column(col, justify="left" if col == "device" else "right")
     for r in a.device_time.itertuples(index=False):
         pct = 100 * r.busy_ns / r.window_ns if r.window_ns else 0.0
-        dev.add_row(str(r.rank), r.device, fmt_ns(r.window_ns), fmt_ns(r.busy_ns), fmt_ns(r.idle_ns), f"{pct:.1f}", f"{r.work_events:,}")
+        dev.add_row(
+            str(r.rank),
+            r.device,
+            fmt_ns(r.window_ns),
+            fmt_ns(r.busy_ns),
+            fmt_ns(r.idle_ns),
+            f"{pct:.1f}",
+            f"{r.work_events:,}",
+        )
     console.print(dev)
 
 
@@ -100,15 +110,19 @@ def render_unknown(a: Analysis, console: Console) -> None:
 
     if a.unknown_share <= WARN_SHARE or a.unknown.empty:
         return
-    console.print(f"[bold yellow]{100 * a.unknown_share:.0f}% of the unit time has no floor[/] (unknown-bound): "
-                  "the verdict and utilization below leave it out. Largest:")
+    console.print(
+        f"[bold yellow]{100 * a.unknown_share:.0f}% of the unit time has no floor[/] (unknown-bound): "
+        "the verdict and utilization below leave it out. Largest:"
+    )
     for r in a.unknown.head(5).itertuples(index=False):
         console.print(f"  {100 * r.share:5.1f}%  {_text(r.name[:70])}: {_text(r.reason)}")
 
 
 def _render_top(a: Analysis, console: Console, limit: int | None = None) -> None:
-    tables = (("Top ops (device = time of the device work each call launched)", a.top_ops, True),
-              ("Top kernels and copies", a.top_kernels, False))
+    tables = (
+        ("Top ops (device = time of the device work each call launched)", a.top_ops, True),
+        ("Top kernels and copies", a.top_kernels, False),
+    )
     for title, frame, is_ops in tables:
         if frame.empty:
             continue
@@ -121,8 +135,14 @@ def _render_top(a: Analysis, console: Console, limit: int | None = None) -> None
         t = Table(box=box.SIMPLE_HEAD, title=title, title_justify="left")
         device_cols = ("share %",) if not is_ops else ("device", "share %") if "device_ns" in frame else ()
         roofline = ("bound", "eff") if is_ops and "bound" in frame else ()
-        comm = ("comm",) if is_ops and "algo_bytes" in frame and (frame["algo_bytes"].notna().any() or frame["enqueue"].any()) else ()
-        room = max(24, console.width - 12 * (3 + len(device_cols) + len(roofline) + 2 * len(comm)) - 4)  # what the number columns leave
+        comm = (
+            ("comm",)
+            if is_ops and "algo_bytes" in frame and (frame["algo_bytes"].notna().any() or frame["enqueue"].any())
+            else ()
+        )
+        room = max(
+            24, console.width - 12 * (3 + len(device_cols) + len(roofline) + 2 * len(comm)) - 4
+        )  # what the number columns leave
         t.add_column("name", no_wrap=True, overflow="ellipsis", max_width=min(64, room * 3 // 5 if is_ops else room))
         if is_ops:
             t.add_column("shapes", no_wrap=True, overflow="ellipsis", max_width=min(40, room * 2 // 5))
@@ -138,8 +158,10 @@ def _render_top(a: Analysis, console: Console, limit: int | None = None) -> None
             if roofline:
                 eff = r.efficiency
                 above = bool(getattr(r, "above_ceiling", False))  # analysis.ceiling: never a plain efficiency > 1.1
-                cells += [str(r.bound) if isinstance(r.bound, str) else "unknown",
-                          "above ceiling" if above else "-" if eff != eff or eff is None else f"{eff:.2f}"]
+                cells += [
+                    str(r.bound) if isinstance(r.bound, str) else "unknown",
+                    "above ceiling" if above else "-" if eff != eff or eff is None else f"{eff:.2f}",
+                ]
             if comm:
                 cells.append(comm_cell(r.algo_bytes, r.algo_bw, r.enqueue))
             t.add_row(*cells)

@@ -17,8 +17,16 @@ MIN_SHARE = 0.005
 #: output; the JSON keeps every word).
 WIDTH = 100
 #: Short names for the split line.
-SHORT = {"compute": "compute", "memory": "memory", "communication": "comm", "runtime": "runtime", "unknown": "unknown-bound",
-         "host": "host/input", "sync": "sync", "idle": "idle, no cause"}
+SHORT = {
+    "compute": "compute",
+    "memory": "memory",
+    "communication": "comm",
+    "runtime": "runtime",
+    "unknown": "unknown-bound",
+    "host": "host/input",
+    "sync": "sync",
+    "idle": "idle, no cause",
+}
 
 
 def verdict_lines(a: Analysis) -> list[str]:
@@ -28,9 +36,13 @@ def verdict_lines(a: Analysis) -> list[str]:
     v = a.verdict
     if v is None:
         return ["[bold]Verdict:[/] no device or op time was classified (no --section roofline data)"]
-    out = [f"[bold]Verdict: {v.label}[/] bounds this run: [bold]{fmt_pct(v.share)}[/] of {fmt_ns(v.window_ns)} "
-           f"on {escape(v.scope)}"]
-    split = " · ".join(f"{SHORT.get(b, label)} {fmt_pct(share)}" for b, label, _, share in v.shares[1:6] if share >= MIN_SHARE)
+    out = [
+        f"[bold]Verdict: {v.label}[/] bounds this run: [bold]{fmt_pct(v.share)}[/] of {fmt_ns(v.window_ns)} "
+        f"on {escape(v.scope)}"
+    ]
+    split = " · ".join(
+        f"{SHORT.get(b, label)} {fmt_pct(share)}" for b, label, _, share in v.shares[1:6] if share >= MIN_SHARE
+    )
     if split:
         out.append(f"  then: {split}")
     out += [f"  - {_t(e)}" for e in v.evidence]

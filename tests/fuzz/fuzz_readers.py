@@ -57,7 +57,9 @@ def read(data: bytes) -> None:
 
 def place(e: BaseException) -> str:
     """'TypeError at collectors/kineto/build.py:88 (build_events)': the innermost frame of ours."""
-    frames = [f for f in traceback.extract_tb(e.__traceback__) if str(ROOT) in f.filename and "/fuzz/" not in f.filename]
+    frames = [
+        f for f in traceback.extract_tb(e.__traceback__) if str(ROOT) in f.filename and "/fuzz/" not in f.filename
+    ]
     f = frames[-1] if frames else traceback.extract_tb(e.__traceback__)[-1]
     return f"{type(e).__name__} at {os.path.relpath(f.filename, ROOT)}:{f.lineno} ({f.name})"
 
@@ -78,7 +80,9 @@ def test_one_input(data: bytes) -> None:
 
 
 def _save() -> None:
-    Path(COUNT_FILE).write_text(json.dumps({"executions": runs, "errors": sum(counts.values()), "by_place": counts}, indent=1))
+    Path(COUNT_FILE).write_text(
+        json.dumps({"executions": runs, "errors": sum(counts.values()), "by_place": counts}, indent=1)
+    )
 
 
 if __name__ == "__main__":

@@ -2,873 +2,932 @@
 python tests/real_traces/derive_expected.py > tests/real_traces/expected.py
 """
 
-EXPECTED = {'b200_eager': {'eager_trace.json.gz': {'busy_ns': {'gpu0': 11596482},
-                                        'events': 22355,
-                                        'flows': 2301,
-                                        'kernels': 768,
-                                        'memcpy': 161,
-                                        'memset': 0,
-                                        'ops': 4809,
-                                        'rank': 0,
-                                        'runtime': 1372,
-                                        'span_ns': {'gpu0': 84487178},
-                                        'top_kernels': [['bmm_MxE4m3_MxE2m1MxE4m3_Fp32_t128x16x256u2_s3_et128x16_m128x16x32_cga1x1x1_16dp256b_rM_TN_transOut_schedP2x1x2x3_biasM_bN_tma_tmaOpt_clmp_swiGlu_dynBatch_sm100f',
-                                                         36,
-                                                         3181785],
-                                                        ['void (anonymous '
-                                                         'namespace)::multimem_all_reduce_kernel<c10::BFloat16, '
-                                                         '16>(c10::BFloat16*, unsigned long, '
-                                                         'unsigned int**, unsigned long, unsigned '
-                                                         'long)',
-                                                         73,
-                                                         2119548],
-                                                        ['bmm_Bfloat16_MxE2m1MxE4m3_Fp32_t128x16x256u2_s3_et128x16_m128x16x32_cga1x1x1_16dp256b_rM_TN_transOut_schedP2x1x2x3_biasM_bN_tmaOpt_clmp_dynBatch_sm100f',
-                                                         36,
-                                                         2033052],
-                                                        ['std::enable_if<(((8)>(0)))&&vllm::_typeConvert<c10::BFloat16>::exists, '
-                                                         'void>::type '
-                                                         'vllm::fused_add_rms_norm_kernel<c10::BFloat16, '
-                                                         '8>(c10::BFloat16*, long, c10::BFloat16*, '
-                                                         'c10::BFloat16 const*, float, int, int)',
-                                                         72,
-                                                         452068],
-                                                        ['void at::native::elementwise_kernel<128, '
-                                                         '4, '
-                                                         'at::native::gpu_kernel_impl_nocast<at::native::direct_copy_kernel_cuda(at::TensorIteratorBase&)::{lambda()#3}::operator()() '
-                                                         'const::{lambda()#12}::operator()() '
-                                                         'const::{lambda(c10::BFloat16)#1}>(at::TensorIteratorBase&, '
-                                                         'at::native::direct_copy_kernel_cuda(at::TensorIteratorBase&)::{lambda()#3}::operator()() '
-                                                         'const::{lambda()#12}::operator()() '
-                                                         'const::{lambda(c10::BFloat16)#1} '
-                                                         'const&)::{lambda(int)#1}>(int, '
-                                                         'at::native::gpu_kernel_impl_nocast<at::native::direct_copy_kernel_cuda(at::TensorIteratorBase&)::{lambda()#3}::operator()() '
-                                                         'const::{lambda()#12}::operator()() '
-                                                         'const::{lambda(c10::BFloat16)#1}>(at::TensorIteratorBase&, '
-                                                         'at::native::direct_copy_kernel_cuda(at::TensorIteratorBase&)::{lambda()#3}::operator()() '
-                                                         'const::{lambda()#12}::operator()() '
-                                                         'const::{lambda(c10::BFloat16)#1} '
-                                                         'const&)::{lambda(int)#1})',
-                                                         72,
-                                                         380568]]}},
- 'ddp_allreduce_v100': {'df_index_resolver.json.gz': {'busy_ns': {'gpu1': 1000613000},
-                                                      'events': 123379,
-                                                      'flows': 64663,
-                                                      'kernels': 19370,
-                                                      'memcpy': 2040,
-                                                      'memset': 880,
-                                                      'ops': 56680,
-                                                      'rank': 1,
-                                                      'runtime': 42373,
-                                                      'span_ns': {'gpu1': 1732965000},
-                                                      'top_kernels': [['ncclKernel_AllReduce_RING_LL_Sum_float(ncclWorkElem)',
-                                                                       2020,
-                                                                       357343000],
-                                                                      ['void '
-                                                                       'at::native::vectorized_elementwise_kernel<4, '
-                                                                       'at::native::CUDAFunctor_add<float>, '
-                                                                       'at::detail::Array<char*, '
-                                                                       '3> >(int, '
-                                                                       'at::native::CUDAFunctor_add<float>, '
-                                                                       'at::detail::Array<char*, '
-                                                                       '3>)',
-                                                                       5005,
-                                                                       84724000],
-                                                                      ['volta_sgemm_128x32_nt',
-                                                                       380,
-                                                                       73955000],
-                                                                      ['volta_sgemm_128x64_nn',
-                                                                       225,
-                                                                       55313000],
-                                                                      ['volta_sgemm_32x128_nn',
-                                                                       215,
-                                                                       45961000]]}},
- 'dlrm_8rank_v100': {'worker0_step_12.1694128201545.pt.trace.json.gz': {'busy_ns': {'gpu0': 6590000},
-                                                                        'events': 2460,
-                                                                        'flows': 786,
-                                                                        'kernels': 245,
-                                                                        'memcpy': 16,
-                                                                        'memset': 0,
-                                                                        'ops': 1633,
-                                                                        'rank': 0,
-                                                                        'runtime': 525,
-                                                                        'span_ns': {'gpu0': 13009000},
-                                                                        'top_kernels': [['ncclKernel_SendRecv_RING_SIMPLE_Sum_int8_t(ncclDevComm*, '
-                                                                                         'unsigned '
-                                                                                         'long, '
-                                                                                         'ncclWork*)',
-                                                                                         5,
-                                                                                         3999000],
-                                                                                        ['ncclKernel_AllReduce_RING_LL_Sum_float(ncclDevComm*, '
-                                                                                         'unsigned '
-                                                                                         'long, '
-                                                                                         'ncclWork*)',
-                                                                                         3,
-                                                                                         1799000],
-                                                                                        ['void '
-                                                                                         'at::native::vectorized_elementwise_kernel<4, '
-                                                                                         'at::native::sqrt_kernel_cuda(at::TensorIteratorBase&)::{lambda()#2}::operator()() '
-                                                                                         'const::{lambda()#2}::operator()() '
-                                                                                         'const::{lambda(float)#1}, '
-                                                                                         'at::detail::Array<char*, '
-                                                                                         '2> '
-                                                                                         '>(int, '
-                                                                                         'at::native::sqrt_kernel_cuda(at::TensorIteratorBase&)::{lambda()#2}::operator()() '
-                                                                                         'const::{lambda()#2}::operator()() '
-                                                                                         'const::{lambda(float)#1}, '
-                                                                                         'at::detail::Array<char*, '
-                                                                                         '2>)',
-                                                                                         16,
-                                                                                         52000],
-                                                                                        ['volta_sgemm_128x32_nt',
-                                                                                         7,
-                                                                                         47000],
-                                                                                        ['void '
-                                                                                         'at::native::vectorized_elementwise_kernel<4, '
-                                                                                         'at::native::addcdiv_cuda_kernel(at::TensorIteratorBase&, '
-                                                                                         'c10::Scalar '
-                                                                                         'const&)::{lambda()#2}::operator()() '
-                                                                                         'const::{lambda()#7}::operator()() '
-                                                                                         'const::{lambda(float, '
-                                                                                         'float, '
-                                                                                         'float)#1}, '
-                                                                                         'at::detail::Array<char*, '
-                                                                                         '4> '
-                                                                                         '>(int, '
-                                                                                         'at::native::addcdiv_cuda_kernel(at::TensorIteratorBase&, '
-                                                                                         'c10::Scalar '
-                                                                                         'const&)::{lambda()#2}::operator()() '
-                                                                                         'const::{lambda()#7}::operator()() '
-                                                                                         'const::{lambda(float, '
-                                                                                         'float, '
-                                                                                         'float)#1}, '
-                                                                                         'at::detail::Array<char*, '
-                                                                                         '4>)',
-                                                                                         11,
-                                                                                         40000]]},
-                     'worker1_step_12.1694128201556.pt.trace.json.gz': {'busy_ns': {'gpu1': 12321000},
-                                                                        'events': 2527,
-                                                                        'flows': 853,
-                                                                        'kernels': 310,
-                                                                        'memcpy': 16,
-                                                                        'memset': 0,
-                                                                        'ops': 1633,
-                                                                        'rank': 1,
-                                                                        'runtime': 527,
-                                                                        'span_ns': {'gpu1': 18749000},
-                                                                        'top_kernels': [['ncclKernel_SendRecv_RING_SIMPLE_Sum_int8_t(ncclDevComm*, '
-                                                                                         'unsigned '
-                                                                                         'long, '
-                                                                                         'ncclWork*)',
-                                                                                         5,
-                                                                                         9506000],
-                                                                                        ['ncclKernel_AllReduce_RING_LL_Sum_float(ncclDevComm*, '
-                                                                                         'unsigned '
-                                                                                         'long, '
-                                                                                         'ncclWork*)',
-                                                                                         3,
-                                                                                         1830000],
-                                                                                        ['void '
-                                                                                         'at::native::vectorized_elementwise_kernel<4, '
-                                                                                         'at::native::sqrt_kernel_cuda(at::TensorIteratorBase&)::{lambda()#2}::operator()() '
-                                                                                         'const::{lambda()#2}::operator()() '
-                                                                                         'const::{lambda(float)#1}, '
-                                                                                         'at::detail::Array<char*, '
-                                                                                         '2> '
-                                                                                         '>(int, '
-                                                                                         'at::native::sqrt_kernel_cuda(at::TensorIteratorBase&)::{lambda()#2}::operator()() '
-                                                                                         'const::{lambda()#2}::operator()() '
-                                                                                         'const::{lambda(float)#1}, '
-                                                                                         'at::detail::Array<char*, '
-                                                                                         '2>)',
-                                                                                         32,
-                                                                                         99000],
-                                                                                        ['void '
-                                                                                         'at::native::vectorized_elementwise_kernel<4, '
-                                                                                         'at::native::addcdiv_cuda_kernel(at::TensorIteratorBase&, '
-                                                                                         'c10::Scalar '
-                                                                                         'const&)::{lambda()#2}::operator()() '
-                                                                                         'const::{lambda()#7}::operator()() '
-                                                                                         'const::{lambda(float, '
-                                                                                         'float, '
-                                                                                         'float)#1}, '
-                                                                                         'at::detail::Array<char*, '
-                                                                                         '4> '
-                                                                                         '>(int, '
-                                                                                         'at::native::addcdiv_cuda_kernel(at::TensorIteratorBase&, '
-                                                                                         'c10::Scalar '
-                                                                                         'const&)::{lambda()#2}::operator()() '
-                                                                                         'const::{lambda()#7}::operator()() '
-                                                                                         'const::{lambda(float, '
-                                                                                         'float, '
-                                                                                         'float)#1}, '
-                                                                                         'at::detail::Array<char*, '
-                                                                                         '4>)',
-                                                                                         22,
-                                                                                         79000],
-                                                                                        ['void '
-                                                                                         'at::native::vectorized_elementwise_kernel<4, '
-                                                                                         'at::native::CUDAFunctorOnSelf_add<float>, '
-                                                                                         'at::detail::Array<char*, '
-                                                                                         '2> '
-                                                                                         '>(int, '
-                                                                                         'at::native::CUDAFunctorOnSelf_add<float>, '
-                                                                                         'at::detail::Array<char*, '
-                                                                                         '2>)',
-                                                                                         32,
-                                                                                         75000]]},
-                     'worker2_step_12.1694128201554.pt.trace.json.gz': {'busy_ns': {'gpu2': 4304000},
-                                                                        'events': 2449,
-                                                                        'flows': 775,
-                                                                        'kernels': 246,
-                                                                        'memcpy': 16,
-                                                                        'memset': 0,
-                                                                        'ops': 1633,
-                                                                        'rank': 2,
-                                                                        'runtime': 513,
-                                                                        'span_ns': {'gpu2': 11350000},
-                                                                        'top_kernels': [['ncclKernel_SendRecv_RING_SIMPLE_Sum_int8_t(ncclDevComm*, '
-                                                                                         'unsigned '
-                                                                                         'long, '
-                                                                                         'ncclWork*)',
-                                                                                         5,
-                                                                                         1807000],
-                                                                                        ['ncclKernel_AllReduce_RING_LL_Sum_float(ncclDevComm*, '
-                                                                                         'unsigned '
-                                                                                         'long, '
-                                                                                         'ncclWork*)',
-                                                                                         3,
-                                                                                         1685000],
-                                                                                        ['volta_sgemm_128x32_nt',
-                                                                                         7,
-                                                                                         54000],
-                                                                                        ['void '
-                                                                                         'at::native::vectorized_elementwise_kernel<4, '
-                                                                                         'at::native::sqrt_kernel_cuda(at::TensorIteratorBase&)::{lambda()#2}::operator()() '
-                                                                                         'const::{lambda()#2}::operator()() '
-                                                                                         'const::{lambda(float)#1}, '
-                                                                                         'at::detail::Array<char*, '
-                                                                                         '2> '
-                                                                                         '>(int, '
-                                                                                         'at::native::sqrt_kernel_cuda(at::TensorIteratorBase&)::{lambda()#2}::operator()() '
-                                                                                         'const::{lambda()#2}::operator()() '
-                                                                                         'const::{lambda(float)#1}, '
-                                                                                         'at::detail::Array<char*, '
-                                                                                         '2>)',
-                                                                                         16,
-                                                                                         49000],
-                                                                                        ['void '
-                                                                                         'at::native::vectorized_elementwise_kernel<4, '
-                                                                                         'at::native::addcdiv_cuda_kernel(at::TensorIteratorBase&, '
-                                                                                         'c10::Scalar '
-                                                                                         'const&)::{lambda()#2}::operator()() '
-                                                                                         'const::{lambda()#7}::operator()() '
-                                                                                         'const::{lambda(float, '
-                                                                                         'float, '
-                                                                                         'float)#1}, '
-                                                                                         'at::detail::Array<char*, '
-                                                                                         '4> '
-                                                                                         '>(int, '
-                                                                                         'at::native::addcdiv_cuda_kernel(at::TensorIteratorBase&, '
-                                                                                         'c10::Scalar '
-                                                                                         'const&)::{lambda()#2}::operator()() '
-                                                                                         'const::{lambda()#7}::operator()() '
-                                                                                         'const::{lambda(float, '
-                                                                                         'float, '
-                                                                                         'float)#1}, '
-                                                                                         'at::detail::Array<char*, '
-                                                                                         '4>)',
-                                                                                         11,
-                                                                                         40000]]},
-                     'worker3_step_12.1694128201557.pt.trace.json.gz': {'busy_ns': {'gpu3': 10708000},
-                                                                        'events': 2552,
-                                                                        'flows': 878,
-                                                                        'kernels': 315,
-                                                                        'memcpy': 16,
-                                                                        'memset': 6,
-                                                                        'ops': 1633,
-                                                                        'rank': 3,
-                                                                        'runtime': 541,
-                                                                        'span_ns': {'gpu3': 18853000},
-                                                                        'top_kernels': [['ncclKernel_SendRecv_RING_SIMPLE_Sum_int8_t(ncclDevComm*, '
-                                                                                         'unsigned '
-                                                                                         'long, '
-                                                                                         'ncclWork*)',
-                                                                                         5,
-                                                                                         8002000],
-                                                                                        ['ncclKernel_AllReduce_RING_LL_Sum_float(ncclDevComm*, '
-                                                                                         'unsigned '
-                                                                                         'long, '
-                                                                                         'ncclWork*)',
-                                                                                         3,
-                                                                                         1772000],
-                                                                                        ['void '
-                                                                                         'at::native::vectorized_elementwise_kernel<4, '
-                                                                                         'at::native::sqrt_kernel_cuda(at::TensorIteratorBase&)::{lambda()#2}::operator()() '
-                                                                                         'const::{lambda()#2}::operator()() '
-                                                                                         'const::{lambda(float)#1}, '
-                                                                                         'at::detail::Array<char*, '
-                                                                                         '2> '
-                                                                                         '>(int, '
-                                                                                         'at::native::sqrt_kernel_cuda(at::TensorIteratorBase&)::{lambda()#2}::operator()() '
-                                                                                         'const::{lambda()#2}::operator()() '
-                                                                                         'const::{lambda(float)#1}, '
-                                                                                         'at::detail::Array<char*, '
-                                                                                         '2>)',
-                                                                                         32,
-                                                                                         77000],
-                                                                                        ['void '
-                                                                                         'at::native::vectorized_elementwise_kernel<4, '
-                                                                                         'at::native::CUDAFunctorOnSelf_add<float>, '
-                                                                                         'at::detail::Array<char*, '
-                                                                                         '2> '
-                                                                                         '>(int, '
-                                                                                         'at::native::CUDAFunctorOnSelf_add<float>, '
-                                                                                         'at::detail::Array<char*, '
-                                                                                         '2>)',
-                                                                                         32,
-                                                                                         71000],
-                                                                                        ['void '
-                                                                                         'at::native::vectorized_elementwise_kernel<4, '
-                                                                                         'at::native::addcdiv_cuda_kernel(at::TensorIteratorBase&, '
-                                                                                         'c10::Scalar '
-                                                                                         'const&)::{lambda()#2}::operator()() '
-                                                                                         'const::{lambda()#7}::operator()() '
-                                                                                         'const::{lambda(float, '
-                                                                                         'float, '
-                                                                                         'float)#1}, '
-                                                                                         'at::detail::Array<char*, '
-                                                                                         '4> '
-                                                                                         '>(int, '
-                                                                                         'at::native::addcdiv_cuda_kernel(at::TensorIteratorBase&, '
-                                                                                         'c10::Scalar '
-                                                                                         'const&)::{lambda()#2}::operator()() '
-                                                                                         'const::{lambda()#7}::operator()() '
-                                                                                         'const::{lambda(float, '
-                                                                                         'float, '
-                                                                                         'float)#1}, '
-                                                                                         'at::detail::Array<char*, '
-                                                                                         '4>)',
-                                                                                         22,
-                                                                                         67000]]},
-                     'worker4_step_12.1694128201547.pt.trace.json.gz': {'busy_ns': {'gpu4': 7702000},
-                                                                        'events': 2470,
-                                                                        'flows': 796,
-                                                                        'kernels': 251,
-                                                                        'memcpy': 16,
-                                                                        'memset': 6,
-                                                                        'ops': 1633,
-                                                                        'rank': 4,
-                                                                        'runtime': 523,
-                                                                        'span_ns': {'gpu4': 16589000},
-                                                                        'top_kernels': [['ncclKernel_SendRecv_RING_SIMPLE_Sum_int8_t(ncclDevComm*, '
-                                                                                         'unsigned '
-                                                                                         'long, '
-                                                                                         'ncclWork*)',
-                                                                                         5,
-                                                                                         6353000],
-                                                                                        ['ncclKernel_AllReduce_RING_LL_Sum_float(ncclDevComm*, '
-                                                                                         'unsigned '
-                                                                                         'long, '
-                                                                                         'ncclWork*)',
-                                                                                         3,
-                                                                                         234000],
-                                                                                        ['volta_sgemm_128x32_nt',
-                                                                                         7,
-                                                                                         54000],
-                                                                                        ['void '
-                                                                                         'at::native::vectorized_elementwise_kernel<4, '
-                                                                                         'at::native::sqrt_kernel_cuda(at::TensorIteratorBase&)::{lambda()#2}::operator()() '
-                                                                                         'const::{lambda()#2}::operator()() '
-                                                                                         'const::{lambda(float)#1}, '
-                                                                                         'at::detail::Array<char*, '
-                                                                                         '2> '
-                                                                                         '>(int, '
-                                                                                         'at::native::sqrt_kernel_cuda(at::TensorIteratorBase&)::{lambda()#2}::operator()() '
-                                                                                         'const::{lambda()#2}::operator()() '
-                                                                                         'const::{lambda(float)#1}, '
-                                                                                         'at::detail::Array<char*, '
-                                                                                         '2>)',
-                                                                                         16,
-                                                                                         52000],
-                                                                                        ['void '
-                                                                                         'cub::DeviceRadixSortOnesweepKernel<cub::DeviceRadixSortPolicy<long, '
-                                                                                         'int, '
-                                                                                         'int>::Policy800, '
-                                                                                         'false, '
-                                                                                         'long, '
-                                                                                         'int, '
-                                                                                         'int, '
-                                                                                         'int>(int*, '
-                                                                                         'int*, '
-                                                                                         'int*, '
-                                                                                         'int '
-                                                                                         'const*, '
-                                                                                         'long*, '
-                                                                                         'long '
-                                                                                         'const*, '
-                                                                                         'int*, '
-                                                                                         'int '
-                                                                                         'const*, '
-                                                                                         'int, '
-                                                                                         'int, '
-                                                                                         'int)',
-                                                                                         4,
-                                                                                         47000]]},
-                     'worker5_step_12.1694128201549.pt.trace.json.gz': {'busy_ns': {'gpu5': 7271000},
-                                                                        'events': 2440,
-                                                                        'flows': 766,
-                                                                        'kernels': 245,
-                                                                        'memcpy': 16,
-                                                                        'memset': 0,
-                                                                        'ops': 1633,
-                                                                        'rank': 5,
-                                                                        'runtime': 505,
-                                                                        'span_ns': {'gpu5': 16392000},
-                                                                        'top_kernels': [['ncclKernel_SendRecv_RING_SIMPLE_Sum_int8_t(ncclDevComm*, '
-                                                                                         'unsigned '
-                                                                                         'long, '
-                                                                                         'ncclWork*)',
-                                                                                         5,
-                                                                                         6056000],
-                                                                                        ['ncclKernel_AllReduce_RING_LL_Sum_float(ncclDevComm*, '
-                                                                                         'unsigned '
-                                                                                         'long, '
-                                                                                         'ncclWork*)',
-                                                                                         3,
-                                                                                         195000],
-                                                                                        ['void '
-                                                                                         'at::native::vectorized_elementwise_kernel<4, '
-                                                                                         'at::native::sqrt_kernel_cuda(at::TensorIteratorBase&)::{lambda()#2}::operator()() '
-                                                                                         'const::{lambda()#2}::operator()() '
-                                                                                         'const::{lambda(float)#1}, '
-                                                                                         'at::detail::Array<char*, '
-                                                                                         '2> '
-                                                                                         '>(int, '
-                                                                                         'at::native::sqrt_kernel_cuda(at::TensorIteratorBase&)::{lambda()#2}::operator()() '
-                                                                                         'const::{lambda()#2}::operator()() '
-                                                                                         'const::{lambda(float)#1}, '
-                                                                                         'at::detail::Array<char*, '
-                                                                                         '2>)',
-                                                                                         16,
-                                                                                         51000],
-                                                                                        ['volta_sgemm_128x32_nt',
-                                                                                         7,
-                                                                                         50000],
-                                                                                        ['void '
-                                                                                         'at::native::vectorized_elementwise_kernel<4, '
-                                                                                         'at::native::addcdiv_cuda_kernel(at::TensorIteratorBase&, '
-                                                                                         'c10::Scalar '
-                                                                                         'const&)::{lambda()#2}::operator()() '
-                                                                                         'const::{lambda()#7}::operator()() '
-                                                                                         'const::{lambda(float, '
-                                                                                         'float, '
-                                                                                         'float)#1}, '
-                                                                                         'at::detail::Array<char*, '
-                                                                                         '4> '
-                                                                                         '>(int, '
-                                                                                         'at::native::addcdiv_cuda_kernel(at::TensorIteratorBase&, '
-                                                                                         'c10::Scalar '
-                                                                                         'const&)::{lambda()#2}::operator()() '
-                                                                                         'const::{lambda()#7}::operator()() '
-                                                                                         'const::{lambda(float, '
-                                                                                         'float, '
-                                                                                         'float)#1}, '
-                                                                                         'at::detail::Array<char*, '
-                                                                                         '4>)',
-                                                                                         11,
-                                                                                         41000]]},
-                     'worker6_step_12.1694128201553.pt.trace.json.gz': {'busy_ns': {'gpu6': 4359000},
-                                                                        'events': 2451,
-                                                                        'flows': 777,
-                                                                        'kernels': 246,
-                                                                        'memcpy': 16,
-                                                                        'memset': 0,
-                                                                        'ops': 1633,
-                                                                        'rank': 6,
-                                                                        'runtime': 515,
-                                                                        'span_ns': {'gpu6': 11410000},
-                                                                        'top_kernels': [['ncclKernel_SendRecv_RING_SIMPLE_Sum_int8_t(ncclDevComm*, '
-                                                                                         'unsigned '
-                                                                                         'long, '
-                                                                                         'ncclWork*)',
-                                                                                         5,
-                                                                                         1823000],
-                                                                                        ['ncclKernel_AllReduce_RING_LL_Sum_float(ncclDevComm*, '
-                                                                                         'unsigned '
-                                                                                         'long, '
-                                                                                         'ncclWork*)',
-                                                                                         3,
-                                                                                         1735000],
-                                                                                        ['volta_sgemm_128x32_nt',
-                                                                                         7,
-                                                                                         53000],
-                                                                                        ['void '
-                                                                                         'at::native::vectorized_elementwise_kernel<4, '
-                                                                                         'at::native::sqrt_kernel_cuda(at::TensorIteratorBase&)::{lambda()#2}::operator()() '
-                                                                                         'const::{lambda()#2}::operator()() '
-                                                                                         'const::{lambda(float)#1}, '
-                                                                                         'at::detail::Array<char*, '
-                                                                                         '2> '
-                                                                                         '>(int, '
-                                                                                         'at::native::sqrt_kernel_cuda(at::TensorIteratorBase&)::{lambda()#2}::operator()() '
-                                                                                         'const::{lambda()#2}::operator()() '
-                                                                                         'const::{lambda(float)#1}, '
-                                                                                         'at::detail::Array<char*, '
-                                                                                         '2>)',
-                                                                                         16,
-                                                                                         51000],
-                                                                                        ['void '
-                                                                                         'at::native::vectorized_elementwise_kernel<4, '
-                                                                                         'at::native::addcdiv_cuda_kernel(at::TensorIteratorBase&, '
-                                                                                         'c10::Scalar '
-                                                                                         'const&)::{lambda()#2}::operator()() '
-                                                                                         'const::{lambda()#7}::operator()() '
-                                                                                         'const::{lambda(float, '
-                                                                                         'float, '
-                                                                                         'float)#1}, '
-                                                                                         'at::detail::Array<char*, '
-                                                                                         '4> '
-                                                                                         '>(int, '
-                                                                                         'at::native::addcdiv_cuda_kernel(at::TensorIteratorBase&, '
-                                                                                         'c10::Scalar '
-                                                                                         'const&)::{lambda()#2}::operator()() '
-                                                                                         'const::{lambda()#7}::operator()() '
-                                                                                         'const::{lambda(float, '
-                                                                                         'float, '
-                                                                                         'float)#1}, '
-                                                                                         'at::detail::Array<char*, '
-                                                                                         '4>)',
-                                                                                         11,
-                                                                                         41000]]},
-                     'worker7_step_12.1694128201553.pt.trace.json.gz': {'busy_ns': {'gpu7': 2659000},
-                                                                        'events': 2440,
-                                                                        'flows': 766,
-                                                                        'kernels': 246,
-                                                                        'memcpy': 16,
-                                                                        'memset': 0,
-                                                                        'ops': 1633,
-                                                                        'rank': 7,
-                                                                        'runtime': 504,
-                                                                        'span_ns': {'gpu7': 10967000},
-                                                                        'top_kernels': [['ncclKernel_AllReduce_RING_LL_Sum_float(ncclDevComm*, '
-                                                                                         'unsigned '
-                                                                                         'long, '
-                                                                                         'ncclWork*)',
-                                                                                         3,
-                                                                                         1357000],
-                                                                                        ['ncclKernel_SendRecv_RING_SIMPLE_Sum_int8_t(ncclDevComm*, '
-                                                                                         'unsigned '
-                                                                                         'long, '
-                                                                                         'ncclWork*)',
-                                                                                         5,
-                                                                                         389000],
-                                                                                        ['void '
-                                                                                         'at::native::vectorized_elementwise_kernel<4, '
-                                                                                         'at::native::sqrt_kernel_cuda(at::TensorIteratorBase&)::{lambda()#2}::operator()() '
-                                                                                         'const::{lambda()#2}::operator()() '
-                                                                                         'const::{lambda(float)#1}, '
-                                                                                         'at::detail::Array<char*, '
-                                                                                         '2> '
-                                                                                         '>(int, '
-                                                                                         'at::native::sqrt_kernel_cuda(at::TensorIteratorBase&)::{lambda()#2}::operator()() '
-                                                                                         'const::{lambda()#2}::operator()() '
-                                                                                         'const::{lambda(float)#1}, '
-                                                                                         'at::detail::Array<char*, '
-                                                                                         '2>)',
-                                                                                         16,
-                                                                                         52000],
-                                                                                        ['volta_sgemm_128x32_nt',
-                                                                                         7,
-                                                                                         52000],
-                                                                                        ['void '
-                                                                                         'at::native::vectorized_elementwise_kernel<4, '
-                                                                                         'at::native::CUDAFunctorOnSelf_add<float>, '
-                                                                                         'at::detail::Array<char*, '
-                                                                                         '2> '
-                                                                                         '>(int, '
-                                                                                         'at::native::CUDAFunctorOnSelf_add<float>, '
-                                                                                         'at::detail::Array<char*, '
-                                                                                         '2>)',
-                                                                                         16,
-                                                                                         41000]]}},
- 'nccl_meta_a100': {'nccl_data.json.gz': {'busy_ns': {'gpu0': 157500014},
-                                          'events': 26933,
-                                          'flows': 12514,
-                                          'kernels': 2700,
-                                          'memcpy': 960,
-                                          'memset': 114,
-                                          'ops': 14346,
-                                          'rank': 0,
-                                          'runtime': 8740,
-                                          'span_ns': {'gpu0': 660551005},
-                                          'top_kernels': [['ncclKernel_AllReduce_RING_LL_Sum_float(ncclDevComm*, '
-                                                           'unsigned long, ncclWork*)',
-                                                           15,
-                                                           46762159],
-                                                          ['void '
-                                                           'cudnn::ops::nchwToNhwcKernel<float, '
-                                                           'float, float, false, true, '
-                                                           '(cudnnKernelDataType_t)2>(cudnn::ops::nchw2nhwc_params_t<float>, '
-                                                           'float const*, float*)',
-                                                           474,
-                                                           12616974],
-                                                          ['void '
-                                                           'cudnn::bn_bw_1C11_kernel_new<float, '
-                                                           'float, float2, 128, true, 1>(float, '
-                                                           'float, float, float, '
-                                                           'cudnnTensorStruct, float const*, '
-                                                           'cudnnTensorStruct, float const*, '
-                                                           'cudnnTensorStruct, float*, float '
-                                                           'const*, float*, float*, float const*, '
-                                                           'float const*, float)',
-                                                           33,
-                                                           9592287],
-                                                          ['void '
-                                                           'at::native::vectorized_elementwise_kernel<4, '
-                                                           'at::native::CUDAFunctor_add<float>, '
-                                                           'at::detail::Array<char*, 3> >(int, '
-                                                           'at::native::CUDAFunctor_add<float>, '
-                                                           'at::detail::Array<char*, 3>)',
-                                                           96,
-                                                           8818791],
-                                                          ['void '
-                                                           'at::native::vectorized_elementwise_kernel<4, '
-                                                           'at::native::BinaryFunctor<float, '
-                                                           'float, float, at::native::(anonymous '
-                                                           'namespace)::threshold_kernel_impl<float>(at::TensorIteratorBase&, '
-                                                           'float, float)::{lambda(float, '
-                                                           'float)#1}>, at::detail::Array<char*, '
-                                                           '3> >(int, '
-                                                           'at::native::BinaryFunctor<float, '
-                                                           'float, float, at::native::(anonymous '
-                                                           'namespace)::threshold_kernel_impl<float>(at::TensorIteratorBase&, '
-                                                           'float, float)::{lambda(float, '
-                                                           'float)#1}>, at::detail::Array<char*, '
-                                                           '3>)',
-                                                           147,
-                                                           8086128]]}},
- 'resnet50_legacy_v100': {'worker0.1623143089861.pt.trace.json.gz': {'busy_ns': {'gpu0': 603558000},
-                                                                     'events': 44666,
-                                                                     'flows': 18192,
-                                                                     'kernels': 8772,
-                                                                     'memcpy': 12,
-                                                                     'memset': 312,
-                                                                     'ops': 23646,
-                                                                     'rank': 0,
-                                                                     'runtime': 11923,
-                                                                     'span_ns': {'gpu0': 996477000},
-                                                                     'top_kernels': [['void '
-                                                                                      'cudnn::detail::dgrad_engine<float, '
-                                                                                      '512, 6, 5, '
-                                                                                      '3, 3, 3, '
-                                                                                      'false>(int, '
-                                                                                      'int, int, '
-                                                                                      'float '
-                                                                                      'const*, '
-                                                                                      'int, float '
-                                                                                      'const*, '
-                                                                                      'int, '
-                                                                                      'float*, '
-                                                                                      'kernel_grad_params, '
-                                                                                      'unsigned '
-                                                                                      'long long, '
-                                                                                      'int, '
-                                                                                      'unsigned '
-                                                                                      'long long, '
-                                                                                      'int, float, '
-                                                                                      'int, int, '
-                                                                                      'int)',
-                                                                                      162,
-                                                                                      80756000],
-                                                                                     ['void '
-                                                                                      'cudnn::cnn::wgrad_alg0_engine<float, '
-                                                                                      '128, 6, 7, '
-                                                                                      '3, 3, 5, '
-                                                                                      'false, '
-                                                                                      '512>(int, '
-                                                                                      'int, int, '
-                                                                                      'float '
-                                                                                      'const*, '
-                                                                                      'int, '
-                                                                                      'float*, '
-                                                                                      'float '
-                                                                                      'const*, '
-                                                                                      'kernel_grad_params, '
-                                                                                      'unsigned '
-                                                                                      'long long, '
-                                                                                      'int, float, '
-                                                                                      'int, int, '
-                                                                                      'int, int)',
-                                                                                      156,
-                                                                                      66472000],
-                                                                                     ['void '
-                                                                                      'cudnn::bn_bw_1C11_kernel_new<float, '
-                                                                                      'float, '
-                                                                                      'float2, '
-                                                                                      '512, true, '
-                                                                                      '1>(float, '
-                                                                                      'float, '
-                                                                                      'float, '
-                                                                                      'float, '
-                                                                                      'cudnnTensorStruct, '
-                                                                                      'float '
-                                                                                      'const*, '
-                                                                                      'cudnnTensorStruct, '
-                                                                                      'float '
-                                                                                      'const*, '
-                                                                                      'cudnnTensorStruct, '
-                                                                                      'float*, '
-                                                                                      'float '
-                                                                                      'const*, '
-                                                                                      'float*, '
-                                                                                      'float*, '
-                                                                                      'float '
-                                                                                      'const*, '
-                                                                                      'float '
-                                                                                      'const*, '
-                                                                                      'float)',
-                                                                                      264,
-                                                                                      59642000],
-                                                                                     ['void '
-                                                                                      'at::native::vectorized_elementwise_kernel<4, '
-                                                                                      'at::native::AddFunctor<float>, '
-                                                                                      'at::detail::Array<char*, '
-                                                                                      '3> >(int, '
-                                                                                      'at::native::AddFunctor<float>, '
-                                                                                      'at::detail::Array<char*, '
-                                                                                      '3>)',
-                                                                                      3090,
-                                                                                      39814000],
-                                                                                     ['void '
-                                                                                      'implicit_convolve_sgemm<float, '
-                                                                                      'float, '
-                                                                                      '1024, 6, 7, '
-                                                                                      '3, 3, 5, 1, '
-                                                                                      'false, '
-                                                                                      'true, '
-                                                                                      'true>(int, '
-                                                                                      'int, int, '
-                                                                                      'float '
-                                                                                      'const*, '
-                                                                                      'int, '
-                                                                                      'float*, '
-                                                                                      'float '
-                                                                                      'const*, '
-                                                                                      'kernel_conv_params, '
-                                                                                      'unsigned '
-                                                                                      'long long, '
-                                                                                      'int, float, '
-                                                                                      'float, int, '
-                                                                                      'float '
-                                                                                      'const*, '
-                                                                                      'float '
-                                                                                      'const*, '
-                                                                                      'bool, int, '
-                                                                                      'int)',
-                                                                                      90,
-                                                                                      36957000]]}},
- 'sglang_qwen3_decode_mi300x': {'sglang_Qwen3-8B_decode.json.gz': {'busy_ns': {'gpu9': 9772926},
-                                                                   'events': 1471,
-                                                                   'flows': 587,
-                                                                   'kernels': 555,
-                                                                   'memcpy': 3,
-                                                                   'memset': 0,
-                                                                   'ops': 61,
-                                                                   'rank': 0,
-                                                                   'runtime': 29,
-                                                                   'span_ns': {'gpu9': 473749943},
-                                                                   'top_kernels': [['Cijk_Alik_Bljk_BBS_BH_Bias_HA_S_SAV_UserArgs_MT256x32x64_MI16x16x1_SN_LDSB1_AFC1_AFEM1_AFEM1_ASEM1_CLR1_CADS0_DTLA0_DTLB0_DTVA0_DTVB0_EPS0_FDSI0_GRPM1_GRVWA8_GRVWB8_GSUAMBSK_GLS0_ISA942_IU1_K1_LDSTI0_LBSPPA512_LBSPPB256_LBSPPM0_LPA16_LPB16_LPM0_LRVW8_LWPMn1_MIAV0_MIWT4_2_MO40_NTn1_NTA0_NTB0_NTC0_NTD4_NTM0_NEPBS16_NLCA1_NLCB1_ONLL1_PGR2_PLR1_PKA1_SIA3_SS1_SPO0_SRVW0_SSO0_SVW4_SK0_SKFTR0_SKXCCM0_TLDS1_ULSGRO0_USL1_UIOFGRO0_USFGROn1_VSn1_VWA4_VWB2_WSGRA0_WSGRB0_WS64_WG64_4_1',
-                                                                                    36,
-                                                                                    2417659],
-                                                                                   ['void '
-                                                                                    'paged_attention_ll4mi_QKV_mfma16_kernel<0, '
-                                                                                    '__hip_bfloat16, '
-                                                                                    '__hip_bfloat16, '
-                                                                                    '(vllm::Fp8KVCacheDataType)0, '
-                                                                                    '1, 128, 256, '
-                                                                                    'false, 4, 1, '
-                                                                                    'ck_tile::ComposedAttention<0u, '
-                                                                                    'false> '
-                                                                                    '>(__hip_bfloat16 '
-                                                                                    'const*, '
-                                                                                    '__hip_bfloat16 '
-                                                                                    'const*, '
-                                                                                    '__hip_bfloat16 '
-                                                                                    'const*, '
-                                                                                    'float, int '
-                                                                                    'const*, int '
-                                                                                    'const*, int '
-                                                                                    'const*, float '
-                                                                                    'const*, int, '
-                                                                                    'int, int, '
-                                                                                    'int, float*, '
-                                                                                    'float*, '
-                                                                                    '__hip_bfloat16*, '
-                                                                                    'float, float, '
-                                                                                    'float const*, '
-                                                                                    'float const*, '
-                                                                                    'float const*, '
-                                                                                    'ck_tile::ComposedAttention<0u, '
-                                                                                    'false> '
-                                                                                    'const*)',
-                                                                                    36,
-                                                                                    1949556],
-                                                                                   ['Cijk_Alik_Bljk_BBS_BH_Bias_HA_S_SAV_UserArgs_MT32x32x256_MI16x16x1_SN_LDSB1_AFC1_AFEM1_AFEM1_ASEM1_CLR1_CADS0_DTLA0_DTLB0_DTVA0_DTVB0_EPS0_FDSI0_GRPM1_GRVWA8_GRVWB8_GSUAMBSK_GLS0_ISA942_IU1_K1_LDSTI0_LBSPPA1024_LBSPPB1024_LBSPPM0_LPA16_LPB16_LPM0_LRVW8_LWPMn1_MIAV0_MIWT2_2_MO40_NTn1_NTA0_NTB0_NTC0_NTD4_NTM0_NEPBS16_NLCA1_NLCB1_ONLL1_PGR2_PLR1_PKA1_SIA3_SS1_SPO0_SRVW0_SSO0_SVW2_SK0_SKFTR0_SKXCCM0_TLDS1_ULSGRO1_USL1_UIOFGRO0_USFGROn1_VSn1_VWA2_VWB2_WSGRA0_WSGRB0_WS64_WG16_4_4',
-                                                                                    36,
-                                                                                    1461907],
-                                                                                   ['Cijk_Alik_Bljk_BBS_BH_Bias_HA_S_SAV_UserArgs_MT64x32x256_MI16x16x1_SN_LDSB1_AFC1_AFEM1_AFEM1_ASEM1_CLR1_CADS0_DTLA0_DTLB0_DTVA0_DTVB0_EPS0_FDSI0_GRPM1_GRVWA8_GRVWB8_GSUAMBSK_GLS0_ISA942_IU1_K1_LDSTI0_LBSPPA2048_LBSPPB1024_LBSPPM0_LPA16_LPB16_LPM0_LRVW8_LWPMn1_MIAV0_MIWT4_2_MO40_NTn1_NTA0_NTB0_NTC0_NTD4_NTM0_NEPBS16_NLCA1_NLCB1_ONLL1_PGR2_PLR1_PKA1_SIA3_SS1_SPO0_SRVW0_SSO0_SVW4_SK0_SKFTR0_SKXCCM0_TLDS1_ULSGRO0_USL1_UIOFGRO0_USFGROn1_VSn1_VWA4_VWB2_WSGRA0_WSGRB0_WS64_WG16_4_4',
-                                                                                    36,
-                                                                                    903515],
-                                                                                   ['Cijk_Alik_Bljk_BBS_BH_Bias_HA_S_SAV_UserArgs_MT16x32x512_MI16x16x1_SN_LDSB1_AFC1_AFEM1_AFEM1_ASEM1_CLR1_CADS0_DTLA0_DTLB0_DTVA0_DTVB0_EPS0_FDSI0_GRPM1_GRVWA8_GRVWB8_GSUAMBSK_GLS0_ISA942_IU1_K1_LDSTI0_LBSPPA1024_LBSPPB2048_LBSPPM0_LPA16_LPB16_LPM0_LRVW8_LWPMn1_MIAV0_MIWT1_2_MO40_NTn1_NTA0_NTB0_NTC0_NTD4_NTM0_NEPBS16_NLCA1_NLCB1_ONLL1_PGR2_PLR1_PKA1_SIA3_SS1_SPO0_SRVW0_SSO0_SVW1_SK0_SKFTR0_SKXCCM0_TLDS1_ULSGRO0_USL1_UIOFGRO0_USFGROn1_VSn1_VWA1_VWB2_WSGRA0_WSGRB0_WS64_WG16_4_4',
-                                                                                    36,
-                                                                                    602344]]}},
- 'sglang_qwen3_prefill_mi300x': {'sglang_Qwen3-8B_prefilldecode.json.gz': {'busy_ns': {'gpu9': 492806877},
-                                                                           'events': 58712,
-                                                                           'flows': 1603,
-                                                                           'kernels': 527,
-                                                                           'memcpy': 7,
-                                                                           'memset': 0,
-                                                                           'ops': 3786,
-                                                                           'rank': 0,
-                                                                           'runtime': 1069,
-                                                                           'span_ns': {'gpu9': 987288887},
-                                                                           'top_kernels': [['Cijk_Alik_Bljk_BBS_BH_Bias_HA_S_SAV_UserArgs_MT128x256x32_MI16x16x1_SN_LDSB1_AFC1_AFEM1_AFEM1_ASEM1_CLR1_CADS0_DTLA0_DTLB0_DTVA0_DTVB0_EPS0_FDSI0_GRPM1_GRVWA4_GRVWB4_GSUAMBSK_GLS0_ISA942_IU1_K1_LDSTI0_LBSPPA512_LBSPPB256_LBSPPM0_LPA4_LPB4_LPM0_LRVW4_LWPMn1_MIAV0_MIWT8_4_MO40_NTn1_NTA0_NTB0_NTC0_NTD4_NTM0_NEPBS16_NLCA1_NLCB1_ONLL1_PGR2_PLR1_PKA1_SIA3_SS1_SPO0_SRVW0_SSO0_SVW8_SK0_SKFTR0_SKXCCM0_TLDS1_ULSGRO0_USL1_UIOFGRO0_USFGROn1_VSn1_VWA8_VWB4_WSGRA0_WSGRB0_WS64_WG16_16_1',
-                                                                                            36,
-                                                                                            243643021],
-                                                                                           ['Cijk_Alik_Bljk_BBS_BH_Bias_HA_S_SAV_UserArgs_MT320x224x64_MI16x16x1_SN_LDSB0_AFC1_AFEM1_AFEM1_ASEM1_CLR1_CADS0_DTLA0_DTLB0_DTVA1_DTVB0_EPS0_FDSI0_GRPM1_GRVWA8_GRVWB8_GSUAMBSK_GLS0_ISA942_IU1_K1_LDSTI0_LBSPPA0_LBSPPB256_LBSPPM0_LPA0_LPB16_LPM0_LRVW8_LWPMn1_MIAV0_MIWT5_14_MO40_NTn1_NTA0_NTB0_NTC0_NTD4_NTM0_NEPBS16_NLCA2_NLCB1_ONLL1_PGR2_PLR1_PKA1_SIA3_SS1_SPO0_SRVW0_SSO0_SVW1_SK0_SKFTR0_SKXCCM0_TLDS1_ULSGRO0_USL1_UIOFGRO0_USFGROn1_VSn1_VWA1_VWB2_WSGRA0_WSGRB0_WS64_WG64_4_1',
-                                                                                            72,
-                                                                                            124930912],
-                                                                                           ['Cijk_Alik_Bljk_BBS_BH_Bias_HA_S_SAV_UserArgs_MT256x192x64_MI16x16x1_SN_LDSB1_AFC1_AFEM1_AFEM1_ASEM1_CLR1_CADS0_DTLA0_DTLB0_DTVA0_DTVB0_EPS0_FDSI0_GRPM1_GRVWA8_GRVWB8_GSUAMBSK_GLS0_ISA942_IU1_K1_LDSTI0_LBSPPA1024_LBSPPB256_LBSPPM0_LPA16_LPB16_LPM0_LRVW8_LWPMn1_MIAV0_MIWT8_6_MO40_NTn1_NTA0_NTB0_NTC0_NTD4_NTM0_NEPBS16_NLCA1_NLCB1_ONLL1_PGR2_PLR1_PKA1_SIA3_SS1_SPO0_SRVW0_SSO0_SVW8_SK0_SKFTR0_SKXCCM0_TLDS1_ULSGRO0_USL1_UIOFGRO0_USFGROn1_VSn1_VWA8_VWB2_WSGRA0_WSGRB0_WS64_WG32_8_1',
-                                                                                            36,
-                                                                                            51295484],
-                                                                                           ['_ZN7ck_tile6kentryILi2ENS_38FmhaBatchPrefillWithPagedKVCacheKernelINS_40BlockFmhaBatchPrefillPipelineQRKSVSAsyncINS_36BlockFmhaBatchPrefillPipelineProblemIDF16bDF16bDF16bffDF16bhfDF16bfDF16bNS_13TileFmhaShapeINS_8sequenceIJLi128ELi128ELi32ELi128ELi32ELi128EEEENS5_IJLi4ELi1ELi1EEEENS5_IJLi32ELi32ELi16EEEES7_S8_Lb1EEELb1ENS_17ComposedAttentionILj0ELb1EEENS_30SimplifiedGenericAttentionMaskILb1EEELb0ELi1ENS_26TileFmhaBatchPrefillTraitsILb1ELb1ELb1ELb1ELb0ELNS_22BlockAttentionBiasEnumE0ELb0ELb0ELb0ELNS_28BlockAttentionQuantScaleEnumE0ELin1ELb0ELb0ELi1ELNS_37BlockAttentionKVCacheMemoryLayoutEnumE1ELNS_36BlockAttentionKVCacheLookupTableEnumE1ELNS_33BlockAttentionKVCacheLoadModeEnumE0EEEEENS_53BlockFmhaBatchPrefillPipelineQRKSVSAsyncDefaultPolicyEEENS_17Default2DEpilogueINS_24Default2DEpilogueProblemIfDF16bLb1ELb1ELb1EEEvEEEEJNSS_21FmhaFwdGroupModeKargsEEEEvDpT1_',
-                                                                                            36,
-                                                                                            20075158],
-                                                                                           ['_ZN5aiter24add_rmsnorm_quant_kernelIDF16bDF16bLi64ELi8ELb0ELb0ELb1ELi1EEEvPT0_PT_PfS4_S4_S4_diiiiiiib',
-                                                                                            72,
-                                                                                            17487412]]}},
- 'vllm_graphs_mi300x': {'graph_execution.json.gz': {'busy_ns': {'gpu2': 156085793},
-                                                    'events': 18485,
-                                                    'flows': 804,
-                                                    'kernels': 413,
-                                                    'memcpy': 10,
-                                                    'memset': 0,
-                                                    'ops': 642,
-                                                    'rank': 0,
-                                                    'runtime': 381,
-                                                    'span_ns': {'gpu2': 156466417},
-                                                    'top_kernels': [['_matmul_ogs_NNT_bf16xbf16xmxfp4_128x128x128x1_swiglu',
-                                                                     24,
-                                                                     83288347],
-                                                                    ['_matmul_ogs_NNT_bf16xbf16xmxfp4_128x128x128x1',
-                                                                     24,
-                                                                     39243916],
-                                                                    ['Cijk_Alik_Bljk_BBS_BH_Bias_HA_S_SAV_UserArgs_MT256x192x64_MI16x16x1_SN_LDSB1_AFC1_AFEM1_AFEM1_ASEM1_CLR1_CADS0_DTVA0_DTVB0_EPS0_FDSI0_GRPM1_GRVWA8_GRVWB8_GSUAMB_GLS0_ISA942_IU1_K1_LBSPPA1024_LBSPPB256_LBSPPM0_LPA16_LPB16_LPM0_LRVW8_LWPMn1_MIAV0_MIWT8_6_MO40_NTn1_NTA0_NTB0_NTC0_NTD4_NTM0_NEPBS16_NLCA1_NLCB1_ONLL1_PGR2_PLR1_PKA1_SIA3_SS1_SPO0_SRVW0_SSO0_SVW8_SK0_SKXCCM0_TLDS1_ULSGRO0_USL1_UIOFGRO0_USFGROn1_VSn1_VWA8_VWB2_WSGRA0_WSGRB0_WS64_WG32_8_1',
-                                                                     24,
-                                                                     9153921],
-                                                                    ['Cijk_Alik_Bljk_BBS_BH_Bias_HA_S_SAV_UserArgs_MT160x256x64_MI16x16x1_SN_LDSB1_AFC1_AFEM1_AFEM1_ASEM1_CLR1_CADS0_DTVA0_DTVB0_EPS0_FDSI0_GRPM1_GRVWA8_GRVWB8_GSUAMB_GLS0_ISA942_IU1_K1_LBSPPA256_LBSPPB512_LBSPPM0_LPA16_LPB16_LPM0_LRVW8_LWPMn1_MIAV0_MIWT10_4_MO40_NTn1_NTA0_NTB0_NTC0_NTD4_NTM0_NEPBS16_NLCA1_NLCB1_ONLL1_PGR2_PLR1_PKA1_SIA3_SS1_SPO0_SRVW0_SSO0_SVW2_SK0_SKXCCM0_TLDS1_ULSGRO0_USL1_UIOFGRO0_USFGROn1_VSn1_VWA2_VWB4_WSGRA0_WSGRB0_WS64_WG16_16_1',
-                                                                     24,
-                                                                     7556131],
-                                                                    ['kernel_unified_attention_2d',
-                                                                     24,
-                                                                     5146906]]}}}
+EXPECTED = {
+    "b200_eager": {
+        "eager_trace.json.gz": {
+            "busy_ns": {"gpu0": 11596482},
+            "events": 22355,
+            "flows": 2301,
+            "kernels": 768,
+            "memcpy": 161,
+            "memset": 0,
+            "ops": 4809,
+            "rank": 0,
+            "runtime": 1372,
+            "span_ns": {"gpu0": 84487178},
+            "top_kernels": [
+                [
+                    "bmm_MxE4m3_MxE2m1MxE4m3_Fp32_t128x16x256u2_s3_et128x16_m128x16x32_cga1x1x1_16dp256b_rM_TN_transOut_schedP2x1x2x3_biasM_bN_tma_tmaOpt_clmp_swiGlu_dynBatch_sm100f",
+                    36,
+                    3181785,
+                ],
+                [
+                    "void (anonymous "
+                    "namespace)::multimem_all_reduce_kernel<c10::BFloat16, "
+                    "16>(c10::BFloat16*, unsigned long, "
+                    "unsigned int**, unsigned long, unsigned "
+                    "long)",
+                    73,
+                    2119548,
+                ],
+                [
+                    "bmm_Bfloat16_MxE2m1MxE4m3_Fp32_t128x16x256u2_s3_et128x16_m128x16x32_cga1x1x1_16dp256b_rM_TN_transOut_schedP2x1x2x3_biasM_bN_tmaOpt_clmp_dynBatch_sm100f",
+                    36,
+                    2033052,
+                ],
+                [
+                    "std::enable_if<(((8)>(0)))&&vllm::_typeConvert<c10::BFloat16>::exists, "
+                    "void>::type "
+                    "vllm::fused_add_rms_norm_kernel<c10::BFloat16, "
+                    "8>(c10::BFloat16*, long, c10::BFloat16*, "
+                    "c10::BFloat16 const*, float, int, int)",
+                    72,
+                    452068,
+                ],
+                [
+                    "void at::native::elementwise_kernel<128, "
+                    "4, "
+                    "at::native::gpu_kernel_impl_nocast<at::native::direct_copy_kernel_cuda(at::TensorIteratorBase&)::{lambda()#3}::operator()() "
+                    "const::{lambda()#12}::operator()() "
+                    "const::{lambda(c10::BFloat16)#1}>(at::TensorIteratorBase&, "
+                    "at::native::direct_copy_kernel_cuda(at::TensorIteratorBase&)::{lambda()#3}::operator()() "
+                    "const::{lambda()#12}::operator()() "
+                    "const::{lambda(c10::BFloat16)#1} "
+                    "const&)::{lambda(int)#1}>(int, "
+                    "at::native::gpu_kernel_impl_nocast<at::native::direct_copy_kernel_cuda(at::TensorIteratorBase&)::{lambda()#3}::operator()() "
+                    "const::{lambda()#12}::operator()() "
+                    "const::{lambda(c10::BFloat16)#1}>(at::TensorIteratorBase&, "
+                    "at::native::direct_copy_kernel_cuda(at::TensorIteratorBase&)::{lambda()#3}::operator()() "
+                    "const::{lambda()#12}::operator()() "
+                    "const::{lambda(c10::BFloat16)#1} "
+                    "const&)::{lambda(int)#1})",
+                    72,
+                    380568,
+                ],
+            ],
+        }
+    },
+    "ddp_allreduce_v100": {
+        "df_index_resolver.json.gz": {
+            "busy_ns": {"gpu1": 1000613000},
+            "events": 123379,
+            "flows": 64663,
+            "kernels": 19370,
+            "memcpy": 2040,
+            "memset": 880,
+            "ops": 56680,
+            "rank": 1,
+            "runtime": 42373,
+            "span_ns": {"gpu1": 1732965000},
+            "top_kernels": [
+                ["ncclKernel_AllReduce_RING_LL_Sum_float(ncclWorkElem)", 2020, 357343000],
+                [
+                    "void "
+                    "at::native::vectorized_elementwise_kernel<4, "
+                    "at::native::CUDAFunctor_add<float>, "
+                    "at::detail::Array<char*, "
+                    "3> >(int, "
+                    "at::native::CUDAFunctor_add<float>, "
+                    "at::detail::Array<char*, "
+                    "3>)",
+                    5005,
+                    84724000,
+                ],
+                ["volta_sgemm_128x32_nt", 380, 73955000],
+                ["volta_sgemm_128x64_nn", 225, 55313000],
+                ["volta_sgemm_32x128_nn", 215, 45961000],
+            ],
+        }
+    },
+    "dlrm_8rank_v100": {
+        "worker0_step_12.1694128201545.pt.trace.json.gz": {
+            "busy_ns": {"gpu0": 6590000},
+            "events": 2460,
+            "flows": 786,
+            "kernels": 245,
+            "memcpy": 16,
+            "memset": 0,
+            "ops": 1633,
+            "rank": 0,
+            "runtime": 525,
+            "span_ns": {"gpu0": 13009000},
+            "top_kernels": [
+                ["ncclKernel_SendRecv_RING_SIMPLE_Sum_int8_t(ncclDevComm*, unsigned long, ncclWork*)", 5, 3999000],
+                ["ncclKernel_AllReduce_RING_LL_Sum_float(ncclDevComm*, unsigned long, ncclWork*)", 3, 1799000],
+                [
+                    "void "
+                    "at::native::vectorized_elementwise_kernel<4, "
+                    "at::native::sqrt_kernel_cuda(at::TensorIteratorBase&)::{lambda()#2}::operator()() "
+                    "const::{lambda()#2}::operator()() "
+                    "const::{lambda(float)#1}, "
+                    "at::detail::Array<char*, "
+                    "2> "
+                    ">(int, "
+                    "at::native::sqrt_kernel_cuda(at::TensorIteratorBase&)::{lambda()#2}::operator()() "
+                    "const::{lambda()#2}::operator()() "
+                    "const::{lambda(float)#1}, "
+                    "at::detail::Array<char*, "
+                    "2>)",
+                    16,
+                    52000,
+                ],
+                ["volta_sgemm_128x32_nt", 7, 47000],
+                [
+                    "void "
+                    "at::native::vectorized_elementwise_kernel<4, "
+                    "at::native::addcdiv_cuda_kernel(at::TensorIteratorBase&, "
+                    "c10::Scalar "
+                    "const&)::{lambda()#2}::operator()() "
+                    "const::{lambda()#7}::operator()() "
+                    "const::{lambda(float, "
+                    "float, "
+                    "float)#1}, "
+                    "at::detail::Array<char*, "
+                    "4> "
+                    ">(int, "
+                    "at::native::addcdiv_cuda_kernel(at::TensorIteratorBase&, "
+                    "c10::Scalar "
+                    "const&)::{lambda()#2}::operator()() "
+                    "const::{lambda()#7}::operator()() "
+                    "const::{lambda(float, "
+                    "float, "
+                    "float)#1}, "
+                    "at::detail::Array<char*, "
+                    "4>)",
+                    11,
+                    40000,
+                ],
+            ],
+        },
+        "worker1_step_12.1694128201556.pt.trace.json.gz": {
+            "busy_ns": {"gpu1": 12321000},
+            "events": 2527,
+            "flows": 853,
+            "kernels": 310,
+            "memcpy": 16,
+            "memset": 0,
+            "ops": 1633,
+            "rank": 1,
+            "runtime": 527,
+            "span_ns": {"gpu1": 18749000},
+            "top_kernels": [
+                ["ncclKernel_SendRecv_RING_SIMPLE_Sum_int8_t(ncclDevComm*, unsigned long, ncclWork*)", 5, 9506000],
+                ["ncclKernel_AllReduce_RING_LL_Sum_float(ncclDevComm*, unsigned long, ncclWork*)", 3, 1830000],
+                [
+                    "void "
+                    "at::native::vectorized_elementwise_kernel<4, "
+                    "at::native::sqrt_kernel_cuda(at::TensorIteratorBase&)::{lambda()#2}::operator()() "
+                    "const::{lambda()#2}::operator()() "
+                    "const::{lambda(float)#1}, "
+                    "at::detail::Array<char*, "
+                    "2> "
+                    ">(int, "
+                    "at::native::sqrt_kernel_cuda(at::TensorIteratorBase&)::{lambda()#2}::operator()() "
+                    "const::{lambda()#2}::operator()() "
+                    "const::{lambda(float)#1}, "
+                    "at::detail::Array<char*, "
+                    "2>)",
+                    32,
+                    99000,
+                ],
+                [
+                    "void "
+                    "at::native::vectorized_elementwise_kernel<4, "
+                    "at::native::addcdiv_cuda_kernel(at::TensorIteratorBase&, "
+                    "c10::Scalar "
+                    "const&)::{lambda()#2}::operator()() "
+                    "const::{lambda()#7}::operator()() "
+                    "const::{lambda(float, "
+                    "float, "
+                    "float)#1}, "
+                    "at::detail::Array<char*, "
+                    "4> "
+                    ">(int, "
+                    "at::native::addcdiv_cuda_kernel(at::TensorIteratorBase&, "
+                    "c10::Scalar "
+                    "const&)::{lambda()#2}::operator()() "
+                    "const::{lambda()#7}::operator()() "
+                    "const::{lambda(float, "
+                    "float, "
+                    "float)#1}, "
+                    "at::detail::Array<char*, "
+                    "4>)",
+                    22,
+                    79000,
+                ],
+                [
+                    "void "
+                    "at::native::vectorized_elementwise_kernel<4, "
+                    "at::native::CUDAFunctorOnSelf_add<float>, "
+                    "at::detail::Array<char*, "
+                    "2> "
+                    ">(int, "
+                    "at::native::CUDAFunctorOnSelf_add<float>, "
+                    "at::detail::Array<char*, "
+                    "2>)",
+                    32,
+                    75000,
+                ],
+            ],
+        },
+        "worker2_step_12.1694128201554.pt.trace.json.gz": {
+            "busy_ns": {"gpu2": 4304000},
+            "events": 2449,
+            "flows": 775,
+            "kernels": 246,
+            "memcpy": 16,
+            "memset": 0,
+            "ops": 1633,
+            "rank": 2,
+            "runtime": 513,
+            "span_ns": {"gpu2": 11350000},
+            "top_kernels": [
+                ["ncclKernel_SendRecv_RING_SIMPLE_Sum_int8_t(ncclDevComm*, unsigned long, ncclWork*)", 5, 1807000],
+                ["ncclKernel_AllReduce_RING_LL_Sum_float(ncclDevComm*, unsigned long, ncclWork*)", 3, 1685000],
+                ["volta_sgemm_128x32_nt", 7, 54000],
+                [
+                    "void "
+                    "at::native::vectorized_elementwise_kernel<4, "
+                    "at::native::sqrt_kernel_cuda(at::TensorIteratorBase&)::{lambda()#2}::operator()() "
+                    "const::{lambda()#2}::operator()() "
+                    "const::{lambda(float)#1}, "
+                    "at::detail::Array<char*, "
+                    "2> "
+                    ">(int, "
+                    "at::native::sqrt_kernel_cuda(at::TensorIteratorBase&)::{lambda()#2}::operator()() "
+                    "const::{lambda()#2}::operator()() "
+                    "const::{lambda(float)#1}, "
+                    "at::detail::Array<char*, "
+                    "2>)",
+                    16,
+                    49000,
+                ],
+                [
+                    "void "
+                    "at::native::vectorized_elementwise_kernel<4, "
+                    "at::native::addcdiv_cuda_kernel(at::TensorIteratorBase&, "
+                    "c10::Scalar "
+                    "const&)::{lambda()#2}::operator()() "
+                    "const::{lambda()#7}::operator()() "
+                    "const::{lambda(float, "
+                    "float, "
+                    "float)#1}, "
+                    "at::detail::Array<char*, "
+                    "4> "
+                    ">(int, "
+                    "at::native::addcdiv_cuda_kernel(at::TensorIteratorBase&, "
+                    "c10::Scalar "
+                    "const&)::{lambda()#2}::operator()() "
+                    "const::{lambda()#7}::operator()() "
+                    "const::{lambda(float, "
+                    "float, "
+                    "float)#1}, "
+                    "at::detail::Array<char*, "
+                    "4>)",
+                    11,
+                    40000,
+                ],
+            ],
+        },
+        "worker3_step_12.1694128201557.pt.trace.json.gz": {
+            "busy_ns": {"gpu3": 10708000},
+            "events": 2552,
+            "flows": 878,
+            "kernels": 315,
+            "memcpy": 16,
+            "memset": 6,
+            "ops": 1633,
+            "rank": 3,
+            "runtime": 541,
+            "span_ns": {"gpu3": 18853000},
+            "top_kernels": [
+                ["ncclKernel_SendRecv_RING_SIMPLE_Sum_int8_t(ncclDevComm*, unsigned long, ncclWork*)", 5, 8002000],
+                ["ncclKernel_AllReduce_RING_LL_Sum_float(ncclDevComm*, unsigned long, ncclWork*)", 3, 1772000],
+                [
+                    "void "
+                    "at::native::vectorized_elementwise_kernel<4, "
+                    "at::native::sqrt_kernel_cuda(at::TensorIteratorBase&)::{lambda()#2}::operator()() "
+                    "const::{lambda()#2}::operator()() "
+                    "const::{lambda(float)#1}, "
+                    "at::detail::Array<char*, "
+                    "2> "
+                    ">(int, "
+                    "at::native::sqrt_kernel_cuda(at::TensorIteratorBase&)::{lambda()#2}::operator()() "
+                    "const::{lambda()#2}::operator()() "
+                    "const::{lambda(float)#1}, "
+                    "at::detail::Array<char*, "
+                    "2>)",
+                    32,
+                    77000,
+                ],
+                [
+                    "void "
+                    "at::native::vectorized_elementwise_kernel<4, "
+                    "at::native::CUDAFunctorOnSelf_add<float>, "
+                    "at::detail::Array<char*, "
+                    "2> "
+                    ">(int, "
+                    "at::native::CUDAFunctorOnSelf_add<float>, "
+                    "at::detail::Array<char*, "
+                    "2>)",
+                    32,
+                    71000,
+                ],
+                [
+                    "void "
+                    "at::native::vectorized_elementwise_kernel<4, "
+                    "at::native::addcdiv_cuda_kernel(at::TensorIteratorBase&, "
+                    "c10::Scalar "
+                    "const&)::{lambda()#2}::operator()() "
+                    "const::{lambda()#7}::operator()() "
+                    "const::{lambda(float, "
+                    "float, "
+                    "float)#1}, "
+                    "at::detail::Array<char*, "
+                    "4> "
+                    ">(int, "
+                    "at::native::addcdiv_cuda_kernel(at::TensorIteratorBase&, "
+                    "c10::Scalar "
+                    "const&)::{lambda()#2}::operator()() "
+                    "const::{lambda()#7}::operator()() "
+                    "const::{lambda(float, "
+                    "float, "
+                    "float)#1}, "
+                    "at::detail::Array<char*, "
+                    "4>)",
+                    22,
+                    67000,
+                ],
+            ],
+        },
+        "worker4_step_12.1694128201547.pt.trace.json.gz": {
+            "busy_ns": {"gpu4": 7702000},
+            "events": 2470,
+            "flows": 796,
+            "kernels": 251,
+            "memcpy": 16,
+            "memset": 6,
+            "ops": 1633,
+            "rank": 4,
+            "runtime": 523,
+            "span_ns": {"gpu4": 16589000},
+            "top_kernels": [
+                ["ncclKernel_SendRecv_RING_SIMPLE_Sum_int8_t(ncclDevComm*, unsigned long, ncclWork*)", 5, 6353000],
+                ["ncclKernel_AllReduce_RING_LL_Sum_float(ncclDevComm*, unsigned long, ncclWork*)", 3, 234000],
+                ["volta_sgemm_128x32_nt", 7, 54000],
+                [
+                    "void "
+                    "at::native::vectorized_elementwise_kernel<4, "
+                    "at::native::sqrt_kernel_cuda(at::TensorIteratorBase&)::{lambda()#2}::operator()() "
+                    "const::{lambda()#2}::operator()() "
+                    "const::{lambda(float)#1}, "
+                    "at::detail::Array<char*, "
+                    "2> "
+                    ">(int, "
+                    "at::native::sqrt_kernel_cuda(at::TensorIteratorBase&)::{lambda()#2}::operator()() "
+                    "const::{lambda()#2}::operator()() "
+                    "const::{lambda(float)#1}, "
+                    "at::detail::Array<char*, "
+                    "2>)",
+                    16,
+                    52000,
+                ],
+                [
+                    "void "
+                    "cub::DeviceRadixSortOnesweepKernel<cub::DeviceRadixSortPolicy<long, "
+                    "int, "
+                    "int>::Policy800, "
+                    "false, "
+                    "long, "
+                    "int, "
+                    "int, "
+                    "int>(int*, "
+                    "int*, "
+                    "int*, "
+                    "int "
+                    "const*, "
+                    "long*, "
+                    "long "
+                    "const*, "
+                    "int*, "
+                    "int "
+                    "const*, "
+                    "int, "
+                    "int, "
+                    "int)",
+                    4,
+                    47000,
+                ],
+            ],
+        },
+        "worker5_step_12.1694128201549.pt.trace.json.gz": {
+            "busy_ns": {"gpu5": 7271000},
+            "events": 2440,
+            "flows": 766,
+            "kernels": 245,
+            "memcpy": 16,
+            "memset": 0,
+            "ops": 1633,
+            "rank": 5,
+            "runtime": 505,
+            "span_ns": {"gpu5": 16392000},
+            "top_kernels": [
+                ["ncclKernel_SendRecv_RING_SIMPLE_Sum_int8_t(ncclDevComm*, unsigned long, ncclWork*)", 5, 6056000],
+                ["ncclKernel_AllReduce_RING_LL_Sum_float(ncclDevComm*, unsigned long, ncclWork*)", 3, 195000],
+                [
+                    "void "
+                    "at::native::vectorized_elementwise_kernel<4, "
+                    "at::native::sqrt_kernel_cuda(at::TensorIteratorBase&)::{lambda()#2}::operator()() "
+                    "const::{lambda()#2}::operator()() "
+                    "const::{lambda(float)#1}, "
+                    "at::detail::Array<char*, "
+                    "2> "
+                    ">(int, "
+                    "at::native::sqrt_kernel_cuda(at::TensorIteratorBase&)::{lambda()#2}::operator()() "
+                    "const::{lambda()#2}::operator()() "
+                    "const::{lambda(float)#1}, "
+                    "at::detail::Array<char*, "
+                    "2>)",
+                    16,
+                    51000,
+                ],
+                ["volta_sgemm_128x32_nt", 7, 50000],
+                [
+                    "void "
+                    "at::native::vectorized_elementwise_kernel<4, "
+                    "at::native::addcdiv_cuda_kernel(at::TensorIteratorBase&, "
+                    "c10::Scalar "
+                    "const&)::{lambda()#2}::operator()() "
+                    "const::{lambda()#7}::operator()() "
+                    "const::{lambda(float, "
+                    "float, "
+                    "float)#1}, "
+                    "at::detail::Array<char*, "
+                    "4> "
+                    ">(int, "
+                    "at::native::addcdiv_cuda_kernel(at::TensorIteratorBase&, "
+                    "c10::Scalar "
+                    "const&)::{lambda()#2}::operator()() "
+                    "const::{lambda()#7}::operator()() "
+                    "const::{lambda(float, "
+                    "float, "
+                    "float)#1}, "
+                    "at::detail::Array<char*, "
+                    "4>)",
+                    11,
+                    41000,
+                ],
+            ],
+        },
+        "worker6_step_12.1694128201553.pt.trace.json.gz": {
+            "busy_ns": {"gpu6": 4359000},
+            "events": 2451,
+            "flows": 777,
+            "kernels": 246,
+            "memcpy": 16,
+            "memset": 0,
+            "ops": 1633,
+            "rank": 6,
+            "runtime": 515,
+            "span_ns": {"gpu6": 11410000},
+            "top_kernels": [
+                ["ncclKernel_SendRecv_RING_SIMPLE_Sum_int8_t(ncclDevComm*, unsigned long, ncclWork*)", 5, 1823000],
+                ["ncclKernel_AllReduce_RING_LL_Sum_float(ncclDevComm*, unsigned long, ncclWork*)", 3, 1735000],
+                ["volta_sgemm_128x32_nt", 7, 53000],
+                [
+                    "void "
+                    "at::native::vectorized_elementwise_kernel<4, "
+                    "at::native::sqrt_kernel_cuda(at::TensorIteratorBase&)::{lambda()#2}::operator()() "
+                    "const::{lambda()#2}::operator()() "
+                    "const::{lambda(float)#1}, "
+                    "at::detail::Array<char*, "
+                    "2> "
+                    ">(int, "
+                    "at::native::sqrt_kernel_cuda(at::TensorIteratorBase&)::{lambda()#2}::operator()() "
+                    "const::{lambda()#2}::operator()() "
+                    "const::{lambda(float)#1}, "
+                    "at::detail::Array<char*, "
+                    "2>)",
+                    16,
+                    51000,
+                ],
+                [
+                    "void "
+                    "at::native::vectorized_elementwise_kernel<4, "
+                    "at::native::addcdiv_cuda_kernel(at::TensorIteratorBase&, "
+                    "c10::Scalar "
+                    "const&)::{lambda()#2}::operator()() "
+                    "const::{lambda()#7}::operator()() "
+                    "const::{lambda(float, "
+                    "float, "
+                    "float)#1}, "
+                    "at::detail::Array<char*, "
+                    "4> "
+                    ">(int, "
+                    "at::native::addcdiv_cuda_kernel(at::TensorIteratorBase&, "
+                    "c10::Scalar "
+                    "const&)::{lambda()#2}::operator()() "
+                    "const::{lambda()#7}::operator()() "
+                    "const::{lambda(float, "
+                    "float, "
+                    "float)#1}, "
+                    "at::detail::Array<char*, "
+                    "4>)",
+                    11,
+                    41000,
+                ],
+            ],
+        },
+        "worker7_step_12.1694128201553.pt.trace.json.gz": {
+            "busy_ns": {"gpu7": 2659000},
+            "events": 2440,
+            "flows": 766,
+            "kernels": 246,
+            "memcpy": 16,
+            "memset": 0,
+            "ops": 1633,
+            "rank": 7,
+            "runtime": 504,
+            "span_ns": {"gpu7": 10967000},
+            "top_kernels": [
+                ["ncclKernel_AllReduce_RING_LL_Sum_float(ncclDevComm*, unsigned long, ncclWork*)", 3, 1357000],
+                ["ncclKernel_SendRecv_RING_SIMPLE_Sum_int8_t(ncclDevComm*, unsigned long, ncclWork*)", 5, 389000],
+                [
+                    "void "
+                    "at::native::vectorized_elementwise_kernel<4, "
+                    "at::native::sqrt_kernel_cuda(at::TensorIteratorBase&)::{lambda()#2}::operator()() "
+                    "const::{lambda()#2}::operator()() "
+                    "const::{lambda(float)#1}, "
+                    "at::detail::Array<char*, "
+                    "2> "
+                    ">(int, "
+                    "at::native::sqrt_kernel_cuda(at::TensorIteratorBase&)::{lambda()#2}::operator()() "
+                    "const::{lambda()#2}::operator()() "
+                    "const::{lambda(float)#1}, "
+                    "at::detail::Array<char*, "
+                    "2>)",
+                    16,
+                    52000,
+                ],
+                ["volta_sgemm_128x32_nt", 7, 52000],
+                [
+                    "void "
+                    "at::native::vectorized_elementwise_kernel<4, "
+                    "at::native::CUDAFunctorOnSelf_add<float>, "
+                    "at::detail::Array<char*, "
+                    "2> "
+                    ">(int, "
+                    "at::native::CUDAFunctorOnSelf_add<float>, "
+                    "at::detail::Array<char*, "
+                    "2>)",
+                    16,
+                    41000,
+                ],
+            ],
+        },
+    },
+    "nccl_meta_a100": {
+        "nccl_data.json.gz": {
+            "busy_ns": {"gpu0": 157500014},
+            "events": 26933,
+            "flows": 12514,
+            "kernels": 2700,
+            "memcpy": 960,
+            "memset": 114,
+            "ops": 14346,
+            "rank": 0,
+            "runtime": 8740,
+            "span_ns": {"gpu0": 660551005},
+            "top_kernels": [
+                ["ncclKernel_AllReduce_RING_LL_Sum_float(ncclDevComm*, unsigned long, ncclWork*)", 15, 46762159],
+                [
+                    "void "
+                    "cudnn::ops::nchwToNhwcKernel<float, "
+                    "float, float, false, true, "
+                    "(cudnnKernelDataType_t)2>(cudnn::ops::nchw2nhwc_params_t<float>, "
+                    "float const*, float*)",
+                    474,
+                    12616974,
+                ],
+                [
+                    "void "
+                    "cudnn::bn_bw_1C11_kernel_new<float, "
+                    "float, float2, 128, true, 1>(float, "
+                    "float, float, float, "
+                    "cudnnTensorStruct, float const*, "
+                    "cudnnTensorStruct, float const*, "
+                    "cudnnTensorStruct, float*, float "
+                    "const*, float*, float*, float const*, "
+                    "float const*, float)",
+                    33,
+                    9592287,
+                ],
+                [
+                    "void "
+                    "at::native::vectorized_elementwise_kernel<4, "
+                    "at::native::CUDAFunctor_add<float>, "
+                    "at::detail::Array<char*, 3> >(int, "
+                    "at::native::CUDAFunctor_add<float>, "
+                    "at::detail::Array<char*, 3>)",
+                    96,
+                    8818791,
+                ],
+                [
+                    "void "
+                    "at::native::vectorized_elementwise_kernel<4, "
+                    "at::native::BinaryFunctor<float, "
+                    "float, float, at::native::(anonymous "
+                    "namespace)::threshold_kernel_impl<float>(at::TensorIteratorBase&, "
+                    "float, float)::{lambda(float, "
+                    "float)#1}>, at::detail::Array<char*, "
+                    "3> >(int, "
+                    "at::native::BinaryFunctor<float, "
+                    "float, float, at::native::(anonymous "
+                    "namespace)::threshold_kernel_impl<float>(at::TensorIteratorBase&, "
+                    "float, float)::{lambda(float, "
+                    "float)#1}>, at::detail::Array<char*, "
+                    "3>)",
+                    147,
+                    8086128,
+                ],
+            ],
+        }
+    },
+    "resnet50_legacy_v100": {
+        "worker0.1623143089861.pt.trace.json.gz": {
+            "busy_ns": {"gpu0": 603558000},
+            "events": 44666,
+            "flows": 18192,
+            "kernels": 8772,
+            "memcpy": 12,
+            "memset": 312,
+            "ops": 23646,
+            "rank": 0,
+            "runtime": 11923,
+            "span_ns": {"gpu0": 996477000},
+            "top_kernels": [
+                [
+                    "void "
+                    "cudnn::detail::dgrad_engine<float, "
+                    "512, 6, 5, "
+                    "3, 3, 3, "
+                    "false>(int, "
+                    "int, int, "
+                    "float "
+                    "const*, "
+                    "int, float "
+                    "const*, "
+                    "int, "
+                    "float*, "
+                    "kernel_grad_params, "
+                    "unsigned "
+                    "long long, "
+                    "int, "
+                    "unsigned "
+                    "long long, "
+                    "int, float, "
+                    "int, int, "
+                    "int)",
+                    162,
+                    80756000,
+                ],
+                [
+                    "void "
+                    "cudnn::cnn::wgrad_alg0_engine<float, "
+                    "128, 6, 7, "
+                    "3, 3, 5, "
+                    "false, "
+                    "512>(int, "
+                    "int, int, "
+                    "float "
+                    "const*, "
+                    "int, "
+                    "float*, "
+                    "float "
+                    "const*, "
+                    "kernel_grad_params, "
+                    "unsigned "
+                    "long long, "
+                    "int, float, "
+                    "int, int, "
+                    "int, int)",
+                    156,
+                    66472000,
+                ],
+                [
+                    "void "
+                    "cudnn::bn_bw_1C11_kernel_new<float, "
+                    "float, "
+                    "float2, "
+                    "512, true, "
+                    "1>(float, "
+                    "float, "
+                    "float, "
+                    "float, "
+                    "cudnnTensorStruct, "
+                    "float "
+                    "const*, "
+                    "cudnnTensorStruct, "
+                    "float "
+                    "const*, "
+                    "cudnnTensorStruct, "
+                    "float*, "
+                    "float "
+                    "const*, "
+                    "float*, "
+                    "float*, "
+                    "float "
+                    "const*, "
+                    "float "
+                    "const*, "
+                    "float)",
+                    264,
+                    59642000,
+                ],
+                [
+                    "void "
+                    "at::native::vectorized_elementwise_kernel<4, "
+                    "at::native::AddFunctor<float>, "
+                    "at::detail::Array<char*, "
+                    "3> >(int, "
+                    "at::native::AddFunctor<float>, "
+                    "at::detail::Array<char*, "
+                    "3>)",
+                    3090,
+                    39814000,
+                ],
+                [
+                    "void "
+                    "implicit_convolve_sgemm<float, "
+                    "float, "
+                    "1024, 6, 7, "
+                    "3, 3, 5, 1, "
+                    "false, "
+                    "true, "
+                    "true>(int, "
+                    "int, int, "
+                    "float "
+                    "const*, "
+                    "int, "
+                    "float*, "
+                    "float "
+                    "const*, "
+                    "kernel_conv_params, "
+                    "unsigned "
+                    "long long, "
+                    "int, float, "
+                    "float, int, "
+                    "float "
+                    "const*, "
+                    "float "
+                    "const*, "
+                    "bool, int, "
+                    "int)",
+                    90,
+                    36957000,
+                ],
+            ],
+        }
+    },
+    "sglang_qwen3_decode_mi300x": {
+        "sglang_Qwen3-8B_decode.json.gz": {
+            "busy_ns": {"gpu9": 9772926},
+            "events": 1471,
+            "flows": 587,
+            "kernels": 555,
+            "memcpy": 3,
+            "memset": 0,
+            "ops": 61,
+            "rank": 0,
+            "runtime": 29,
+            "span_ns": {"gpu9": 473749943},
+            "top_kernels": [
+                [
+                    "Cijk_Alik_Bljk_BBS_BH_Bias_HA_S_SAV_UserArgs_MT256x32x64_MI16x16x1_SN_LDSB1_AFC1_AFEM1_AFEM1_ASEM1_CLR1_CADS0_DTLA0_DTLB0_DTVA0_DTVB0_EPS0_FDSI0_GRPM1_GRVWA8_GRVWB8_GSUAMBSK_GLS0_ISA942_IU1_K1_LDSTI0_LBSPPA512_LBSPPB256_LBSPPM0_LPA16_LPB16_LPM0_LRVW8_LWPMn1_MIAV0_MIWT4_2_MO40_NTn1_NTA0_NTB0_NTC0_NTD4_NTM0_NEPBS16_NLCA1_NLCB1_ONLL1_PGR2_PLR1_PKA1_SIA3_SS1_SPO0_SRVW0_SSO0_SVW4_SK0_SKFTR0_SKXCCM0_TLDS1_ULSGRO0_USL1_UIOFGRO0_USFGROn1_VSn1_VWA4_VWB2_WSGRA0_WSGRB0_WS64_WG64_4_1",
+                    36,
+                    2417659,
+                ],
+                [
+                    "void "
+                    "paged_attention_ll4mi_QKV_mfma16_kernel<0, "
+                    "__hip_bfloat16, "
+                    "__hip_bfloat16, "
+                    "(vllm::Fp8KVCacheDataType)0, "
+                    "1, 128, 256, "
+                    "false, 4, 1, "
+                    "ck_tile::ComposedAttention<0u, "
+                    "false> "
+                    ">(__hip_bfloat16 "
+                    "const*, "
+                    "__hip_bfloat16 "
+                    "const*, "
+                    "__hip_bfloat16 "
+                    "const*, "
+                    "float, int "
+                    "const*, int "
+                    "const*, int "
+                    "const*, float "
+                    "const*, int, "
+                    "int, int, "
+                    "int, float*, "
+                    "float*, "
+                    "__hip_bfloat16*, "
+                    "float, float, "
+                    "float const*, "
+                    "float const*, "
+                    "float const*, "
+                    "ck_tile::ComposedAttention<0u, "
+                    "false> "
+                    "const*)",
+                    36,
+                    1949556,
+                ],
+                [
+                    "Cijk_Alik_Bljk_BBS_BH_Bias_HA_S_SAV_UserArgs_MT32x32x256_MI16x16x1_SN_LDSB1_AFC1_AFEM1_AFEM1_ASEM1_CLR1_CADS0_DTLA0_DTLB0_DTVA0_DTVB0_EPS0_FDSI0_GRPM1_GRVWA8_GRVWB8_GSUAMBSK_GLS0_ISA942_IU1_K1_LDSTI0_LBSPPA1024_LBSPPB1024_LBSPPM0_LPA16_LPB16_LPM0_LRVW8_LWPMn1_MIAV0_MIWT2_2_MO40_NTn1_NTA0_NTB0_NTC0_NTD4_NTM0_NEPBS16_NLCA1_NLCB1_ONLL1_PGR2_PLR1_PKA1_SIA3_SS1_SPO0_SRVW0_SSO0_SVW2_SK0_SKFTR0_SKXCCM0_TLDS1_ULSGRO1_USL1_UIOFGRO0_USFGROn1_VSn1_VWA2_VWB2_WSGRA0_WSGRB0_WS64_WG16_4_4",
+                    36,
+                    1461907,
+                ],
+                [
+                    "Cijk_Alik_Bljk_BBS_BH_Bias_HA_S_SAV_UserArgs_MT64x32x256_MI16x16x1_SN_LDSB1_AFC1_AFEM1_AFEM1_ASEM1_CLR1_CADS0_DTLA0_DTLB0_DTVA0_DTVB0_EPS0_FDSI0_GRPM1_GRVWA8_GRVWB8_GSUAMBSK_GLS0_ISA942_IU1_K1_LDSTI0_LBSPPA2048_LBSPPB1024_LBSPPM0_LPA16_LPB16_LPM0_LRVW8_LWPMn1_MIAV0_MIWT4_2_MO40_NTn1_NTA0_NTB0_NTC0_NTD4_NTM0_NEPBS16_NLCA1_NLCB1_ONLL1_PGR2_PLR1_PKA1_SIA3_SS1_SPO0_SRVW0_SSO0_SVW4_SK0_SKFTR0_SKXCCM0_TLDS1_ULSGRO0_USL1_UIOFGRO0_USFGROn1_VSn1_VWA4_VWB2_WSGRA0_WSGRB0_WS64_WG16_4_4",
+                    36,
+                    903515,
+                ],
+                [
+                    "Cijk_Alik_Bljk_BBS_BH_Bias_HA_S_SAV_UserArgs_MT16x32x512_MI16x16x1_SN_LDSB1_AFC1_AFEM1_AFEM1_ASEM1_CLR1_CADS0_DTLA0_DTLB0_DTVA0_DTVB0_EPS0_FDSI0_GRPM1_GRVWA8_GRVWB8_GSUAMBSK_GLS0_ISA942_IU1_K1_LDSTI0_LBSPPA1024_LBSPPB2048_LBSPPM0_LPA16_LPB16_LPM0_LRVW8_LWPMn1_MIAV0_MIWT1_2_MO40_NTn1_NTA0_NTB0_NTC0_NTD4_NTM0_NEPBS16_NLCA1_NLCB1_ONLL1_PGR2_PLR1_PKA1_SIA3_SS1_SPO0_SRVW0_SSO0_SVW1_SK0_SKFTR0_SKXCCM0_TLDS1_ULSGRO0_USL1_UIOFGRO0_USFGROn1_VSn1_VWA1_VWB2_WSGRA0_WSGRB0_WS64_WG16_4_4",
+                    36,
+                    602344,
+                ],
+            ],
+        }
+    },
+    "sglang_qwen3_prefill_mi300x": {
+        "sglang_Qwen3-8B_prefilldecode.json.gz": {
+            "busy_ns": {"gpu9": 492806877},
+            "events": 58712,
+            "flows": 1603,
+            "kernels": 527,
+            "memcpy": 7,
+            "memset": 0,
+            "ops": 3786,
+            "rank": 0,
+            "runtime": 1069,
+            "span_ns": {"gpu9": 987288887},
+            "top_kernels": [
+                [
+                    "Cijk_Alik_Bljk_BBS_BH_Bias_HA_S_SAV_UserArgs_MT128x256x32_MI16x16x1_SN_LDSB1_AFC1_AFEM1_AFEM1_ASEM1_CLR1_CADS0_DTLA0_DTLB0_DTVA0_DTVB0_EPS0_FDSI0_GRPM1_GRVWA4_GRVWB4_GSUAMBSK_GLS0_ISA942_IU1_K1_LDSTI0_LBSPPA512_LBSPPB256_LBSPPM0_LPA4_LPB4_LPM0_LRVW4_LWPMn1_MIAV0_MIWT8_4_MO40_NTn1_NTA0_NTB0_NTC0_NTD4_NTM0_NEPBS16_NLCA1_NLCB1_ONLL1_PGR2_PLR1_PKA1_SIA3_SS1_SPO0_SRVW0_SSO0_SVW8_SK0_SKFTR0_SKXCCM0_TLDS1_ULSGRO0_USL1_UIOFGRO0_USFGROn1_VSn1_VWA8_VWB4_WSGRA0_WSGRB0_WS64_WG16_16_1",
+                    36,
+                    243643021,
+                ],
+                [
+                    "Cijk_Alik_Bljk_BBS_BH_Bias_HA_S_SAV_UserArgs_MT320x224x64_MI16x16x1_SN_LDSB0_AFC1_AFEM1_AFEM1_ASEM1_CLR1_CADS0_DTLA0_DTLB0_DTVA1_DTVB0_EPS0_FDSI0_GRPM1_GRVWA8_GRVWB8_GSUAMBSK_GLS0_ISA942_IU1_K1_LDSTI0_LBSPPA0_LBSPPB256_LBSPPM0_LPA0_LPB16_LPM0_LRVW8_LWPMn1_MIAV0_MIWT5_14_MO40_NTn1_NTA0_NTB0_NTC0_NTD4_NTM0_NEPBS16_NLCA2_NLCB1_ONLL1_PGR2_PLR1_PKA1_SIA3_SS1_SPO0_SRVW0_SSO0_SVW1_SK0_SKFTR0_SKXCCM0_TLDS1_ULSGRO0_USL1_UIOFGRO0_USFGROn1_VSn1_VWA1_VWB2_WSGRA0_WSGRB0_WS64_WG64_4_1",
+                    72,
+                    124930912,
+                ],
+                [
+                    "Cijk_Alik_Bljk_BBS_BH_Bias_HA_S_SAV_UserArgs_MT256x192x64_MI16x16x1_SN_LDSB1_AFC1_AFEM1_AFEM1_ASEM1_CLR1_CADS0_DTLA0_DTLB0_DTVA0_DTVB0_EPS0_FDSI0_GRPM1_GRVWA8_GRVWB8_GSUAMBSK_GLS0_ISA942_IU1_K1_LDSTI0_LBSPPA1024_LBSPPB256_LBSPPM0_LPA16_LPB16_LPM0_LRVW8_LWPMn1_MIAV0_MIWT8_6_MO40_NTn1_NTA0_NTB0_NTC0_NTD4_NTM0_NEPBS16_NLCA1_NLCB1_ONLL1_PGR2_PLR1_PKA1_SIA3_SS1_SPO0_SRVW0_SSO0_SVW8_SK0_SKFTR0_SKXCCM0_TLDS1_ULSGRO0_USL1_UIOFGRO0_USFGROn1_VSn1_VWA8_VWB2_WSGRA0_WSGRB0_WS64_WG32_8_1",
+                    36,
+                    51295484,
+                ],
+                [
+                    "_ZN7ck_tile6kentryILi2ENS_38FmhaBatchPrefillWithPagedKVCacheKernelINS_40BlockFmhaBatchPrefillPipelineQRKSVSAsyncINS_36BlockFmhaBatchPrefillPipelineProblemIDF16bDF16bDF16bffDF16bhfDF16bfDF16bNS_13TileFmhaShapeINS_8sequenceIJLi128ELi128ELi32ELi128ELi32ELi128EEEENS5_IJLi4ELi1ELi1EEEENS5_IJLi32ELi32ELi16EEEES7_S8_Lb1EEELb1ENS_17ComposedAttentionILj0ELb1EEENS_30SimplifiedGenericAttentionMaskILb1EEELb0ELi1ENS_26TileFmhaBatchPrefillTraitsILb1ELb1ELb1ELb1ELb0ELNS_22BlockAttentionBiasEnumE0ELb0ELb0ELb0ELNS_28BlockAttentionQuantScaleEnumE0ELin1ELb0ELb0ELi1ELNS_37BlockAttentionKVCacheMemoryLayoutEnumE1ELNS_36BlockAttentionKVCacheLookupTableEnumE1ELNS_33BlockAttentionKVCacheLoadModeEnumE0EEEEENS_53BlockFmhaBatchPrefillPipelineQRKSVSAsyncDefaultPolicyEEENS_17Default2DEpilogueINS_24Default2DEpilogueProblemIfDF16bLb1ELb1ELb1EEEvEEEEJNSS_21FmhaFwdGroupModeKargsEEEEvDpT1_",
+                    36,
+                    20075158,
+                ],
+                [
+                    "_ZN5aiter24add_rmsnorm_quant_kernelIDF16bDF16bLi64ELi8ELb0ELb0ELb1ELi1EEEvPT0_PT_PfS4_S4_S4_diiiiiiib",
+                    72,
+                    17487412,
+                ],
+            ],
+        }
+    },
+    "vllm_graphs_mi300x": {
+        "graph_execution.json.gz": {
+            "busy_ns": {"gpu2": 156085793},
+            "events": 18485,
+            "flows": 804,
+            "kernels": 413,
+            "memcpy": 10,
+            "memset": 0,
+            "ops": 642,
+            "rank": 0,
+            "runtime": 381,
+            "span_ns": {"gpu2": 156466417},
+            "top_kernels": [
+                ["_matmul_ogs_NNT_bf16xbf16xmxfp4_128x128x128x1_swiglu", 24, 83288347],
+                ["_matmul_ogs_NNT_bf16xbf16xmxfp4_128x128x128x1", 24, 39243916],
+                [
+                    "Cijk_Alik_Bljk_BBS_BH_Bias_HA_S_SAV_UserArgs_MT256x192x64_MI16x16x1_SN_LDSB1_AFC1_AFEM1_AFEM1_ASEM1_CLR1_CADS0_DTVA0_DTVB0_EPS0_FDSI0_GRPM1_GRVWA8_GRVWB8_GSUAMB_GLS0_ISA942_IU1_K1_LBSPPA1024_LBSPPB256_LBSPPM0_LPA16_LPB16_LPM0_LRVW8_LWPMn1_MIAV0_MIWT8_6_MO40_NTn1_NTA0_NTB0_NTC0_NTD4_NTM0_NEPBS16_NLCA1_NLCB1_ONLL1_PGR2_PLR1_PKA1_SIA3_SS1_SPO0_SRVW0_SSO0_SVW8_SK0_SKXCCM0_TLDS1_ULSGRO0_USL1_UIOFGRO0_USFGROn1_VSn1_VWA8_VWB2_WSGRA0_WSGRB0_WS64_WG32_8_1",
+                    24,
+                    9153921,
+                ],
+                [
+                    "Cijk_Alik_Bljk_BBS_BH_Bias_HA_S_SAV_UserArgs_MT160x256x64_MI16x16x1_SN_LDSB1_AFC1_AFEM1_AFEM1_ASEM1_CLR1_CADS0_DTVA0_DTVB0_EPS0_FDSI0_GRPM1_GRVWA8_GRVWB8_GSUAMB_GLS0_ISA942_IU1_K1_LBSPPA256_LBSPPB512_LBSPPM0_LPA16_LPB16_LPM0_LRVW8_LWPMn1_MIAV0_MIWT10_4_MO40_NTn1_NTA0_NTB0_NTC0_NTD4_NTM0_NEPBS16_NLCA1_NLCB1_ONLL1_PGR2_PLR1_PKA1_SIA3_SS1_SPO0_SRVW0_SSO0_SVW2_SK0_SKXCCM0_TLDS1_ULSGRO0_USL1_UIOFGRO0_USFGROn1_VSn1_VWA2_VWB4_WSGRA0_WSGRB0_WS64_WG16_16_1",
+                    24,
+                    7556131,
+                ],
+                ["kernel_unified_attention_2d", 24, 5146906],
+            ],
+        }
+    },
+}
