@@ -23,7 +23,8 @@ CAUSES = {
     "memory": "above memory ceiling: data served from a cache level the spec lacks, a wrong recorded shape "
     "or dtype, or a wrong preset (perf calibrate measures the levels)",
     "runtime": "above runtime ceiling: shorter than the spec's minimum op time (a wrong preset; perf calibrate)",
-    "communication": "above link ceiling: a faster link or algorithm than the preset's (wrong preset, in-switch reduction)",
+    "communication": "above link ceiling: a faster link or algorithm than the preset's "
+    "(wrong preset, in-switch reduction)",
 }
 
 

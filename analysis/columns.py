@@ -109,6 +109,13 @@ OUTPUT_TABLES: dict[str, tuple[Column, ...]] = {
         Column("end_ns", "int64", NS, "Last end of the unit's work."),
         Column("time_ns", "int64", NS, "Device units: union of the work's intervals; CPU units: self time."),
         Column("work_events", "int64", "", "Device events in the unit (0 for CPU units)."),
+        Column(
+            "host_copy_bytes",
+            "float64",
+            BYTE,
+            "Bytes the unit's work copies between host and device memory (HtoD, DtoH copies' recorded "
+            "sizes); NaN where a host copy recorded none; 0 without one.",
+        ),
         Column("family", "str", "", "Cost-model family, or unknown."),
         Column("dtype", "str", "", "Normalised compute dtype, or unknown."),
         Column("flops", "float64", FLOP, "Dense FLOPs (as torch.utils.flop_counter counts); NaN when unknown."),

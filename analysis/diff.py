@@ -4,6 +4,7 @@ kernels matched by name and input shapes; count, time and bound changes."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -108,7 +109,7 @@ def setup(overview, metadata: dict, by_dtype: pd.DataFrame, top_ops: pd.DataFram
     if len(by_dtype):
         d = by_dtype[(by_dtype["share"] >= 0.05) & (by_dtype["dtype"] != "unknown")]
         dtypes = ", ".join(sorted(str(x) for x in d["dtype"]))
-    first = next(iter(metadata.get("ranks", {}).values()), {})
+    first: dict[str, Any] = next(iter(metadata.get("ranks", {}).values()), {})
     shapes = ""
     if len(top_ops):
         key = "device_ns" if top_ops["device_ns"].sum() > 0 else "total_ns"

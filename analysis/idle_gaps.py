@@ -51,7 +51,8 @@ LEVERS = {
     "launch": "launch-bound: capture the step in a CUDA/HIP graph (torch.compile(mode='reduce-overhead') or "
     "torch.cuda.graphs) or fuse small ops with torch.compile",
     "dispatch": "launch-bound: fewer, larger ops (torch.compile, CUDA graphs, a larger batch) cut framework dispatch",
-    "python": "Python overhead between launches: torch.compile or a CUDA graph for the loop, move host work off the critical path",
+    "python": "Python overhead between launches: torch.compile or a CUDA graph for the loop, "
+    "move host work off the critical path",
     "untraced": "host time outside any recorded event: profile with with_stack=True to see the Python frames",
 }
 _HOST_KINDS = (Kind.OP.value, Kind.RUNTIME.value, Kind.PYTHON.value, Kind.ANNOTATION.value, Kind.COLLECTIVE.value)
@@ -211,7 +212,7 @@ def _self_pieces(host: pd.DataFrame, threads: set[tuple[int, int]]) -> pd.DataFr
         at = max(at, s) if stack else s
         c = cat[j] or (stack[-1][2] if stack else "")
         stack.append((min(end[j], stack[-1][0]) if stack else end[j], idx[j], c))
-    r, c, s0, e0 = (
+    row, category, s0, e0 = (
         (np.array(x) for x in zip(*rows))
         if rows
         else (np.zeros(0, int), np.zeros(0, object), np.zeros(0, int), np.zeros(0, int))
@@ -220,14 +221,14 @@ def _self_pieces(host: pd.DataFrame, threads: set[tuple[int, int]]) -> pd.DataFr
     by_kind = np.select(
         [kind == Kind.RUNTIME.value, kind == Kind.OP.value, step], ["launch", "dispatch", "untraced"], "python"
     )
-    r = r.astype(np.int64)
+    row = row.astype(np.int64)
     return pd.DataFrame(
         {
-            "rank": host["rank"].to_numpy()[r],
-            "thread": host["thread"].to_numpy()[r],
-            "name": names.to_numpy()[r],
-            "kind": kind[r],
-            "category": np.where(c.astype(str) == "", by_kind[r], c.astype(str)),
+            "rank": host["rank"].to_numpy()[row],
+            "thread": host["thread"].to_numpy()[row],
+            "name": names.to_numpy()[row],
+            "kind": kind[row],
+            "category": np.where(category.astype(str) == "", by_kind[row], category.astype(str)),
             "start": s0.astype(np.int64),
             "end": e0.astype(np.int64),
         }

@@ -15,7 +15,8 @@ def top_ops(trace: Trace, busy_ns: int, n: int | None = 20) -> pd.DataFrame:
     """Host ops grouped by (name, shapes), most device time first (host time if none ran).
 
     Columns:
-      kind ('op'; a backend's collective region, e.g. gloo:all_reduce, is an op row too), name, shapes (recorded 'Input Dims' text, '' if not recorded),
+      kind ('op'; a backend's collective region, e.g. gloo:all_reduce, is an op row too), name,
+      shapes (recorded 'Input Dims' text, '' if not recorded),
       count: calls, total_ns: summed host duration (inclusive of children), mean_ns,
       device_ns: summed duration of the device work each call launched (its kernels, copies),
       share: device_ns / busy_ns, the fraction of the devices' busy time (0 if no device work).

@@ -74,7 +74,10 @@ def _reason(r) -> str:
     if name in UNDERIVABLE:
         return UNDERIVABLE[name]
     if MOE.search(name):
-        return "MoE: expert weights are layer attributes, not op arguments, and routing is data: FLOPs and bytes not recorded"
+        return (
+            "MoE: expert weights are layer attributes, not op arguments, and routing is data: "
+            "FLOPs and bytes not recorded"
+        )
     if r.kind != "op":
         return "kernel launched outside any op: no shapes recorded"
     if not isinstance(r.shapes, str) or r.shapes in ("", "[]"):

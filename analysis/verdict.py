@@ -35,7 +35,9 @@ advice ones that may overlap each other: their savings are each an upper bound, 
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import pandas as pd
 
@@ -215,7 +217,9 @@ def _short(name: str, n: int) -> str:
     return name if len(name) <= n else name[: n - 1] + "…"
 
 
-def _path_evidence(paths: tuple, bound: str, times: dict[str, int], window: int) -> tuple[list[str], bool | None]:
+def _path_evidence(
+    paths: Sequence[Any], bound: str, times: dict[str, int], window: int
+) -> tuple[list[str], bool | None]:
     """The critical path's split, and whether it agrees with the verdict; where it does not,
     why (the path follows one chain; the split counts where the device's wall went)."""
     paths = [p for p in paths if p.length_ns > 0 and p.verdict != "cpu-only"]

@@ -59,7 +59,8 @@ def main() -> None:
     old = load_module(args.old) if args.old else None
     folders = args.folders or sorted(p.name for p in TRACES.iterdir() if p.is_dir() and p.name != "LICENSES")
     print(
-        f"{'trace':30} {'ranks':>5} {'ingest s':>9} {'before s':>9} {'after s':>9} {'before/after':>12} {'after/ingest':>12}"
+        f"{'trace':30} {'ranks':>5} {'ingest s':>9} {'before s':>9} {'after s':>9} "
+        f"{'before/after':>12} {'after/ingest':>12}"
     )
     for name in folders:
         path = real_trace(name)

@@ -109,7 +109,8 @@ def interactions(d, url: str) -> list[tuple[str, float]]:
                 f"Roofline on {name}"
                 in (
                     d.execute_script(
-                        "const g = document.querySelector('#roofline-graph .js-plotly-plot'); return g && g.layout.title.text;"
+                        "const g = document.querySelector('#roofline-graph .js-plotly-plot'); "
+                        "return g && g.layout.title.text;"
                     )
                     or ""
                 )
@@ -182,8 +183,10 @@ def main(argv: list[str] | None = None) -> int:
     s_idx, idx = timed(lambda: timeline_for(store, tid))
     s_warm, _ = timed(lambda: warm(store, tid))  # the rest of what `perf dashboard` warms: one figure of each kind
     print(
-        f"cold, server side (what `perf dashboard` warms in the background): parse {s_parse:.2f} s ({len(t.events):,} events), "
-        f"analysis {s_an:.2f} s, op table {s_ops:.2f} s, timeline index {s_idx:.2f} s ({idx.events:,} outermost intervals), first figures {s_warm:.2f} s"
+        f"cold, server side (what `perf dashboard` warms in the background): "
+        f"parse {s_parse:.2f} s ({len(t.events):,} events), "
+        f"analysis {s_an:.2f} s, op table {s_ops:.2f} s, "
+        f"timeline index {s_idx:.2f} s ({idx.events:,} outermost intervals), first figures {s_warm:.2f} s"
     )
 
     worst = 0
@@ -197,7 +200,8 @@ def main(argv: list[str] | None = None) -> int:
             worst = max(worst, payload)
             verdict = "ok" if statistics.median(secs) < PAGE_TARGET_S else "OVER"
             print(
-                f"{path:12} {statistics.median(secs):>10.2f} (min {min(secs):.2f}) {verdict:>6} {payload / 1e3:>11.0f} kB"
+                f"{path:12} {statistics.median(secs):>10.2f} (min {min(secs):.2f}) "
+                f"{verdict:>6} {payload / 1e3:>11.0f} kB"
             )
         print(f"\n{'interaction':44} {'s':>6} {'target':>8}")
         for label, s in interactions(d, url):

@@ -274,7 +274,8 @@ def report(
     for label in sorted(samples, key=lambda k: -pct(samples[k], 0.99)):
         v = samples[label]
         print(
-            f"{label:22} {len(v):>7} {errors.get(label, 0):>7} {statistics.median(v):>9.3f} {pct(v, 0.99):>9.3f} {max(v):>9.3f}"
+            f"{label:22} {len(v):>7} {errors.get(label, 0):>7} "
+            f"{statistics.median(v):>9.3f} {pct(v, 0.99):>9.3f} {max(v):>9.3f}"
         )
     p50, p99 = statistics.median(every), pct(every, 0.99)
     print(f"{'all':22} {len(every):>7} {n_err:>7} {p50:>9.3f} {p99:>9.3f} {max(every):>9.3f}")

@@ -158,7 +158,10 @@ def report(trace: Path, size: int, results: dict[str, Result]) -> None:
     ours, bare, hta = results.get("ours"), results.get("bare"), results.get("hta")
     t_ours = ours.seconds if ours and ours.status == "ok" else None
     print(f"\n== {trace}  ({size / MiB:.1f} MiB uncompressed)")
-    head = f"{'contender':32} {'status':8} {'seconds':>9} {'cpu s':>7} {'peak MiB':>9} {'t/t_ours':>9} {'t_ours/t':>9} {'mem/trace':>9}"
+    head = (
+        f"{'contender':32} {'status':8} {'seconds':>9} {'cpu s':>7} {'peak MiB':>9} "
+        f"{'t/t_ours':>9} {'t_ours/t':>9} {'mem/trace':>9}"
+    )
     print(head)
     print("-" * len(head))
     for r in results.values():

@@ -42,7 +42,8 @@ def main() -> None:
         t_chrome, _ = best(lambda: write_chrome_json(trace, Path(d) / "t.json", units))
         size = out.stat().st_size
     print(
-        f"trace: {src} ({len(trace.events):,} events, {len(trace.counters):,} counter samples, {len(trace.flows):,} flows)"
+        f"trace: {src} ({len(trace.events):,} events, {len(trace.counters):,} counter samples, "
+        f"{len(trace.flows):,} flows)"
     )
     print(f"{'step':32} {'seconds':>8} {'x JSON read':>12}")
     for label, t in (

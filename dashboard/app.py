@@ -25,14 +25,16 @@ PAGES = (overview, roofline, timeline, ops, compare, memory, llm, compiler)
 
 CSS = """
 body { font-family: system-ui, sans-serif; margin: 0; }
-header { background: #1f2937; color: #fff; padding: 8px 16px; display: flex; gap: 16px; align-items: center; flex-wrap: wrap; }
+header { background: #1f2937; color: #fff; padding: 8px 16px; display: flex; gap: 16px; \
+align-items: center; flex-wrap: wrap; }
 header a { color: #cfe3ff; text-decoration: none; margin-right: 10px; }
 header a:hover { text-decoration: underline; }
 main { padding: 8px 16px; }
 .caption { color: #555; font-size: 13px; margin: 4px 0; }
 .error { background: #fde0dc; color: #8a1c12; border: 1px solid #e0a39b; padding: 6px 10px; margin: 6px 0; }
 table.kv th { text-align: left; padding-right: 12px; vertical-align: top; font-weight: 600; }
-table.grid { border-collapse: collapse; } table.grid td, table.grid th { border: 1px solid #ddd; padding: 3px 8px; font-size: 13px; }
+table.grid { border-collapse: collapse; } \
+table.grid td, table.grid th { border: 1px solid #ddd; padding: 3px 8px; font-size: 13px; }
 #upload { border: 1px dashed #9ca3af; padding: 4px 10px; cursor: pointer; border-radius: 4px; }
 pre { max-height: 300px; overflow: auto; background: #f6f6f6; padding: 6px; }
 """
@@ -45,7 +47,8 @@ function(contents, filename, cap) {
     const bytes = Math.floor((contents.length - contents.indexOf(',') - 1) * 3 / 4);
     if (bytes > cap) {
         const mib = (x) => (x / 1048576).toFixed(1);
-        return [nu, filename + ': file is about ' + mib(bytes) + ' MiB; the upload limit is ' + mib(cap) + ' MiB (perf dashboard --max-upload-mb)'];
+        return [nu, filename + ': file is about ' + mib(bytes) + ' MiB; the upload limit is ' + mib(cap) + \
+' MiB (perf dashboard --max-upload-mb)'];
     }
     return [{filename: filename, contents: contents}, 'reading ' + filename + ' ...'];
 }

@@ -19,10 +19,15 @@ def fmt_pct(v: float | None) -> str:
     return "–" if v is None or not math.isfinite(float(v)) else f"{100 * float(v):.3g}%"
 
 
+def _id(id: str | None) -> dict[str, Any]:
+    """`id=` for a component only when given (Dash tells an absent id from None)."""
+    return {"id": id} if id else {}
+
+
 def kv_table(rows: Iterable[tuple[str, Any]], id: str | None = None) -> html.Table:
     """A two-column table of label, value (values are shown as text, redacted)."""
     body = [html.Tr([html.Th(k), html.Td(redact_text(str(v)))]) for k, v in rows]
-    return html.Table(html.Tbody(body), className="kv", **({"id": id} if id else {}))
+    return html.Table(html.Tbody(body), className="kv", **_id(id))
 
 
 def grid(header: Sequence[str], rows: Iterable[Sequence[Any]], id: str | None = None) -> html.Table:
@@ -33,12 +38,12 @@ def grid(header: Sequence[str], rows: Iterable[Sequence[Any]], id: str | None = 
             html.Tbody([html.Tr([html.Td(redact_text(str(c))) for c in r]) for r in rows]),
         ],
         className="grid",
-        **({"id": id} if id else {}),
+        **_id(id),
     )
 
 
 def error_box(message: str, id: str | None = None) -> html.Div:
-    return html.Div(redact_text(message), className="error", role="alert", **({"id": id} if id else {}))
+    return html.Div(redact_text(message), className="error", role="alert", **_id(id))
 
 
 def problem_text(e: BaseException, label: str | None = None) -> str:

@@ -487,7 +487,8 @@ def compile_phases_figure(phases: pd.DataFrame) -> go.Figure:
             customdata=np.stack([share * 100, p["steps"].to_numpy()], axis=1),
             text=[f"{s:.0%}" for s in share],
             textposition="auto",
-            hovertemplate="%{y}: %{x:.4g} s self time, %{customdata[0]:.3g}% of the compile, %{customdata[1]} steps<extra></extra>",
+            hovertemplate="%{y}: %{x:.4g} s self time, %{customdata[0]:.3g}% of the compile, "
+            "%{customdata[1]} steps<extra></extra>",
         )
     )
     fig.update_layout(

@@ -88,7 +88,8 @@ def graph_data(driver: Any, graph_id: str) -> list[dict]:
         "const gd = document.querySelector('#' + arguments[0] + ' .js-plotly-plot');"
         "if (!gd || !gd._fullData) return null;"  # _fullData: arrays decoded (plotly ships typed arrays as base64)
         "return gd._fullData.map(t => ({name: t.name, type: t.type, meta: t.meta || null,"
-        " n: (t.x && t.x.length) || (t.z && t.z.length) || 0, y: t.type === 'heatmap' ? null : Array.from(t.y || []).slice(0, 4)}));",
+        " n: (t.x && t.x.length) || (t.z && t.z.length) || 0,"
+        " y: t.type === 'heatmap' ? null : Array.from(t.y || []).slice(0, 4)}));",
         graph_id,
     )
 

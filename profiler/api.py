@@ -148,7 +148,8 @@ def analyze(
     `hardware` floors every unit on that spec instead of the matched one (what-if); `dtype`
     re-floors GEMMs, convolutions and attention at that precision (what-if: 'bf16', 'fp8', 'int8').
     `sections` (of SECTIONS) limits the work: 'verdict' (analysis.verdict) needs the roofline,
-    critical path, advice and idle gaps; 'summary' and 'ops' are the trace, device time and top tables; 'roofline' classifies units; 'timeline', 'critical_path', 'modules' and 'advice'
+    critical path, advice and idle gaps; 'summary' and 'ops' are the trace, device time and top
+    tables; 'roofline' classifies units; 'timeline', 'critical_path', 'modules' and 'advice'
     build on it; 'memory' and 'llm' read the allocator samples and the serving annotations.
     `collectives`: a YAML file of collective names added to the bundled table
     (`collective_patterns` says where it is looked for when not given).

@@ -15,8 +15,9 @@ what torch.profiler traces of torch programs show:
 - memory bandwidth: the STREAM triad a = b + s*c over large fp32 tensors,
   bytes = 3 * 4 * n (read b, read c, write a);
 - minimum op time: on a CPU, the self time of the cheapest ops (aten::empty(0),
-  aten::resolve_conj) as torch.profiler records it (the 1st percentile over 2,000 calls), since a CPU unit's time is its self time
-  under the profiler and nested ops' self times are a fraction of a whole call's dispatch; on a
+  aten::resolve_conj) as torch.profiler records it (the 1st percentile over 2,000 calls), since
+  a CPU unit's time is its self time under the profiler and nested ops' self times are a
+  fraction of a whole call's dispatch; on a
   GPU, one launch of an op on a one-element tensor (torch.add, out=);
 - link (gloo between two local processes): all_reduce of growing messages, fitted to
   t = latency + algorithm bytes / bandwidth, ring all-reduce algorithm bytes = 2 (p-1)/p * size.

@@ -91,7 +91,8 @@ def cache_levels(dram_bandwidth: float, repeats: int) -> tuple[list[MemoryLevel]
             continue
         if bw < outer_bw:  # an inner level is never slower than the one outside it: noise
             notes.append(
-                f"{name}: measured {bw / 1e9:.3g} GB/s, below the outer level's {outer_bw / 1e9:.3g} GB/s; that figure kept"
+                f"{name}: measured {bw / 1e9:.3g} GB/s, below the outer level's {outer_bw / 1e9:.3g} GB/s; "
+                "that figure kept"
             )
             bw = outer_bw
         levels.append(MemoryLevel(name=name, capacity_bytes=capacity, bandwidth=bw, partitions=instances))

@@ -113,7 +113,8 @@ def analyze(
     section: Annotated[
         list[str] | None,
         typer.Option(
-            help="Only these sections (repeatable): verdict, summary, ops, roofline, timeline, critical_path, memory, llm, modules, advice."
+            help="Only these sections (repeatable): verdict, summary, ops, roofline, timeline, critical_path, "
+            "memory, llm, modules, advice."
         ),
     ] = None,
     full: Annotated[
@@ -122,7 +123,8 @@ def analyze(
     collectives: Annotated[
         Path | None,
         typer.Option(
-            help="YAML table of extra collective op/kernel names (format: analysis/collectives.yaml; default $PERF_COLLECTIVES or ~/.config/perf/collectives.yaml)."
+            help="YAML table of extra collective op/kernel names (format: analysis/collectives.yaml; "
+            "default $PERF_COLLECTIVES or ~/.config/perf/collectives.yaml)."
         ),
     ] = None,
     max_bytes: MaxBytes = None,
@@ -312,7 +314,8 @@ def export(
         typer.Option(
             "-o",
             "--output",
-            help="Where to write: .pftrace / .perfetto-trace (Perfetto protobuf) or .json (Chrome JSON); .gz compresses.",
+            help="Where to write: .pftrace / .perfetto-trace (Perfetto protobuf) or .json (Chrome JSON); "
+            ".gz compresses.",
         ),
     ],
     hardware: Annotated[str | None, typer.Option(help="Floor every device on this spec (preset name or YAML).")] = None,
@@ -322,7 +325,8 @@ def export(
     force: Force = False,
     max_bytes: MaxBytes = None,
 ) -> None:
-    """Write a trace for ui.perfetto.dev: tracks per rank, device and stream/thread, the analysis on every slice, counters and launch flows.
+    """Write a trace for ui.perfetto.dev: tracks per rank, device and stream/thread, the analysis on every slice, \
+counters and launch flows.
     The output is written whole or not at all; never over the input, over an existing file only with --force."""
     from profiler.api import write_chrome_json, write_perfetto
     from profiler.api import analyze as run_analysis
@@ -343,7 +347,8 @@ def export(
         else:
             raise InputError(
                 output,
-                "unknown output format: name it .pftrace or .perfetto-trace (Perfetto) or .json (Chrome JSON), .gz optional",
+                "unknown output format: name it .pftrace or .perfetto-trace (Perfetto) or .json (Chrome JSON), "
+                ".gz optional",
             )
     for p in paths:
         print(
@@ -382,7 +387,8 @@ def gate(
         list[Path] | None,
         typer.Argument(
             metavar="[BASE NEW]",
-            help="Baseline and new: each a trace file, a directory of repeated runs (one trace file each), or a directory of multi-rank run directories.",
+            help="Baseline and new: each a trace file, a directory of repeated runs (one trace file each), "
+            "or a directory of multi-rank run directories.",
         ),
     ] = None,
     base: Annotated[
@@ -397,7 +403,8 @@ def gate(
     tolerance: Annotated[
         float | None,
         typer.Option(
-            help="With fewer than 3 runs a side: allowed slowdown, percent, judged without a noise estimate (default: --max-regression)."
+            help="With fewer than 3 runs a side: allowed slowdown, percent, judged without a noise estimate "
+            "(default: --max-regression)."
         ),
     ] = None,
     json: Annotated[
@@ -440,9 +447,9 @@ def gate(
         f"{runs[0]} and {runs[1]} runs: ratio = mean(new)/mean(base) - 1 over iterations; regression when "
         f"ratio > {max_regression:g}% and the 95% bootstrap interval's lower end > 0"
         if statistical
-        else f"{runs[0]} run(s) against {runs[1]}: fewer than {MIN_RUNS} runs a side, so the change cannot be separated "
-        f"from run-to-run noise; regression when ratio > the tolerance of {tol:g}% (the interval over iterations "
-        "of one run is shown, not used)"
+        else f"{runs[0]} run(s) against {runs[1]}: fewer than {MIN_RUNS} runs a side, "
+        f"so the change cannot be separated from run-to-run noise; regression when ratio > the tolerance "
+        f"of {tol:g}% (the interval over iterations of one run is shown, not used)"
     )
     failed = [v for v in verdicts if v.regression]
     if json:
@@ -503,7 +510,8 @@ def profile(
         int | None,
         typer.Option(
             min=0,
-            help="Steps before the recorded ones (default 1). Model: run unprofiled. Script: with --active, traced and discarded.",
+            help="Steps before the recorded ones (default 1). Model: run unprofiled. "
+            "Script: with --active, traced and discarded.",
         ),
     ] = None,
     wait: Annotated[
@@ -526,19 +534,22 @@ def profile(
     section: Annotated[
         list[str] | None,
         typer.Option(
-            help="Only these sections (repeatable): summary, ops, roofline, timeline, critical_path, memory, llm, modules, advice."
+            help="Only these sections (repeatable): summary, ops, roofline, timeline, critical_path, memory, llm, "
+            "modules, advice."
         ),
     ] = None,
     compare_compile: Annotated[
         bool,
         typer.Option(
             "--compare-compile",
-            help="Model: run it eager and torch.compiled and show, per fused kernel, the ops it replaced, time before and after, and its bound.",
+            help="Model: run it eager and torch.compiled and show, per fused kernel, the ops it replaced, "
+            "time before and after, and its bound.",
         ),
     ] = False,
     force: Force = False,
 ) -> None:
-    """Run a script (or --model factory) under torch.profiler, write the trace, then analyze it as `perf analyze` does."""
+    """Run a script (or --model factory) under torch.profiler, write the trace, then analyze it as \
+`perf analyze` does."""
     require_torch("profile")
     if compare_compile:
         _compare_compile(model, input or [], dtype, steps, backward, hardware, json)

@@ -105,10 +105,12 @@ def test_cache_hits_are_labelled_and_skip_phases(torch_trace):
 
 
 GRAPH = """class GraphModule(torch.nn.Module):
-    def forward(self, primals_1: "f32[64, 64][64, 1]cpu", primals_2: "f32[64][1]cpu", primals_3: "f32[32, 64][64, 1]cpu"):
+    def forward(self, primals_1: "f32[64, 64][64, 1]cpu", primals_2: "f32[64][1]cpu", \
+primals_3: "f32[32, 64][64, 1]cpu"):
         # File: /m/model.py:10 in forward, code: y = s.l(x)
         permute: "f32[64, 64][1, 64]cpu" = torch.ops.aten.permute.default(primals_1, [1, 0]);  primals_1 = None
-        addmm: "f32[32, 64][64, 1]cpu" = torch.ops.aten.addmm.default(primals_2, primals_3, permute);  primals_2 = permute = None
+        addmm: "f32[32, 64][64, 1]cpu" = torch.ops.aten.addmm.default(primals_2, primals_3, permute);  \
+primals_2 = permute = None
 
         # File: /m/model.py:11 in forward, code: z = torch.relu(y * 2 + 1)
         mul: "f32[32, 64][64, 1]cpu" = torch.ops.aten.mul.Tensor(addmm, 2);  addmm = None
@@ -123,11 +125,13 @@ GRAPH = """class GraphModule(torch.nn.Module):
         return (sum_1, primals_3, le)
 """
 CODE = """cpp_fused_add_mul_relu_0 = async_compile.cpp_pybinding(['const float*', 'float*', 'bool*'], r\'\'\'
-    torch::aot_inductor::RAIIAtenRecordFunctionHandle record_graph_3_cpp_fused_add_mul_relu_0_("graph_3_cpp_fused_add_mul_relu_0", nullptr);
+    torch::aot_inductor::RAIIAtenRecordFunctionHandle \
+record_graph_3_cpp_fused_add_mul_relu_0_("graph_3_cpp_fused_add_mul_relu_0", nullptr);
 \'\'\')
 """
 MAPPING = (
-    '{"cppCodeToPost": {"extern_kernels.addmm:1": ["addmm"], "cpp_fused_add_mul_relu_0:2": ["sum_1", "relu", "add", "mul", "le"]},'
+    '{"cppCodeToPost": {"extern_kernels.addmm:1": ["addmm"], '
+    '"cpp_fused_add_mul_relu_0:2": ["sum_1", "relu", "add", "mul", "le"]},'
     ' "postToPre": {"addmm": ["y"], "mul": ["mul"], "add": ["add"], "relu": ["z"], "sum_1": ["sum_1"]}}'
 )
 
@@ -187,7 +191,10 @@ def test_unreadable_lines_are_counted_not_hidden():
     parse_lines(
         iter(
             [
-                'V1202 16:12:15.881000 9946 torch/x.py:1] {"dynamo_start": {"stack": []}, "frame_id": 0, "frame_compile_id": 0}',
+                (
+                    'V1202 16:12:15.881000 9946 torch/x.py:1] {"dynamo_start": {"stack": []}, '
+                    '"frame_id": 0, "frame_compile_id": 0}'
+                ),
                 "garbage line",
                 'V1202 16:12:15.881000 9946 torch/x.py:1] {"artifact": ',
                 "\tpayload of a broken record",

@@ -226,7 +226,8 @@ def test_post_grad_graph_keeps_tuple_returning_nodes():
 
     g = parse_graph(
         '        relu: "f32[8, 16, 32, 32][16384, 1024, 32, 1]cpu" = torch.ops.aten.relu.default(arg0_1)\n'
-        "        pool = torch.ops.prims._low_memory_max_pool_with_offsets.default(relu, [2, 2], [2, 2], [0, 0], [1, 1], False)\n"
+        "        pool = torch.ops.prims._low_memory_max_pool_with_offsets.default("
+        "relu, [2, 2], [2, 2], [0, 0], [1, 1], False)\n"
         '        getitem: "f32[8, 16, 16, 16][4096, 256, 16, 1]cpu" = pool[0]\n'
         "        return (getitem,)\n"
     )

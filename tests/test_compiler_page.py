@@ -149,7 +149,8 @@ def test_compiler_page_shows_phases_and_the_fusion_map(compiled, tmp_path):
             bars = wait_for(
                 lambda: d.execute_script(
                     "const gd = document.querySelector('#compiler-phases .js-plotly-plot');"
-                    "if (!gd || !gd._fullData) return null;"  # _fullData: arrays decoded (plotly ships typed arrays as base64)
+                    # _fullData: arrays decoded (plotly ships typed arrays as base64)
+                    "if (!gd || !gd._fullData) return null;"
                     "return gd._fullData.map(t => ({type: t.type, x: Array.from(t.x), y: Array.from(t.y)}));"
                 ),
                 30,

@@ -226,8 +226,10 @@ def test_deepep_and_custom_allreduce_kernels_are_communication(tiny):
     u = a.units.set_index("name")
     assert (
         u.loc[
-            "void deep_ep::intranode::dispatch<8, 768, 8192>(int4*, float*, int*, long*, float*, int*, int*, int const*, "
-            "int4 const*, float const*, long const*, float const*, bool const*, int const*, int, int, int, int, int, int, "
+            "void deep_ep::intranode::dispatch<8, 768, 8192>("
+            "int4*, float*, int*, long*, float*, int*, int*, int const*, "
+            "int4 const*, float const*, long const*, float const*, bool const*, int const*, "
+            "int, int, int, int, int, int, "
             "int, void**, int, int, int)",
             "family",
         ]

@@ -342,7 +342,8 @@ def test_join_on_the_legacy_trace():
         return u["time_ns"][c["flops"].isna().to_numpy()].sum() / total
 
     print(
-        f"resnet50_legacy_v100 cost-unknown share of unit time: {unknown(plain):.3f} -> {unknown(joined):.3f} with the join"
+        f"resnet50_legacy_v100 cost-unknown share of unit time: "
+        f"{unknown(plain):.3f} -> {unknown(joined):.3f} with the join"
     )
     in_units = u["name"].isin(["aten::cudnn_convolution_backward_input", "aten::cudnn_convolution_backward_weight"])
     assert (

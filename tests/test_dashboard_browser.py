@@ -22,6 +22,10 @@ from profiler.api import load_trace
 from profiler.model.hardware import load_spec
 from tests.conftest import real_trace, write_trace, x
 
+# a real browser waiting on callbacks: under a loaded parallel run its waits time out, so these
+# run in the serial phase, alone (make test)
+pytestmark = pytest.mark.serial
+
 pytest.importorskip("selenium")
 if not (os.access(CHROMIUM, os.X_OK) and os.access(CHROMEDRIVER, os.X_OK)):
     pytest.skip("needs Debian's chromium and chromium-driver (make browser)", allow_module_level=True)
@@ -213,7 +217,8 @@ def test_timeline_tracks_zoom_and_export(env):
             "rank7"
             in json.dumps(
                 d.execute_script(
-                    "const g = document.querySelector('#timeline-graph .js-plotly-plot'); return g && g.layout.yaxis.categoryarray;"
+                    "const g = document.querySelector('#timeline-graph .js-plotly-plot'); "
+                    "return g && g.layout.yaxis.categoryarray;"
                 )
             )
         ),

@@ -110,11 +110,11 @@ def test_one_sessions_parse_does_not_hold_up_anothers_page(tmp_path: Path, monke
     real_load = api.load_trace
     parse_started, release = threading.Event(), threading.Event()
 
-    def load(path):
+    def load(path, **options):
         if Path(path).parent == store.upload_dir():  # client 1's upload: held until released
             parse_started.set()
             release.wait(120)
-        return real_load(path)
+        return real_load(path, **options)
 
     monkeypatch.setattr(api, "load_trace", load)
     upload_doc = json.dumps({"traceEvents": [x("aten::relu", "cpu_op", 1.0, 2.0)]}).encode()

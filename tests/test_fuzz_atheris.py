@@ -121,7 +121,10 @@ def test_the_fuzzer_finds_nothing_in_a_bounded_run(tmp_path: Path):
 
 def _chromium(ph: str, ts: float, thread: int = 22353) -> str:
     meta = '{"chromium_event": {}, "frame_id": 0, "frame_compile_id": 0, "attempt": 0, "has_payload": "x"}'
-    ev = f'{{"name": "dynamo", "ts": {ts}, "args": {{"compile_id": "0/0"}}, "ph": "{ph}", "cat": "dynamo_timed", "tid": 0, "pid": 0}}'
+    ev = (
+        f'{{"name": "dynamo", "ts": {ts}, "args": {{"compile_id": "0/0"}}, '
+        f'"ph": "{ph}", "cat": "dynamo_timed", "tid": 0, "pid": 0}}'
+    )
     return f"V1203 09:55:22.376000 {thread} torch/_dynamo/utils.py:2350] {meta}\n\t{ev}\n"
 
 

@@ -1,6 +1,7 @@
 """Issue 3's checks on this CPU: traces recorded here with torch.profiler, classified on a fixed
 spec (generic-x86-cpu, whose numbers are cited in its YAML), so the bound of each op follows from
-its FLOPs and bytes alone and no timing decides the outcome. How close each op runs to a spec
+its FLOPs and bytes alone and no timing decides the outcome. A gloo all_reduce recorded here is
+tests/test_cost_comm.py's. How close each op runs to a spec
 `perf calibrate` measured here is a measurement: benchmarks/bench_roofline_cpu.py prints it."""
 
 from __future__ import annotations
@@ -68,32 +69,3 @@ def test_thousands_of_tiny_adds_are_runtime_bound(tmp_path):
     assert (adds["bound"] == "runtime").mean() == 1.0
     cpu = a.equation.iloc[0]
     assert cpu["runtime_ns"] > cpu["compute_ns"] + cpu["memory_ns"]
-
-
-def _allreduce_rank(rank: int, port: int, out: str) -> None:
-    import torch.distributed as dist
-
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2)
-    x = torch.ones(16 * 2**20)  # 16M floats = 64 MiB
-    dist.all_reduce(x)  # warm-up, and both ranks in step
-    with profile(activities=[ProfilerActivity.CPU], record_shapes=True) as prof:
-        dist.all_reduce(x)
-    if rank == 0:
-        prof.export_chrome_trace(out)
-    dist.destroy_process_group()
-
-
-def test_64mb_allreduce_over_gloo_is_communication_bound(tmp_path):
-    import torch.multiprocessing as mp
-
-    from profiler.calibrate import _free_port
-
-    out = tmp_path / "rank0.json"
-    mp.spawn(_allreduce_rank, args=(_free_port(), str(out)), nprocs=2, join=True)
-    a = analyze(load_trace(out), hardware=SPEC)
-    coll = a.units[a.units["name"] == "gloo:all_reduce"]
-    assert len(coll) == 1
-    # 64 MiB message, ring all-reduce over 2 ranks: each rank sends 2 * 1/2 * 64 MiB
-    assert coll["algo_bytes"].iloc[0] == 64 * 2**20
-    assert coll["bound"].iloc[0] == "communication"
-    assert a.equation.iloc[0]["communication_ns"] > 0

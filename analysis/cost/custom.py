@@ -177,8 +177,10 @@ def _store_cache(a: Args, name: str) -> Cost:
 UNDERIVABLE: dict[str, str] = {
     "vllm::moe_forward": "MoE: expert weights are layer attributes, not op arguments, and routing is data",
     "vllm::moe_forward_shared": "MoE: expert weights are layer attributes, not op arguments, and routing is data",
-    "vllm::unified_attention_with_output": "attention: the KV cache and per-request lengths come from the forward context, not the arguments",
-    "vllm::unified_attention": "attention: the KV cache and per-request lengths come from the forward context, not the arguments",
+    "vllm::unified_attention_with_output": "attention: the KV cache and per-request lengths come from the "
+    "forward context, not the arguments",
+    "vllm::unified_attention": "attention: the KV cache and per-request lengths come from the "
+    "forward context, not the arguments",
     "aiter::mha_batch_prefill": "varlen attention: per-request lengths are tensor values Kineto does not record",
 }
 

@@ -133,6 +133,7 @@ def _assign_ranks(parts: list[RankFile]) -> None:
             p.metadata["rank_source"] = "file order" if len(parts) > 1 else "single file"
     seen: dict[int, Path] = {}
     for p in parts:
+        assert p.rank is not None  # every file has one by now
         if p.rank in seen:
             raise InputError(p.path, f"claims rank {p.rank}, as does {seen[p.rank].name}")
         seen[p.rank] = p.path
@@ -145,8 +146,14 @@ def _assign_ranks(parts: list[RankFile]) -> None:
                     )
 
 
+def _rank(p: RankFile) -> int:
+    """The rank `_assign_ranks` gave the file."""
+    assert p.rank is not None
+    return p.rank
+
+
 def _merge(parts: list[RankFile]) -> Trace:
-    parts = sorted(parts, key=lambda p: p.rank)
+    parts = sorted(parts, key=_rank)
     offset = 0
     events, flows, counters, problems = [], [], [], Problems()
     for p in parts:
@@ -171,7 +178,7 @@ def _merge(parts: list[RankFile]) -> Trace:
         "files": [str(p.path) for p in parts],
         "ranks": {str(p.rank): p.metadata for p in parts},
     }
-    devices = device_table(ev, {p.rank: p.metadata for p in parts})
+    devices = device_table(ev, {_rank(p): p.metadata for p in parts})
     return Trace(events=ev, counters=co, flows=fl, devices=devices, metadata=metadata, problems=problems)
 
 

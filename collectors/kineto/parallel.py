@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import pickle
 from pathlib import Path
+from typing import Any
 
 from msgspec import Raw
 
@@ -51,6 +52,7 @@ def accumulate(path: Path, raw: Raw, problems: Problems) -> Accumulator:
         with os.fdopen(read_end, "rb") as pipe:
             payload = pipe.read()
         os.waitpid(pid, 0)
+    result: Any  # the child's Accumulator.export() when status is "ok"
     status, result = pickle.loads(payload) if payload else ("lost", None)
     if status == "ok":
         acc.merge(result)
@@ -68,6 +70,7 @@ def _run(acc: Accumulator, path: Path, raw: Raw, ranges: list[tuple[int, int]] |
 
 
 def _child(path: Path, raw: Raw, ranges: list[tuple[int, int]], write_end: int) -> None:
+    message: tuple[str, Any]
     try:
         try:
             acc = Accumulator(Problems())

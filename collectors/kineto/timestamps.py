@@ -21,7 +21,7 @@ _MISSING = "None"
 _MAX_US = 9 * 10**15  # |µs| at or past this: int64 ns would wrap (year 2255 after the epoch)
 
 
-def us_to_ns(values: tuple | list) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def us_to_ns(values: tuple | list | np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Convert µs values (int, decimal text, or None) to ns.
 
     Returns (ns, missing, invalid): int64 nanoseconds (0 where not valid) and two boolean masks,

@@ -48,7 +48,8 @@ def load_with_trace_processor(path: Path, bin_path: str) -> Trace:
     except Exception as e:  # noqa: BLE001 - the binary failed to start or rejected the file: any error
         raise InputError(
             path,
-            f"trace_processor_shell ({bin_path}) could not load it: {str(e).splitlines()[0] if str(e) else type(e).__name__}",
+            f"trace_processor_shell ({bin_path}) could not load it: "
+            f"{str(e).splitlines()[0] if str(e) else type(e).__name__}",
         ) from None
     try:
         tables = {

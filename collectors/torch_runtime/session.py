@@ -19,7 +19,7 @@ import os
 import tempfile
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any, Self
+from typing import Any, Literal, Self
 
 import torch
 from torch.profiler import ProfilerAction, ProfilerActivity
@@ -138,7 +138,7 @@ class Session:
             self._prof.step()
         self.marks += 1
 
-    def __exit__(self, *exc: object) -> bool:
+    def __exit__(self, *exc: object) -> Literal[False]:
         global _active
         _active = None
         if self._guard is not None:
@@ -200,7 +200,8 @@ class Session:
         start = self.wait + self.warmup
         return (
             f"no trace recorded: the run ended after {self.marks} step() mark(s); with wait={self.wait}, "
-            f"warmup={self.warmup} recording starts after mark {start}, and steps={self.steps} needs {start + self.steps} marks"
+            f"warmup={self.warmup} recording starts after mark {start}, "
+            f"and steps={self.steps} needs {start + self.steps} marks"
         )
 
 

@@ -159,8 +159,8 @@ def _fusion(df: pd.DataFrame) -> list:
         rows.append(row)
     note = (
         "Time: the kernel's events in the trace (a C++ kernel's range, a Triton kernel's device time, an extern op's "
-        "work); per graph run: time / (calls / the kernel's calls per run); bound: the largest floor of one run (FLOPs / peak, "
-        "bytes / bandwidth, minimum op time per call); efficiency: that floor / time per run."
+        "work); per graph run: time / (calls / the kernel's calls per run); bound: the largest floor of one run "
+        "(FLOPs / peak, bytes / bandwidth, minimum op time per call); efficiency: that floor / time per run."
         if timed
         else "Load a trace with the compiled run to see each kernel's time and bound."
     )

@@ -51,8 +51,8 @@ def layout(state: dict[str, Any]) -> html.Div:
             html.H2("Ops"),
             html.P(
                 "Units grouped by op name and input shapes. Time: a device op's device time, a CPU op's self time "
-                "(its duration less its child ops'); total: a CPU op's whole duration. Sort by any column; filter with text "
-                "('addmm') or comparisons ('> 100'). Click a row to select the op on every page.",
+                "(its duration less its child ops'); total: a CPU op's whole duration. Sort by any column; "
+                "filter with text ('addmm') or comparisons ('> 100'). Click a row to select the op on every page.",
                 className="caption",
             ),
             dash_table.DataTable(

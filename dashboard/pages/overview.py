@@ -156,7 +156,8 @@ def body(a: Any, label: str, metadata: dict, hardware: str = "", files: list[str
             html.P(
                 "One profiled step: "
                 + "; ".join(
-                    f"rank{r.rank}/{r.device} step {r.step}: MFU {fmt_pct(r.mfu)}, MBU {fmt_pct(r.mbu)} over {fmt_ns(r.window_ns)}"
+                    f"rank{r.rank}/{r.device} step {r.step}: MFU {fmt_pct(r.mfu)}, MBU {fmt_pct(r.mbu)} "
+                    f"over {fmt_ns(r.window_ns)}"
                     for r in a.iterations.itertuples(index=False)
                 )
                 + ".",

@@ -103,7 +103,8 @@ def register(app: Dash, store: TraceStore) -> None:
             marks, label = unit_marks(mine, index.origin_ns, view.t0, view.t1), str(selected.get("name", ""))
         caption = (
             f"{len(index.tracks)} tracks, {index.events:,} outermost intervals; showing {fmt_ns(view.t0)} to "
-            f"{fmt_ns(view.t1)}: {view.visible:,} intervals as {'bars' if view.mode == 'events' else 'occupancy per pixel bucket'}."
+            f"{fmt_ns(view.t1)}: {view.visible:,} intervals as "
+            f"{'bars' if view.mode == 'events' else 'occupancy per pixel bucket'}."
         )
         return figures.timeline_figure(view, marks, label), caption
 

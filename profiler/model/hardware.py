@@ -407,6 +407,8 @@ def _load_file(path: Path) -> HardwareSpec:
         mark = getattr(e, "problem_mark", None)
         where = f" at line {mark.line + 1}" if mark is not None else ""
         problem = getattr(e, "problem", None) or type(e).__name__
+        if "nesting depth" in str(problem):  # libyaml's word for what the pure-Python loader hits as recursion
+            problem = "nested too deeply"
         raise InputError(path, f"invalid YAML{where}: {_one_line(problem)}") from None
     try:
         return from_dict(doc)

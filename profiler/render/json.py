@@ -139,8 +139,9 @@ def _idle(a: Analysis) -> dict[str, Any]:
 
 
 def _above_floor(a: Analysis) -> dict[str, int]:
-    """Units measured more than 10% faster than their floor (analysis.ceiling), by bound: the floor's assumptions did not hold
-    (docs/roofline.md: data served from a cache, a convolution run with Winograd)."""
+    """Units measured more than 10% faster than their floor (analysis.ceiling), by bound: the
+    floor's assumptions did not hold (docs/roofline.md: data served from a cache, a convolution
+    run with Winograd)."""
     u = a.units
     if u.empty or "efficiency" not in u:
         return {}

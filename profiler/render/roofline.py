@@ -206,7 +206,8 @@ def _render_above_floor(a: Analysis, console: Console) -> None:
     fast = u[u["above_ceiling"].to_numpy(dtype=bool)]
     for (bound, note), n in fast.groupby(["bound", "ceiling_note"]).size().items():
         console.print(
-            f"[dim]{n} {bound}-bound units ran more than 10% above their ceiling; likely cause: {note} (docs/roofline.md)[/]"
+            f"[dim]{n} {bound}-bound units ran more than 10% above their ceiling; "
+            f"likely cause: {note} (docs/roofline.md)[/]"
         )
 
 
