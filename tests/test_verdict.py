@@ -28,7 +28,9 @@ FOLDERS = sorted(p.name for p in TRACES.iterdir() if p.is_dir() and p.name != "L
 
 @pytest.mark.parametrize("folder", FOLDERS)
 def test_verdict_within_first_15_lines(folder):
-    r = CliRunner().invoke(app, ["analyze", str(real_trace(folder))])
+    # a 100-column terminal: the block's lines are written to fit it (Click's runner would
+    # otherwise leave the width to whatever COLUMNS an earlier test in this worker left behind)
+    r = CliRunner().invoke(app, ["analyze", str(real_trace(folder))], env={"COLUMNS": "100"})
     assert r.exit_code == 0, r.output
     head = r.stdout.splitlines()[:15]
     assert head[0].startswith("Verdict: ") and " bounds this run: " in head[0]
