@@ -15,7 +15,10 @@ blocked in a synchronize, a blocking copy or .item() while the device idles), an
 recorded cause (idle_other: queued work waiting on something the trace does not show). The
 bound is the largest term; its share is that term over the summed walls. The critical path
 (analysis.critical_path) is the second witness: its host / device / waiting split is quoted and
-checked against the verdict (PATH_SIDE); where they differ, the evidence says why.
+checked against the verdict (PATH_SIDE); where they differ, the evidence says why. One
+difference decides: when the split's largest term is device work but the path is at least
+HOST_PATH_SHARE host work, the device's work all ran under the host's and shortening it moves no
+end time, so the host is the bound and its share is the path's host share.
 
 Actions: analysis.advice's advice (device-side changes) and the idle-gap findings
 (analysis.idle_gaps), ranked by estimated saving, each capped at the wall time. Idle findings,
@@ -139,6 +142,14 @@ def verdict(
             "(another process? clock skew?)"
         )
     path, agrees = _path_evidence(critical_paths, bound, times, window)
+    host_path = _host_share_of_path(critical_paths)
+    if agrees is False and PATH_SIDE[bound] == "device" and host_path >= HOST_PATH_SHARE:
+        # the device's work all ran while the host was still busy: shortening it moves no end
+        # time, so what bounds the run is the host (the split's largest term is not)
+        why = _why(bound, "host", times, window)
+        bound, label, share = "host", BOUNDS["idle_host_ns"][1], host_path
+        path, agrees = _path_evidence(critical_paths, bound, times, window)
+        path.append(f"the host bounds the run although device work is the split's largest term: {why}")
     actions = _actions(advice, idle, eq, top)
     return Verdict(
         bound=bound,
@@ -215,6 +226,18 @@ def _first_activity(activity: str) -> str:
 
 def _short(name: str, n: int) -> str:
     return name if len(name) <= n else name[: n - 1] + "…"
+
+
+#: A critical path at least this much host work makes the host the bound even where the wall
+#: split's largest term is device work (that work ran under the host's).
+HOST_PATH_SHARE = 0.8
+
+
+def _host_share_of_path(paths: Sequence[Any]) -> float:
+    """Host work's share of the critical paths' length (0 without a GPU path)."""
+    paths = [p for p in paths if p.length_ns > 0 and p.verdict != "cpu-only"]
+    length = sum(p.length_ns for p in paths)
+    return sum(p.on_host_ns for p in paths) / length if length else 0.0
 
 
 def _path_evidence(

@@ -288,3 +288,15 @@ def test_dashboard_overview_opens_with_the_api_verdict():
     assert f"Verdict: {v.label} bounds this run — {fmt_pct(v.share)}" in text
     for item in v.actions:
         assert item.title in text and fmt_ns(item.saving_ns) in text and item.lever in text and item.assumption in text
+
+
+def test_device_work_under_host_work_makes_the_host_the_bound():
+    # ddp_allreduce_v100: the wall split's largest term is device work of unknown bound (37% of
+    # the window: the trace records no shapes), but the critical path is 99% host work: every
+    # kernel ran while the host was still busy, so faster kernels move no end time. The verdict
+    # names the host and says why, instead of the split's largest term.
+    a = analyze(load_trace(real_trace("ddp_allreduce_v100")), sections=("verdict",))
+    v = a.verdict
+    top_term = max(v.shares, key=lambda s: s[3])
+    assert top_term[0] == "unknown" and v.bound == "host" and v.share >= 0.8 and v.path_agrees
+    assert any("ran under host work" in e for e in v.evidence)

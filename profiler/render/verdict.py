@@ -41,7 +41,9 @@ def verdict_lines(a: Analysis) -> list[str]:
         f"on {escape(v.scope)}"
     ]
     split = " · ".join(
-        f"{SHORT.get(b, label)} {fmt_pct(share)}" for b, label, _, share in v.shares[1:6] if share >= MIN_SHARE
+        f"{SHORT.get(b, label)} {fmt_pct(share)}"
+        for b, label, _, share in [s for s in v.shares if s[0] != v.bound][:5]
+        if share >= MIN_SHARE
     )
     if split:
         out.append(f"  then: {split}")
