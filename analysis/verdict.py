@@ -194,8 +194,8 @@ def _gap_sentences(g: pd.Series) -> list[str]:
         queued = g["next_name"] and g["host_ns"] < g["sync_ns"]
         return [
             f"largest gap {fmt_ns(g['dur_ns'])}: host blocked in {call} while the device idled",
-            f"{_short(_bare(g['next_name']), 48)} sat queued, so " * bool(queued) + "the wait was not on device work:",
-            "another stream, thread, process or rank, or no requests; the trace cannot tell which",
+            f"{_short(_bare(g['next_name']), 48)} sat queued: " * bool(queued) + "not a wait on device work",
+            "waiting on another stream, process or rank, or for requests: the trace cannot tell which",
         ]
     head = f"largest gap {fmt_ns(g['dur_ns'])} {where}; the host ran "
     return [head + _short(_first_activity(g["activity"]), 94 - len(head))]

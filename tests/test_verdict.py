@@ -130,7 +130,7 @@ def test_sglang_decode_is_synchronisation_bound():
     assert v.bound == "sync" and v.share == pytest.approx(blocked / (hi - lo), abs=0.002)
     text = " ".join(v.evidence)
     assert "host blocked in hipMemcpyWithStream while the device idled" in text
-    assert "resolve_future_token_ids_kernel sat queued, so the wait was not on device work" in text
+    assert "resolve_future_token_ids_kernel sat queued: not a wait on device work" in text
     assert "the trace cannot tell which" in text
     top = v.actions[0]
     assert top.source == "idle:sync" and "hipMemcpyWithStream" in top.title and ".item()" not in top.lever

@@ -112,7 +112,7 @@ def render_unknown(a: Analysis, console: Console) -> None:
         return
     console.print(
         f"[bold yellow]{100 * a.unknown_share:.0f}% of the unit time has no floor[/] (unknown-bound): "
-        "the verdict and utilization below leave it out. Largest:"
+        "its time is counted, its floor and efficiency are not. Largest:"
     )
     for r in a.unknown.head(5).itertuples(index=False):
         console.print(f"  {100 * r.share:5.1f}%  {_text(r.name[:70])}: {_text(r.reason)}")
