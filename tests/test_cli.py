@@ -92,3 +92,16 @@ def test_sections_limit_the_work():
     assert full["summary"]["equation"] and full["summary"]["busy_ns"] == doc["summary"]["busy_ns"]
     bad = run("analyze", real_trace("sglang_qwen3_decode_mi300x"), "--section", "nope")
     assert bad.exit_code == 2 and "--section nope" in bad.stderr
+
+
+def test_rocm_kernel_names_are_demangled_in_the_text_report():
+    # vllm_graphs_mi300x records ck_tile kernels by their Itanium symbols (_ZN7ck_tile6kentry...);
+    # the kernel table shows them as C++ (c++filt, from binutils), the JSON keeps them as recorded
+    r = CliRunner().invoke(
+        app,
+        ["analyze", str(real_trace("vllm_graphs_mi300x")), "--section", "ops", "--top", "50"],
+        env={"COLUMNS": "200"},
+    )
+    assert r.exit_code == 0, r.output
+    table = r.stdout.split("Top kernels")[1]
+    assert "ck_tile::kentry<" in table and "_ZN7ck_tile" not in table

@@ -9,6 +9,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from profiler.api import Analysis
+from profiler.model.demangle import demangle_many
 from profiler.model.numfmt import fmt_bytes, fmt_ns, fmt_si
 from profiler.model.redact import redact_text
 
@@ -148,8 +149,10 @@ def _render_top(a: Analysis, console: Console, limit: int | None = None) -> None
             t.add_column("shapes", no_wrap=True, overflow="ellipsis", max_width=min(40, room * 2 // 5))
         for col in ("count", "total", "mean") + device_cols + roofline + comm:
             t.add_column(col, justify="right", no_wrap=True)
-        for r in frame.itertuples(index=False):
-            cells = [_text(r.name)] + ([_text(r.shapes)] if is_ops else [])
+        # kernels as people read them: ROCm/HIP and CUDA symbols demangled (the JSON keeps them as recorded)
+        shown = frame["name"].astype(str).tolist() if is_ops else demangle_many(frame["name"].astype(str))
+        for shown_name, r in zip(shown, frame.itertuples(index=False)):
+            cells = [_text(shown_name)] + ([_text(r.shapes)] if is_ops else [])
             cells += [f"{r.count:,}", fmt_ns(r.total_ns), fmt_ns(r.mean_ns)]
             if is_ops and "device" in device_cols:
                 cells.append(fmt_ns(r.device_ns))
