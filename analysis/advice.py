@@ -38,6 +38,7 @@ from analysis.intervals import union_length
 from analysis.roofline import MATRIX_FAMILIES
 from profiler.model.hardware import HardwareSpec
 from profiler.model.trace import Trace
+from profiler.model.numfmt import fmt_ns
 
 _SHOWN_UNITS = 20  # unit ids listed for the runtime and precision advice (they can touch thousands)
 
@@ -134,7 +135,7 @@ def _deduplicate(drafts: list[Draft], u: pd.DataFrame, device_busy: float) -> li
             continue
         evidence = d.evidence
         if saving < d.saving_ns * 0.999:
-            evidence += f" (alone {d.saving_ns / 1e6:.3g} ms; less what advice above already removes from the same ops)"
+            evidence += f" (alone {fmt_ns(d.saving_ns)}; less what advice above already removes from the same ops)"
         out.append(replace(d, saving_ns=saving, evidence=evidence))
     return out
 
@@ -194,8 +195,8 @@ def _communication(r: dict, busy: float) -> list[Draft]:
             "communication",
             "overlap communication with computation",
             saving,
-            f"{comm / 1e6:.3g} ms of collectives, {exposed / 1e6:.3g} ms with no other work; "
-            f"{other / 1e6:.3g} ms of other device work could hide them",
+            f"{fmt_ns(comm)} of collectives, {fmt_ns(exposed)} exposed; "
+            f"{fmt_ns(other)} of other device work could hide them",
             "saving = min(exposed communication, busy - communication)",
             "the collectives can run while other work does (bucketed all-reduce during backward, "
             "prefetch, async collectives); only device work not already overlapping one can hide it",
@@ -216,7 +217,7 @@ def _runtime(u: pd.DataFrame) -> list[Draft]:
             "runtime",
             "cut dispatch overhead: fuse small ops, use CUDA graphs or a larger batch",
             float(shares.sum()),
-            f"{len(rt)} runtime-bound ops, {rt['time_ns'].sum() / 1e6:.3g} ms",
+            f"{len(rt)} runtime-bound ops, {fmt_ns(rt['time_ns'].sum())}",
             "saving = sum(time - max(t_compute, t_memory, t_comm))",
             "the dispatch (launch, framework) part of each op's time goes away; the work itself stays",
             tuple(int(i) for i in rt["unit_id"]),
@@ -266,7 +267,7 @@ def _precision(u: pd.DataFrame, spec: HardwareSpec) -> list[Draft]:
             "precision",
             "run fp32 GEMMs/convolutions/attention in bf16",
             float(shares.sum()),
-            f"{len(fp32)} fp32 units, {fp32['time_ns'].sum() / 1e6:.3g} ms",
+            f"{len(fp32)} fp32 units, {fmt_ns(fp32['time_ns'].sum())}",
             "saving = sum(t_compute(fp32) - t_compute(bf16)), at most each unit's time",
             "accuracy allows bf16 (autocast); the matrix time scales with the bf16/fp32 peak ratio",
             tuple(int(i) for i in fp32["unit_id"]),

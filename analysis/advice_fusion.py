@@ -44,6 +44,7 @@ from analysis.llm_steps import loads_json
 from analysis.roofline import MATRIX_FAMILIES
 from profiler.model.hardware import HardwareSpec
 from profiler.model.schema import Kind
+from profiler.model.numfmt import fmt_ns, fmt_bytes
 
 MEMORY_FAMILIES = {"elementwise", "softmax", "norm", "reduction", "quant/cast", "copy", "embedding"}
 _TRANSPARENT = {"other"}  # views, reshapes, allocations: cost nothing, break no chain
@@ -87,10 +88,10 @@ def _chain_evidence(kind: str, stats: tuple[float, ...], count: int) -> str:
     chain, floor, inter, members = stats
     each = "" if count == 1 else f"{count} chains (one per layer or iteration), in all: "
     if kind == "attention":
-        return f"unfused attention: {each}chain {chain / 1e6:.3g} ms, fused floor {floor / 1e6:.3g} ms"
+        return f"unfused attention: {each}chain {fmt_ns(chain)}, fused floor {fmt_ns(floor)}"
     return (
         f"{members:.0f} memory-bound op{'s' if members != 1 else ''} in a producer-consumer chain; {each}chain "
-        f"{chain / 1e6:.3g} ms, fused floor {floor / 1e6:.3g} ms; {inter / 1e6:.3g} MB of intermediates"
+        f"{fmt_ns(chain)}, fused floor {fmt_ns(floor)}; {fmt_bytes(inter)} of intermediates"
     )
 
 
@@ -265,8 +266,8 @@ def _attention_draft(
         "attention",
         f"use fused attention (F.scaled_dot_product_attention / FlashAttention) for {' -> '.join(names)}",
         saving,
-        f"{_chain_evidence('attention', stats, 1)} (matmuls {t_compute / 1e6:.3g} ms at the matrix peak, "
-        f"Q+K+V+O {io / 1e6:.3g} MB at {bw / 1e9:.3g} GB/s)",
+        f"{_chain_evidence('attention', stats, 1)} (matmuls {fmt_ns(t_compute)} at the matrix peak, "
+        f"Q+K+V+O {fmt_bytes(io)} at {bw / 1e9:.3g} GB/s)",
         "saving = chain time - max(t_compute(QK^T) + t_compute(PV), bytes(Q+K+V+O) / bandwidth)",
         "a fused kernel keeps the score matrix on chip (FlashAttention I/O: Q, K, V read once, O written "
         "once) and reaches the floor; a real kernel lands between the floor and today",

@@ -35,6 +35,7 @@ from analysis.attribution import SYNC_CALL, SYNC_OP, _covered, device_gaps
 from analysis.intervals import runs
 from profiler.model.schema import Kind
 from profiler.model.trace import Trace
+from profiler.model.numfmt import fmt_ns
 
 #: Names of input-pipeline work (data loading, decoding, preprocessing, tokenisation).
 INPUT_NAMES = (
@@ -259,7 +260,7 @@ def _describe(g: pd.DataFrame, p: pd.DataFrame) -> pd.DataFrame:
         inside = np.minimum(p["end"].to_numpy(), b) - np.maximum(p["start"].to_numpy(), a)
         h = p.assign(time_ns=inside)[inside > 0]
         names = h.groupby("name", sort=False)["time_ns"].sum().nlargest(3)
-        activity.append("; ".join(f"{n} ({t / 1e6:.3g} ms)" for n, t in names.items()) or "(no host event recorded)")
+        activity.append("; ".join(f"{n} ({fmt_ns(t)})" for n, t in names.items()) or "(no host event recorded)")
         cats = h.groupby("category", sort=False)["time_ns"].sum()
         untraced = dur - int(cats.sum())
         category.append(str(cats.idxmax()) if len(cats) and cats.max() >= untraced else "untraced")

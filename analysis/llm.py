@@ -47,6 +47,7 @@ from analysis.kv_cache import KV_COLUMNS, kv_cache_footprint
 from analysis.llm_steps import NUMBERS, annotated_steps, device_work, shape_steps
 from profiler.model.hardware import HardwareSpec
 from profiler.model.trace import Trace
+from profiler.model.numfmt import fmt_ns
 
 __all__ = ["KV_COLUMNS", "PHASE_COLUMNS", "SUMMARY_COLUMNS", "kv_cache_footprint", "llm_phases", "llm_summary"]
 
@@ -223,9 +224,9 @@ def llm_summary(phases: pd.DataFrame) -> pd.DataFrame:
 def _overhead_note(tpot: float, device: float, wait: float) -> str:
     """Why a decode step's TPOT is far above its device time."""
     text = (
-        f"decode: the device is busy {device / tpot:.0%} of TPOT ({device / 1e6:.3g} of {tpot / 1e6:.3g} ms); "
+        f"decode: the device is busy {device / tpot:.0%} of TPOT ({fmt_ns(device)} of {fmt_ns(tpot)}); "
         f"the rest is host time around the model (scheduling, input preparation, sampling: serving overhead)"
     )
     if wait > 0.1 * tpot:
-        text += f", {wait / 1e6:.3g} ms of it blocked in synchronize or a synchronous copy"
+        text += f", {fmt_ns(wait)} of it blocked in synchronize or a synchronous copy"
     return text
