@@ -104,10 +104,11 @@ def unit_scopes(events: pd.DataFrame, unit_ids: np.ndarray) -> tuple[np.ndarray,
     names = events["name"].astype(object).to_numpy()
     kind = events["kind"].astype(object).to_numpy()
     parent_pos = pd.Index(ids).get_indexer(events["parent_id"].to_numpy())
-    is_region = (kind == Kind.ANNOTATION.value) & ~pd.Series(names).astype(str).str.startswith(
-        "ProfilerStep#"
-    ).to_numpy()
-    optim_name = pd.Series(names).astype(str).str.startswith("Optimizer.").to_numpy()
+    codes, distinct = pd.factorize(names)
+    is_region = (kind == Kind.ANNOTATION.value) & ~np.array(
+        [str(n).startswith("ProfilerStep#") for n in distinct] + [False], dtype=bool
+    )[codes]
+    optim_name = np.array([str(n).startswith("Optimizer.") for n in distinct] + [False], dtype=bool)[codes]
     ok = pos >= 0
     cur = np.where(ok, pos, -1)
     outer = np.full(len(unit_ids), -1, dtype=np.int64)

@@ -57,7 +57,7 @@ LEVERS = {
     "untraced": "host time outside any recorded event: profile with with_stack=True to see the Python frames",
 }
 _HOST_KINDS = (Kind.OP.value, Kind.RUNTIME.value, Kind.PYTHON.value, Kind.ANNOTATION.value, Kind.COLLECTIVE.value)
-_STEP_LABEL = r"^ProfilerStep#"  # covers the whole step: its self time is code between ops
+_STEP_LABEL = "ProfilerStep#"  # covers the whole step: its self time is code between ops
 
 
 @dataclass(frozen=True)
@@ -112,7 +112,7 @@ def idle_gaps(trace: Trace, top: int = 5) -> IdleGaps:
     by["share"] = by["time_ns"] / idle.reindex(pd.MultiIndex.from_frame(by[["rank", "device"]])).to_numpy()
     by["lever"] = by["category"].map(LEVERS)
     by = by.sort_values(["rank", "device", "time_ns"], ascending=[True, True, False], ignore_index=True)
-    names = ev.set_index("id")["name"].astype(str)
+    names = ev.set_index("id")["name"].astype(object)
     described = pd.concat(per_gap, ignore_index=True).nlargest(top, "dur_ns")
     described["next_name"] = names.reindex(described["next_id"]).fillna("").to_numpy()
     cols = [
@@ -184,14 +184,17 @@ def _self_pieces(host: pd.DataFrame, threads: set[tuple[int, int]]) -> pd.DataFr
     as pieces [start, end) with its name, kind and category: each event's self time. A sweep
     with a stack (events sorted by start, longer first), so nesting is read from the intervals
     themselves. Columns: rank, thread, name, kind, category, start, end."""
-    names = host["name"].astype(str)
+    pairs = pd.MultiIndex.from_arrays([host["rank"].to_numpy(), host["thread"].to_numpy()])
+    host = host[pairs.isin(list(threads))] if threads else host.iloc[:0]
+    codes, distinct = _distinct(host["name"])
+    names = distinct[codes]
     kind = host["kind"].astype(str).to_numpy()
-    own = _own_categories(names, kind)
+    own = _own_categories(codes, distinct, kind)
     rows = []
-    keys = list(zip(host["rank"].to_numpy().tolist(), host["thread"].to_numpy().tolist()))
-    order = np.lexsort((-host["dur"].to_numpy(), host["ts"].to_numpy(), [threads_key(k, threads) for k in keys]))
+    thread_code = pd.MultiIndex.from_arrays([host["rank"].to_numpy(), host["thread"].to_numpy()]).factorize()[0]
+    order = np.lexsort((-host["dur"].to_numpy(), host["ts"].to_numpy(), thread_code))
     start, end = host["ts"].to_numpy()[order].tolist(), (host["ts"] + host["dur"]).to_numpy()[order].tolist()
-    key = [keys[i] for i in order.tolist()]
+    key = thread_code[order].tolist()
     cat = own[order].tolist()
     idx = order.tolist()
     stack: list[tuple[int, int, str]] = []  # (end, row, category)
@@ -206,8 +209,6 @@ def _self_pieces(host: pd.DataFrame, threads: set[tuple[int, int]]) -> pd.DataFr
                 at = e
         if j == len(idx):
             break
-        if key[j] not in threads:
-            continue
         if stack and s > at:  # the enclosing event's self time up to this child
             rows.append((stack[-1][1], stack[-1][2], at, s))
         at = max(at, s) if stack else s
@@ -218,7 +219,7 @@ def _self_pieces(host: pd.DataFrame, threads: set[tuple[int, int]]) -> pd.DataFr
         if rows
         else (np.zeros(0, int), np.zeros(0, object), np.zeros(0, int), np.zeros(0, int))
     )
-    step = names.str.contains(_STEP_LABEL, regex=True).to_numpy()
+    step = np.array([n.startswith(_STEP_LABEL) for n in distinct], dtype=bool)[codes]
     by_kind = np.select(
         [kind == Kind.RUNTIME.value, kind == Kind.OP.value, step], ["launch", "dispatch", "untraced"], "python"
     )
@@ -227,28 +228,30 @@ def _self_pieces(host: pd.DataFrame, threads: set[tuple[int, int]]) -> pd.DataFr
         {
             "rank": host["rank"].to_numpy()[row],
             "thread": host["thread"].to_numpy()[row],
-            "name": names.to_numpy()[row],
-            "kind": kind[row],
-            "category": np.where(category.astype(str) == "", by_kind[row], category.astype(str)),
+            "name": pd.Series(names[row], dtype=object),
+            "kind": pd.Series(kind[row], dtype=object),
+            "category": pd.Series(np.where(category.astype(object) == "", by_kind[row], category), dtype=object),
             "start": s0.astype(np.int64),
             "end": e0.astype(np.int64),
         }
     )
 
 
-def threads_key(k: tuple[int, int], threads: set[tuple[int, int]]) -> int:
-    """A sort key grouping events by thread (threads not read sort together, first)."""
-    return hash(k) if k in threads else -(2**62)
+def _distinct(names: pd.Series) -> tuple[np.ndarray, np.ndarray]:
+    """(codes, distinct names as an object array of str): patterns then run once per distinct name."""
+    codes, distinct = pd.factorize(names)
+    return codes, np.array([str(x) for x in distinct] + [""], dtype=object)[:-1] if len(distinct) else np.zeros(0, object)
 
 
-def _own_categories(names: pd.Series, kind: np.ndarray) -> np.ndarray:
+def _own_categories(codes: np.ndarray, distinct: np.ndarray, kind: np.ndarray) -> np.ndarray:
     """The category an event's own name gives it ('' when none: it inherits its parent's)."""
-    own = np.full(len(names), "", dtype=object)
-    own[names.str.contains(INPUT_NAMES, regex=True).to_numpy()] = "input"
-    is_sync = ((kind == Kind.RUNTIME.value) & names.str.contains(SYNC_CALL, regex=True).to_numpy()) | (
-        (kind == Kind.OP.value) & names.str.contains(SYNC_OP, regex=True).to_numpy()
-    )
-    own[is_sync] = "sync"
+    d = pd.Series(distinct, dtype=object)
+    is_input = d.str.contains(INPUT_NAMES, regex=True).to_numpy(dtype=bool)[codes]
+    call = d.str.contains(SYNC_CALL, regex=True).to_numpy(dtype=bool)[codes]
+    op = d.str.contains(SYNC_OP, regex=True).to_numpy(dtype=bool)[codes]
+    own = np.full(len(codes), "", dtype=object)
+    own[is_input] = "input"
+    own[((kind == Kind.RUNTIME.value) & call) | ((kind == Kind.OP.value) & op)] = "sync"
     return own
 
 

@@ -93,7 +93,7 @@ def _graph_replayed(trace: Trace, units: pd.DataFrame) -> np.ndarray:
     fl = trace.flows[trace.flows["kind"] == "launch"]
     if fl.empty:
         return np.zeros(len(units), dtype=bool)
-    names = ev["name"].astype(str).to_numpy()
+    names = ev["name"].astype(object).to_numpy()
     pos = pd.Index(ev["id"].to_numpy())
     src = pos.get_indexer(fl["src"].to_numpy())
     graph_dst = set(

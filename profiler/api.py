@@ -225,7 +225,7 @@ def _roofline(
 
     from analysis.attribution import attribute
     from analysis.cost import cost_table
-    from analysis.cost.comm import apply_comm, comm_groups, comm_table, unit_work_names
+    from analysis.cost.comm import apply_comm, comm_groups, comm_table, unit_work_kinds
     from analysis.cost.kernels import with_kernel_costs
     from analysis.precision import with_tf32
     from analysis.roofline import MATRIX_FAMILIES, by, classify, drop_carried_costs, groups, utilization
@@ -248,7 +248,8 @@ def _roofline(
         [{**row, "rank": int(r)} for r, m in trace.metadata.get("ranks", {}).items() for row in carried(m)]
     )
     costs = with_kernel_costs(cost_table(u, tree=trace.events, flows=trace.flows), u, fusion)
-    comm = comm_table(u, _world_sizes(trace), collective_patterns(collectives), unit_work_names(trace.events, u))
+    pats = collective_patterns(collectives)
+    comm = comm_table(u, _world_sizes(trace), pats, unit_work_kinds(trace.events, u, pats))
     costs = apply_comm(drop_carried_costs(trace.events, u, costs), comm, u["name"])
     costs = with_tf32(trace.events, u, costs, trace.metadata)  # fp32 GEMMs/convs that ran TF32 tensor-core kernels
     source = classify(u, costs, spec_resolver(trace)) if is_whatif(trace, hardware) or dtype else None

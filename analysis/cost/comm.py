@@ -107,7 +107,7 @@ def comm_table(
     units: pd.DataFrame,
     world_size: dict[int, int],
     patterns: Patterns | None = None,
-    work_names: pd.Series | None = None,
+    work_kinds: pd.Series | None = None,
 ) -> pd.DataFrame:
     """Collective cost per unit (rows aligned with `units`, from analysis.units.units).
 
@@ -116,8 +116,8 @@ def comm_table(
     unknown), algo_steps (latency steps; NaN when unknown), dtype ('' when unknown).
     `world_size` maps rank -> the trace's world size, the group size of collectives that record
     none (gloo regions, custom all-reduce ops). `patterns`: the table of collective names
-    (default: the bundled one). `work_names` (aligned with `units`, optional): the names of each
-    unit's device work joined by '\n' (`unit_work_names`): an op whose kernel is a collective
+    (default: the bundled one). `work_kinds` (aligned with `units`, optional): the collective
+    kind of each unit's device work (`unit_work_kinds`): an op whose kernel is a collective
     (a DeepEP or custom all-reduce kernel launched under an op the table does not name) is one.
     """
     pats = patterns or bundled()
@@ -132,10 +132,9 @@ def comm_table(
     codes, distinct = pd.factorize(units["name"].to_numpy(dtype=object))
     named = [collective_kind(str(n), "", pats) for n in distinct]  # per distinct name
     kind_of = [named[c] for c in codes]
-    if work_names is not None and n:
-        wcodes, wdistinct = pd.factorize(work_names.to_numpy(dtype=object))
-        by_work = [_work_kind(str(w), pats) for w in wdistinct]
-        kind_of = [k if k is not None else by_work[w] for k, w in zip(kind_of, wcodes)]
+    if work_kinds is not None and n:
+        by_work = work_kinds.to_numpy(dtype=object)
+        kind_of = [k if k is not None else (by_work[i] or None) for i, k in enumerate(kind_of)]
     maybe = np.flatnonzero(
         (units["collective"].to_numpy(dtype=object) != "") | np.array([k is not None for k in kind_of], dtype=bool)
     )
@@ -170,26 +169,22 @@ def comm_table(
     )
 
 
-def _work_kind(names: str, patterns: Patterns) -> str | None:
-    """The kind of the first collective among a unit's device-work names ('\n'-joined)."""
-    for name in names.split("\n") if names else ():
-        kind = patterns.kind(name, _ALIASES)
-        if kind is not None:
-            return kind
-    return None
-
-
-def unit_work_names(events: pd.DataFrame, units: pd.DataFrame) -> pd.Series:
-    """For each unit (analysis.units.units), the distinct names of its device work joined by
-    '\n' ('' for host units); rows aligned with `units`."""
+def unit_work_kinds(events: pd.DataFrame, units: pd.DataFrame, patterns: Patterns | None = None) -> pd.Series:
+    """For each unit (analysis.units.units), the collective kind of the first of its device work
+    (in event order) whose name the collective table knows ('' for none and for host units);
+    rows aligned with `units`. The table is matched once per distinct work name."""
     from profiler.model.schema import DEVICE_WORK_KINDS
 
+    pats = patterns or bundled()
     work = events["kind"].isin([k.value for k in DEVICE_WORK_KINDS]).to_numpy()
     op = events["op_id"].to_numpy()[work]
     unit = np.where(op >= 0, op, events["id"].to_numpy()[work])
-    frame = pd.DataFrame({"unit": unit, "name": events["name"].to_numpy()[work].astype(object)}).drop_duplicates()
-    joined = frame.groupby("unit", sort=False)["name"].agg("\n".join)
-    return pd.Series(joined.reindex(units["unit_id"].to_numpy()).fillna("").to_numpy(dtype=object), index=units.index)
+    codes, distinct = pd.factorize(events["name"].to_numpy()[work])
+    kind_of_name = np.array([pats.kind(str(n), _ALIASES) or "" for n in distinct] + [""], dtype=object)
+    kind = kind_of_name[codes]
+    hit = kind != ""
+    first = pd.Series(kind[hit]).groupby(unit[hit], sort=False).first()
+    return pd.Series(first.reindex(units["unit_id"].to_numpy()).fillna("").to_numpy(dtype=object), index=units.index)
 
 
 def _message(r, world_size: dict[int, int], arg: int | None) -> tuple[int | None, int | None, int | None, int | None]:

@@ -155,7 +155,8 @@ def build_memory_counters(acc: Accumulator, rank: int, base_ns: int) -> pd.DataF
     for name, field in (("allocated", "m_allocated"), ("reserved", "m_reserved"), ("alloc_delta", "m_delta")):
         values = acc.column(field, "float64")
         has = ~np.isnan(values)
-        dev = pd.Categorical(device[has])
+        codes, distinct = pd.factorize(device[has], sort=True)
+        dev = pd.Categorical.from_codes(codes, categories=pd.Index(distinct, dtype=object))
         frames.append(
             pd.DataFrame(
                 {
