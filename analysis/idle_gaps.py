@@ -33,6 +33,7 @@ import pandas as pd
 
 from analysis.attribution import SYNC_CALL, SYNC_OP, _covered, device_gaps
 from analysis.intervals import runs
+from profiler.model.nesting import nest_sorted
 from profiler.model.schema import Kind
 from profiler.model.trace import Trace
 from profiler.model.numfmt import fmt_ns
@@ -181,66 +182,112 @@ def _gap_threads(gaps: pd.DataFrame, ev: pd.DataFrame, host: pd.DataFrame) -> np
 
 def _self_pieces(host: pd.DataFrame, threads: set[tuple[int, int]]) -> pd.DataFrame:
     """The innermost host event at every instant of the threads in `threads` ((rank, thread)),
-    as pieces [start, end) with its name, kind and category: each event's self time. A sweep
-    with a stack (events sorted by start, longer first), so nesting is read from the intervals
-    themselves. Columns: rank, thread, name, kind, category, start, end."""
-    pairs = pd.MultiIndex.from_arrays([host["rank"].to_numpy(), host["thread"].to_numpy()])
-    host = host[pairs.isin(list(threads))] if threads else host.iloc[:0]
-    codes, distinct = _distinct(host["name"])
-    names = distinct[codes]
-    kind = host["kind"].astype(str).to_numpy()
-    own = _own_categories(codes, distinct, kind)
-    rows = []
-    thread_code = pd.MultiIndex.from_arrays([host["rank"].to_numpy(), host["thread"].to_numpy()]).factorize()[0]
-    order = np.lexsort((-host["dur"].to_numpy(), host["ts"].to_numpy(), thread_code))
-    start, end = host["ts"].to_numpy()[order].tolist(), (host["ts"] + host["dur"]).to_numpy()[order].tolist()
-    key = thread_code[order].tolist()
-    cat = own[order].tolist()
-    idx = order.tolist()
-    stack: list[tuple[int, int, str]] = []  # (end, row, category)
-    at = 0  # where the next piece starts
-    for j in range(len(idx) + 1):
-        new_thread = j == len(idx) or (j and key[j] != key[j - 1])
-        s = start[j] if j < len(idx) else 0
-        while stack and (new_thread or stack[-1][0] <= s):  # close finished events, emitting their tails
-            e, r, c = stack.pop()
-            if e > at:
-                rows.append((r, c, at, e))
-                at = e
-        if j == len(idx):
-            break
-        if stack and s > at:  # the enclosing event's self time up to this child
-            rows.append((stack[-1][1], stack[-1][2], at, s))
-        at = max(at, s) if stack else s
-        c = cat[j] or (stack[-1][2] if stack else "")
-        stack.append((min(end[j], stack[-1][0]) if stack else end[j], idx[j], c))
-    row, category, s0, e0 = (
-        (np.array(x) for x in zip(*rows))
-        if rows
-        else (np.zeros(0, int), np.zeros(0, object), np.zeros(0, int), np.zeros(0, int))
+    as pieces [start, end) with its name, kind and category: each event's self time.
+
+    On a thread, with events in order of (start, longer first), an event's enclosing event is
+    the latest one before it that is still running when it starts, each event cut at its
+    encloser's end (`clip`): so pieces never overlap, even where the recorded nesting does not
+    (clock skew: an event that ends after its parent). An event's pieces are its clipped
+    interval minus its children's: [start, first child's start), [a child's end, the next
+    one's start), ..., [last child's end, clipped end). Vectorised (_enclosers).
+    Columns: rank, thread, name, kind, category, start, end."""
+    want = np.array(sorted(threads), dtype=np.int64).reshape(-1, 2)
+    code = _pair_codes(
+        np.concatenate((host["rank"].to_numpy(), want[:, 0])), np.concatenate((host["thread"].to_numpy(), want[:, 1]))
     )
-    step = np.array([n.startswith(_STEP_LABEL) for n in distinct], dtype=bool)[codes]
+    read = np.isin(code[: len(host)], code[len(host) :])
+    h, thread_code = host[read], code[: len(host)][read]
+    order = np.lexsort((-h["dur"].to_numpy(), h["ts"].to_numpy(), thread_code))
+    h = h.iloc[order]
+    n = len(h)
+    start = h["ts"].to_numpy(dtype=np.int64)
+    parent, clip = _enclosers(thread_code[order], start, start + h["dur"].to_numpy(dtype=np.int64))
+    codes, distinct = _distinct(h["name"])
+    kind = h["kind"].astype(object).to_numpy()
+    category = _inherit(_own_categories(codes, distinct, kind), parent)
+    kids = np.flatnonzero(parent >= 0)
+    kids = kids[np.lexsort((start[kids], parent[kids]))]  # by encloser, then start
+    up = parent[kids]
+    first = np.concatenate(([True], up[1:] != up[:-1])) if len(kids) else np.zeros(0, bool)
+    last = np.concatenate((up[1:] != up[:-1], [True])) if len(kids) else np.zeros(0, bool)
+    # the encloser's piece before each child starts at the previous sibling's end
+    before = np.where(first, start[up], np.concatenate(([0], clip[kids][:-1])))
+    tail = start.copy()  # each event's last piece starts at its last child's end
+    tail[up[last]] = clip[kids[last]]
+    row = np.concatenate((up, np.arange(n)))
+    s0, e0 = np.concatenate((before, tail)), np.concatenate((start[kids], clip))
+    keep = np.flatnonzero(e0 > s0)
+    keep = keep[np.lexsort((s0[keep], thread_code[order][row[keep]]))]  # by thread, then time
+    row, s0, e0 = row[keep], s0[keep], e0[keep]
+    step = np.array([n.startswith(_STEP_LABEL) for n in distinct] + [False], dtype=bool)[codes]
     by_kind = np.select(
         [kind == Kind.RUNTIME.value, kind == Kind.OP.value, step], ["launch", "dispatch", "untraced"], "python"
     )
-    row = row.astype(np.int64)
     return pd.DataFrame(
         {
-            "rank": host["rank"].to_numpy()[row],
-            "thread": host["thread"].to_numpy()[row],
-            "name": pd.Series(names[row], dtype=object),
+            "rank": h["rank"].to_numpy()[row],
+            "thread": h["thread"].to_numpy()[row],
+            "name": pd.Series(distinct[codes[row]], dtype=object),
             "kind": pd.Series(kind[row], dtype=object),
-            "category": pd.Series(np.where(category.astype(object) == "", by_kind[row], category), dtype=object),
-            "start": s0.astype(np.int64),
-            "end": e0.astype(np.int64),
+            "category": pd.Series(np.where(category[row] == "", by_kind[row], category[row]), dtype=object),
+            "start": s0,
+            "end": e0,
         }
     )
+
+
+def _pair_codes(rank: np.ndarray, thread: np.ndarray) -> np.ndarray:
+    """One int64 code per distinct (rank, thread) pair."""
+    r, t = pd.factorize(rank)[0].astype(np.int64), pd.factorize(thread)[0].astype(np.int64)
+    return r * (t.max(initial=0) + 1) + t
+
+
+def _enclosers(thread: np.ndarray, start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(encloser position, clipped end) per event; `thread` codes, `start`, `end` in order of
+    thread, start, longer first; positions into that order, -1 at top. The encloser of j is the
+    latest i before j on its thread with clip_i > start_j, and clip_j = min(end_j, clip of its
+    encloser): the nesting (profiler.model.nesting) of the clipped intervals, which are then
+    properly nested. Found by fixed point: nest, clip each interval to its parent's (parents
+    first), nest again; only events that end after their parent (clock skew) change, so it
+    settles in two or three rounds."""
+    parent, clip = np.full(len(start), -1, dtype=np.int64), end.copy()
+    for seg in np.split(np.arange(len(start)), np.flatnonzero(np.diff(thread)) + 1) if len(start) else ():
+        s, c = start[seg], end[seg]
+        while True:
+            order = np.lexsort((s - c, s))  # (start, longer first), as nest_sorted wants
+            p, depth, _ = nest_sorted(s[order], (c - s)[order])
+            up = np.full(len(seg), -1, dtype=np.int64)
+            up[order] = np.where(p >= 0, order[np.maximum(p, 0)], -1)
+            cut = end[seg].copy()  # from the recorded ends each round: a parent may stop being one
+            by_depth = order[np.argsort(depth, kind="stable")]
+            levels = np.split(by_depth, np.flatnonzero(np.diff(np.sort(depth, kind="stable"))) + 1)
+            for level in levels[1:]:  # parents first; depth 0 has none
+                above = cut[up[level]]  # a parent cut before the child starts is no longer its parent
+                cut[level] = np.where(above > s[level], np.minimum(cut[level], above), cut[level])
+            if np.array_equal(cut, c):
+                break
+            c = cut
+        parent[seg] = np.where(up >= 0, seg[np.maximum(up, 0)], -1)
+        clip[seg] = c
+    return parent, clip
+
+
+def _inherit(own: np.ndarray, parent: np.ndarray) -> np.ndarray:
+    """Each event's category: its own, else its nearest encloser's that has one. Pointer
+    jumping: every round looks twice as far up, so rounds ~ log2(depth)."""
+    cat, up = own.copy(), parent.copy()
+    todo = np.flatnonzero((cat == "") & (up >= 0))
+    while len(todo):
+        above = up[todo]
+        cat[todo], up[todo] = cat[above], up[above]  # both read before either is written
+        todo = todo[(cat[todo] == "") & (up[todo] >= 0)]
+    return cat
 
 
 def _distinct(names: pd.Series) -> tuple[np.ndarray, np.ndarray]:
     """(codes, distinct names as an object array of str): patterns then run once per distinct name."""
     codes, distinct = pd.factorize(names)
-    return codes, np.array([str(x) for x in distinct] + [""], dtype=object)[:-1] if len(distinct) else np.zeros(0, object)
+    return codes, np.array([str(x) for x in distinct] + [""], dtype=object)
 
 
 def _own_categories(codes: np.ndarray, distinct: np.ndarray, kind: np.ndarray) -> np.ndarray:

@@ -2,10 +2,8 @@
 
 All vectorised; the loops run over threads or nesting levels, never over events.
 
-Nesting. On one host thread, sort by (start, longer first). With `opened` the events before i in
-that order and `closed` those of them that ended by i's start, depth_i = opened - closed: the
-number of intervals still open when i starts. i's parent is the last event before it one level up.
-An event that pokes out of its parent (clock skew in the source) keeps that parent and is counted.
+Nesting: profiler.model.nesting.nest_sorted per host thread. An event that pokes out of its
+parent (clock skew in the source) keeps that parent and is counted.
 
 Launches. Device work joins its runtime call by (rank, correlation); graph launches give many
 kernels one correlation, so one call may launch many. The launching op is the innermost `op`
@@ -17,6 +15,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from profiler.model.nesting import nest_sorted
 from profiler.model.schema import DEVICE_WORK_KINDS, Kind
 from profiler.model.trace import Problems
 
@@ -38,47 +37,12 @@ def nest(ev: pd.DataFrame, problems: Problems) -> tuple[np.ndarray, np.ndarray]:
     bounds = np.flatnonzero(np.diff(ev["track"].cat.codes.to_numpy()[order])) + 1
     poking = 0
     for seg in np.split(order, bounds):
-        p, d, poke = _nest_thread(ts[seg], dur[seg])
+        p, d, poke = nest_sorted(ts[seg], dur[seg])
         depth[seg] = d
         parent[seg] = np.where(p >= 0, ids[seg][np.maximum(p, 0)], -1)
         poking += poke
     problems.add("host events extend past their parent's end (kept under that parent)", poking)
     return parent, depth
-
-
-def _nest_thread(start: np.ndarray, dur: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
-    """For one thread's events sorted by (start, -dur): parent position (-1 at top), depth."""
-    n = len(start)
-    if n == 0:
-        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int16), 0
-    end = start + dur
-    ends_by_start = np.searchsorted(np.sort(end), start, side="right")  # events ended by i's start
-    # ...but only those ordered before i count: zero-length events at i's start sort after it.
-    zero = (dur == 0).astype(np.int64)
-    group = np.concatenate(([0], np.cumsum(start[1:] != start[:-1])))  # same-start runs
-    zeros_before = np.cumsum(zero) - zero
-    zeros_before_in_group = zeros_before - _group_first(group, zeros_before)
-    zeros_from_i = np.bincount(group, weights=zero).astype(np.int64)[group] - zeros_before_in_group
-    closed = ends_by_start - zeros_from_i
-    d = np.arange(n) - closed
-    d = np.maximum(d, 0)
-    parent = np.full(n, -1, dtype=np.int64)
-    by_level = np.argsort(d, kind="stable")  # positions grouped by depth, ascending within each
-    cuts = np.searchsorted(d[by_level], np.arange(int(d.max(initial=0)) + 2))
-    for level in range(1, len(cuts) - 1):
-        above = by_level[cuts[level - 1] : cuts[level]]
-        here = by_level[cuts[level] : cuts[level + 1]]
-        k = np.searchsorted(above, here) - 1
-        parent[here] = np.where(k >= 0, above[np.maximum(k, 0)], -1)
-    has = parent >= 0
-    poke = int((end[has] > end[parent[has]]).sum())
-    return parent, d.astype(np.int16), poke
-
-
-def _group_first(group: np.ndarray, values: np.ndarray) -> np.ndarray:
-    """values at the first row of each row's (contiguous) group."""
-    first = np.flatnonzero(np.concatenate(([True], group[1:] != group[:-1])))
-    return values[first][group]
 
 
 def launches(ev: pd.DataFrame, parent: np.ndarray, problems: Problems) -> tuple[np.ndarray, pd.DataFrame, np.ndarray]:
