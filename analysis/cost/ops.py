@@ -65,6 +65,7 @@ from analysis.cost.compute import (
 )
 from analysis.cost.custom import CUSTOM_OPS, LEGACY_ATEN
 from analysis.cost.joins import joined_costs
+from analysis.cost.moe import grouped_mm_cost, moe_forward_costs
 from analysis.cost.memory import (
     ELEMENTWISE_OPS,
     FILL_OPS,
@@ -104,6 +105,7 @@ def _table() -> dict[str, Callable[[Args, str], Cost]]:
     t["linear"] = lambda a, n_: linear_cost(a)
     t["matmul"] = lambda a, n_: matmul_cost(a)
     t["_scaled_mm"] = lambda a, n_: scaled_mm_cost(a)
+    t["_grouped_mm"] = grouped_mm_cost
     t["einsum"] = lambda a, n_: einsum_cost(a)
     for n in CONV_ARGS:
         t[n] = conv_cost
@@ -295,4 +297,7 @@ def cost_table(
         joined = joined_costs(events, tree, flows)
         for col in COST_COLUMNS if len(joined) else ():
             table.loc[joined.index, col] = joined[col].to_numpy()
+        moe, _ = moe_forward_costs(events, tree)  # MoE layers, from the records they nest
+        for idx, c in moe.items():
+            table.loc[idx, list(COST_COLUMNS)] = [getattr(c, f) for f in COST_COLUMNS]
     return table
