@@ -5,10 +5,10 @@ in the order they are tested:
 
 - 'replayed from a CUDA/HIP graph': device work a graph launch ran; the ops that recorded its
   shapes ran at capture time, which the trace does not hold;
-- a custom op whose record does not determine its work (analysis.cost.custom.UNDERIVABLE: vLLM's
-  moe_forward reads its expert weights from the layer by name, so their shapes, dtype (MXFP4,
-  FP8 ...) and the routing are not recorded; paged / varlen attention's lengths are data), and
-  other MoE ops by name;
+- an MoE layer the cost model could not size from what it nests: the quantity not found
+  (top-k, expert intermediate size, weight format; analysis.cost.moe);
+- a custom op whose record does not determine its work (analysis.cost.custom.UNDERIVABLE: paged /
+  varlen attention's lengths are data), and other MoE ops by name;
 - 'no shapes recorded': an op recorded without 'Input Dims' (record_shapes off), or a kernel
   launched outside any op;
 - 'op the cost model lacks': shapes recorded, but no formula for this op name;
@@ -23,6 +23,7 @@ import re
 import numpy as np
 import pandas as pd
 
+from analysis.cost.moe import moe_forward_costs
 from profiler.model.schema import Bound
 from profiler.model.trace import Trace
 
@@ -46,8 +47,9 @@ def unknown_summary(trace: Trace, classified: pd.DataFrame, top: int = 10) -> tu
     if unk.empty or total <= 0:
         return 0.0, pd.DataFrame(columns=UNKNOWN_COLUMNS)
     graph = _graph_replayed(trace, unk)
+    _, moe = moe_forward_costs(unk, trace.events)
     g = (
-        unk.assign(graph=graph)
+        unk.assign(graph=graph, moe=pd.Series(moe, index=list(moe), dtype=object).reindex(unk.index))
         .groupby("name", sort=False)
         .agg(
             units=("time_ns", "size"),
@@ -55,6 +57,7 @@ def unknown_summary(trace: Trace, classified: pd.DataFrame, top: int = 10) -> tu
             graph=("graph", "all"),
             shapes=("shapes", "first"),
             kind=("kind", "first"),
+            moe=("moe", "first"),
         )
         .reset_index()
     )
@@ -70,7 +73,9 @@ def _reason(r) -> str:
 
     name = str(r.name)
     if r.graph:
-        return "replayed from a CUDA/HIP graph: its shapes were recorded at capture, not in this trace"
+        return "replayed from a CUDA/HIP graph; capture not in trace"
+    if isinstance(r.moe, str):
+        return r.moe
     if name in UNDERIVABLE:
         return UNDERIVABLE[name]
     if MOE.search(name):
