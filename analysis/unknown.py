@@ -4,7 +4,8 @@ A unit is unknown-bound when its FLOPs and bytes cannot be derived from the reco
 in the order they are tested:
 
 - 'replayed from a CUDA/HIP graph': device work a graph launch ran; the ops that recorded its
-  shapes ran at capture time, which the trace does not hold;
+  shapes ran at capture time: 'capture not in trace', or, when the capture is there, why its
+  kernel could not be costed from it (analysis.cost.graphs);
 - an MoE layer the cost model could not size from what it nests: the quantity not found
   (top-k, expert intermediate size, weight format; analysis.cost.moe);
 - a custom op whose record does not determine its work (analysis.cost.custom.UNDERIVABLE: paged /
@@ -23,13 +24,14 @@ import re
 import numpy as np
 import pandas as pd
 
+from analysis.cost import cost_table
+from analysis.cost.graphs import GRAPH_LAUNCH, captured_costs
 from analysis.cost.moe import moe_forward_costs
 from profiler.model.schema import Bound
 from profiler.model.trace import Trace
 
 #: Above this share of unit time unknown, the report says so first (issue 10, section 3).
 WARN_SHARE = 0.2
-GRAPH_LAUNCH = re.compile(r"(?i)graphlaunch")
 MOE = re.compile(r"(?i)moe_forward|fused_moe|fused_experts|moe_align|grouped_mm|\bfmoe\b|ck_moe")
 UNKNOWN_COLUMNS = ["name", "units", "time_ns", "share", "reason"]
 
@@ -48,8 +50,10 @@ def unknown_summary(trace: Trace, classified: pd.DataFrame, top: int = 10) -> tu
         return 0.0, pd.DataFrame(columns=UNKNOWN_COLUMNS)
     graph = _graph_replayed(trace, unk)
     _, moe = moe_forward_costs(unk, trace.events)
+    _, replay = captured_costs(unk, trace.events, trace.flows, cost_table)
+    said = {**moe, **replay}  # why, where the MoE or capture join said
     g = (
-        unk.assign(graph=graph, moe=pd.Series(moe, index=list(moe), dtype=object).reindex(unk.index))
+        unk.assign(graph=graph, said=pd.Series(said, index=list(said), dtype=object).reindex(unk.index))
         .groupby("name", sort=False)
         .agg(
             units=("time_ns", "size"),
@@ -57,7 +61,7 @@ def unknown_summary(trace: Trace, classified: pd.DataFrame, top: int = 10) -> tu
             graph=("graph", "all"),
             shapes=("shapes", "first"),
             kind=("kind", "first"),
-            moe=("moe", "first"),
+            said=("said", "first"),
         )
         .reset_index()
     )
@@ -72,10 +76,10 @@ def _reason(r) -> str:
     from analysis.cost.custom import UNDERIVABLE
 
     name = str(r.name)
+    if isinstance(r.said, str):
+        return r.said
     if r.graph:
         return "replayed from a CUDA/HIP graph; capture not in trace"
-    if isinstance(r.moe, str):
-        return r.moe
     if name in UNDERIVABLE:
         return UNDERIVABLE[name]
     if MOE.search(name):

@@ -65,6 +65,7 @@ from analysis.cost.compute import (
 )
 from analysis.cost.custom import CUSTOM_OPS, LEGACY_ATEN
 from analysis.cost.joins import joined_costs
+from analysis.cost.graphs import captured_costs
 from analysis.cost.moe import grouped_mm_cost, moe_forward_costs
 from analysis.cost.memory import (
     ELEMENTWISE_OPS,
@@ -298,6 +299,9 @@ def cost_table(
         for col in COST_COLUMNS if len(joined) else ():
             table.loc[joined.index, col] = joined[col].to_numpy()
         moe, _ = moe_forward_costs(events, tree)  # MoE layers, from the records they nest
-        for idx, c in moe.items():
+        graph: dict = {}
+        if flows is not None:  # kernels replayed from a graph whose capture the trace holds
+            graph, _ = captured_costs(events, tree, flows, lambda ops: cost_table(ops, list_dtype))
+        for idx, c in {**moe, **graph}.items():
             table.loc[idx, list(COST_COLUMNS)] = [getattr(c, f) for f in COST_COLUMNS]
     return table
