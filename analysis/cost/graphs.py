@@ -118,7 +118,7 @@ def _enclosing_op(eid: int, parent: dict, kind_of: dict, index_of: dict):
 def _costs(capture: dict, per_op: pd.DataFrame) -> tuple:
     """Per launch of a capture: the Cost of its op, or why it has none."""
     ops = capture["ops"]
-    out = []
+    out: list[Cost | str] = []
     for i in ops:
         if i is None:
             out.append("replayed from a CUDA/HIP graph; its launch was captured outside any op")
