@@ -45,11 +45,11 @@ def captured_costs(rows: pd.DataFrame, tree: pd.DataFrame, flows: pd.DataFrame, 
     reasons: dict = {}
     if "unit_id" not in rows.columns or not len(flows):
         return costs, reasons
-    names = tree["name"].astype(str).to_numpy()
-    begin = np.array([bool(_BEGIN.search(n)) for n in names])
+    begin = _matches(tree["name"], _BEGIN)
     if not begin.any():
         return costs, reasons
-    captures = _captures(tree, begin, np.array([bool(_END.search(n)) for n in names]), names)
+    launch = _matches(tree["name"], _LAUNCH) & (tree["kind"] == "runtime").to_numpy()
+    captures = _captures(tree, tree[begin | _matches(tree["name"], _END) | launch])
     if not captures:
         return costs, reasons
     op_rows = sorted({i for c in captures for i in c["ops"] if i is not None})
@@ -84,15 +84,22 @@ def captured_costs(rows: pd.DataFrame, tree: pd.DataFrame, flows: pd.DataFrame, 
     return costs, reasons
 
 
-def _captures(tree: pd.DataFrame, begin: np.ndarray, end: np.ndarray, names: np.ndarray) -> list[dict]:
+def _matches(names: pd.Series, pattern: re.Pattern) -> np.ndarray:
+    """Per row: whether its name matches `pattern` (tested once per distinct name)."""
+    cat = names.astype("category")
+    hit = np.array([bool(pattern.search(str(c))) for c in cat.cat.categories] + [False])
+    return hit[cat.cat.codes.to_numpy()]  # code -1 (NaN) reads the trailing False
+
+
+def _captures(tree: pd.DataFrame, host: pd.DataFrame) -> list[dict]:
     """Each capture: rank, end (ns), and per kernel launch inside it, in order, the row index of the
-    innermost op around the launch (None when no op encloses it)."""
-    kind = tree["kind"].astype(str).to_numpy()
-    parent = dict(zip(tree["id"].to_numpy().tolist(), tree["parent_id"].to_numpy().tolist()))
-    index_of = dict(zip(tree["id"].to_numpy().tolist(), tree.index))
-    kind_of = dict(zip(tree["id"].to_numpy().tolist(), kind.tolist()))
+    innermost op around the launch (None when no op encloses it). `host`: the capture begin/end
+    and launch calls among `tree`'s rows."""
+    ids = tree["id"].to_numpy().tolist()
+    parent = dict(zip(ids, tree["parent_id"].to_numpy().tolist()))
+    index_of = dict(zip(ids, tree.index))
+    kind_of = dict(zip(ids, tree["kind"].astype(str).tolist()))
     out = []
-    host = tree[begin | end | np.array([kind[i] == "runtime" and bool(_LAUNCH.search(n)) for i, n in enumerate(names)])]
     for (_, _), g in host.groupby(["rank", "thread"]):
         g = g.sort_values("ts", kind="stable")
         current = None
