@@ -7,7 +7,7 @@ import pytest
 import torch
 from torch.profiler import ProfilerActivity, profile
 
-from analysis.cost import cost_table
+from analysis.cost import cost_table, op_cost
 from analysis.cost.moe import moe_forward_costs
 from analysis.units import units
 from profiler import analyze, load_trace
@@ -80,3 +80,25 @@ def test_grouped_mm_recorded_here(tmp_path):
     c = cost_table(row).iloc[0]
     assert c["flops"] == 196_608 and c["bytes_read"] == 16_400 and c["bytes_written"] == 6_144
     assert c["family"] == "gemm" and c["dtype"] == "bf16"
+
+
+def _fused_experts(t, extra_shapes=(), extra_types=()):
+    # vllm::outplace_fused_experts(hidden_states [T, 64], w1 [8, 64, 64], w2 [8, 64, 32],
+    # topk_weights [T, 2], topk_ids [T, 2], ...) in bf16 (a Mixtral-like layer, H=64, I=32, E=8, K=2)
+    shapes = [[t, 64], [8, 64, 64], [8, 64, 32], [t, 2], [t, 2], *extra_shapes]
+    types = ["c10::BFloat16"] * 3 + ["float", "int", *extra_types]
+    return op_cost("vllm::outplace_fused_experts", shapes, types, [""] * len(shapes))
+
+
+def test_fused_experts_from_its_weight_arguments():
+    # T=16: 32 routed tokens reach all 8 experts. FLOPs = 2 * 16 * 2 * 64 * (64 + 32) = 393,216
+    # (gate+up 2I = 64 rows, down I = 32); reads w1 8*64*64*2 = 65,536 + w2 8*64*32*2 = 32,768 +
+    # hidden 16*64*2 = 2,048 + topk_weights 16*2*4 = 128 + topk_ids 16*2*4 = 128 = 100,608;
+    # writes 16*64*2 = 2,048
+    c = _fused_experts(16)
+    assert (c.flops, c.bytes_read, c.bytes_written, c.family, c.dtype) == (393_216, 100_608, 2_048, "gemm", "bf16")
+    # T=2: 4 routed tokens reach at most 4 of the 8 experts: half the weights, 49,152 bytes
+    c = _fused_experts(2)
+    assert c.flops == 2 * 2 * 2 * 64 * 96 and c.bytes_read == 49_152 + 2 * 64 * 2 + 2 * 2 * 4 * 2
+    # an expert_map (expert parallelism: which tokens run here is data) leaves it unknown
+    assert _fused_experts(16, [[8]], ["int"]) is None

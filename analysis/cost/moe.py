@@ -29,6 +29,8 @@ Where the quantities come from:
   activation quantization store weights at least as narrow as activations); the wider one sets
   the tensor-core rate (Blackwell runs FP4 x FP8 MMAs at the FP8 rate, its f8f6f4 kind).
   What is not found is said by `moe_forward_reason`, for the unknown table.
+- ``{vllm,sglang}::{in,out}place_fused_experts(hidden_states, w1, w2, topk_weights, topk_ids,
+  ...)`` record the weights as arguments (`fused_experts_cost`).
 - ``aten::_grouped_mm(self, mat2, offs, bias, out_dtype)`` records its operands: each row of a
   2-D ``self`` [M, K] multiplies one group's [K, N] of a 3-D ``mat2`` [G, K, N] (2 * M * K * N
   FLOPs, every group's weights read: which groups are empty is data); 3-D x 3-D is a batched
@@ -215,3 +217,34 @@ def grouped_mm_cost(a: Args, name: str) -> Cost:
     size = DTYPES[SCALAR_TYPES[out_dtype]][1] if isinstance(out_dtype, int) and out_dtype in SCALAR_TYPES else a.size(0)
     read = a.nbytes(0) + a.nbytes(1) + a.nbytes(2) + a.nbytes(3)
     return Cost.of(flops, read, out * size, "gemm", a.dtype(0))
+
+
+# ---------------------------------------------------------------------------- fused experts
+
+
+def fused_experts_cost(a: Args, name: str) -> Cost:
+    # vLLM / SGLang {in,out}place_fused_experts(hidden_states [T, H], w1 [E, N1, H], w2 [E, H, I],
+    # topk_weights [T, K], topk_ids [T, K], ...): the weights are arguments. N1 = 2I (gated:
+    # gate and up) or I (not gated): FLOPs = 2 * T * K * H * (N1 + I) (= the module docstring's
+    # 2 * T * K * 3 * H * I when gated). Bytes: the weights of min(E, T*K) experts, hidden
+    # states and top-k tensors read; the output [T, H] written. Only the unquantized form
+    # (weights in the hidden states' dtype): a quantized one's compute dtype is set by flags whose
+    # position differs between versions. With expert parallelism (an expert_map: a 1-D int32
+    # tensor argument) tokens routed to other ranks' experts are skipped, which is data: unknown.
+    x, w1, w2, ids = a.shape(0), a.shape(1), a.shape(2), a.shape(4)
+    if len(x) != 2 or len(w1) != 3 or len(w2) != 3 or len(ids) != 2 or ids[0] != x[0] or a.shape(3) != ids:
+        raise Unknown
+    (t, h), (e, n1, _), inter, k = x, w1, w2[2], ids[1]
+    if w1[2] != h or w2[:2] != [e, h] or n1 not in (inter, 2 * inter) or not (a.dtype(1) == a.dtype(2) == a.dtype(0)):
+        raise Unknown
+    if any(a.is_tensor(i) and len(a.shape(i)) == 1 and a.dtypes[i] == "int" for i in range(5, len(a.shapes))):
+        raise Unknown  # an expert_map
+    weights = min(e, t * k) * (a.nbytes(1) + a.nbytes(2)) // e
+    read = weights + a.nbytes(0) + a.nbytes(3) + a.nbytes(4)
+    return Cost.of(2 * t * k * h * (n1 + inter), read, t * h * a.size(0), "gemm", a.dtype(0))
+
+
+#: recorded name -> formula (registered with the custom ops by analysis.cost.ops)
+FUSED_EXPERTS = {
+    f"{ns}::{kind}_fused_experts": fused_experts_cost for ns in ("vllm", "sglang") for kind in ("inplace", "outplace")
+}

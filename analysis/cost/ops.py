@@ -66,7 +66,7 @@ from analysis.cost.compute import (
 from analysis.cost.custom import CUSTOM_OPS, LEGACY_ATEN
 from analysis.cost.joins import joined_costs
 from analysis.cost.graphs import captured_costs
-from analysis.cost.moe import grouped_mm_cost, moe_forward_costs
+from analysis.cost.moe import FUSED_EXPERTS, grouped_mm_cost, moe_forward_costs
 from analysis.cost.memory import (
     ELEMENTWISE_OPS,
     FILL_OPS,
@@ -176,7 +176,7 @@ def handler(name: str):
     elif name.startswith("aten."):  # torch.export / FX spelling
         base = name[5:].split(".")[0]
     else:
-        return CUSTOM_OPS.get(name), name  # '_C::rms_norm', 'aiter::rmsnorm' ...
+        return CUSTOM_OPS.get(name) or FUSED_EXPERTS.get(name), name  # '_C::rms_norm', 'aiter::rmsnorm' ...
     h = _HANDLERS.get(base)
     if h is not None:
         return h, base
@@ -189,7 +189,7 @@ def handler(name: str):
 
 def known_ops() -> list[str]:
     """Every op name the model costs (plus in-place `<elementwise>_` and `_foreach_*`)."""
-    return sorted(["aten::" + n for n in _HANDLERS] + list(CUSTOM_OPS))
+    return sorted(["aten::" + n for n in _HANDLERS] + list(CUSTOM_OPS) + list(FUSED_EXPERTS))
 
 
 def op_cost(
