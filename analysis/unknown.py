@@ -4,11 +4,12 @@ A unit is unknown-bound when its FLOPs and bytes cannot be derived from the reco
 in the order they are tested:
 
 - 'replayed from a CUDA/HIP graph': device work a graph launch ran; the ops that recorded its
-  shapes ran at capture time, which the trace does not hold;
-- a custom op whose record does not determine its work (analysis.cost.custom.UNDERIVABLE: vLLM's
-  moe_forward reads its expert weights from the layer by name, so their shapes, dtype (MXFP4,
-  FP8 ...) and the routing are not recorded; paged / varlen attention's lengths are data), and
-  other MoE ops by name;
+  shapes ran at capture time: 'capture not in trace', or, when the capture is there, why its
+  kernel could not be costed from it (analysis.cost.graphs);
+- an MoE layer the cost model could not size from what it nests: the quantity not found
+  (top-k, expert intermediate size, weight format; analysis.cost.moe);
+- a custom op whose record does not determine its work (analysis.cost.custom.UNDERIVABLE: paged /
+  varlen attention's lengths are data), and other MoE ops by name;
 - 'no shapes recorded': an op recorded without 'Input Dims' (record_shapes off), or a kernel
   launched outside any op;
 - 'op the cost model lacks': shapes recorded, but no formula for this op name;
@@ -23,12 +24,14 @@ import re
 import numpy as np
 import pandas as pd
 
+from analysis.cost import cost_table
+from analysis.cost.graphs import GRAPH_LAUNCH, captured_costs
+from analysis.cost.moe import moe_forward_costs
 from profiler.model.schema import Bound
 from profiler.model.trace import Trace
 
 #: Above this share of unit time unknown, the report says so first (issue 10, section 3).
 WARN_SHARE = 0.2
-GRAPH_LAUNCH = re.compile(r"(?i)graphlaunch")
 MOE = re.compile(r"(?i)moe_forward|fused_moe|fused_experts|moe_align|grouped_mm|\bfmoe\b|ck_moe")
 UNKNOWN_COLUMNS = ["name", "units", "time_ns", "share", "reason"]
 
@@ -46,8 +49,11 @@ def unknown_summary(trace: Trace, classified: pd.DataFrame, top: int = 10) -> tu
     if unk.empty or total <= 0:
         return 0.0, pd.DataFrame(columns=UNKNOWN_COLUMNS)
     graph = _graph_replayed(trace, unk)
+    _, moe = moe_forward_costs(unk, trace.events)
+    _, replay = captured_costs(unk, trace.events, trace.flows, cost_table)
+    said = {**moe, **replay}  # why, where the MoE or capture join said
     g = (
-        unk.assign(graph=graph)
+        unk.assign(graph=graph, said=pd.Series(said, index=list(said), dtype=object).reindex(unk.index))
         .groupby("name", sort=False)
         .agg(
             units=("time_ns", "size"),
@@ -55,6 +61,7 @@ def unknown_summary(trace: Trace, classified: pd.DataFrame, top: int = 10) -> tu
             graph=("graph", "all"),
             shapes=("shapes", "first"),
             kind=("kind", "first"),
+            said=("said", "first"),
         )
         .reset_index()
     )
@@ -69,8 +76,10 @@ def _reason(r) -> str:
     from analysis.cost.custom import UNDERIVABLE
 
     name = str(r.name)
+    if isinstance(r.said, str):
+        return r.said
     if r.graph:
-        return "replayed from a CUDA/HIP graph: its shapes were recorded at capture, not in this trace"
+        return "replayed from a CUDA/HIP graph; capture not in trace"
     if name in UNDERIVABLE:
         return UNDERIVABLE[name]
     if MOE.search(name):

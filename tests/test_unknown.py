@@ -16,22 +16,23 @@ def _analysis(folder):
     return analyze(load_trace(real_trace(folder)), sections=("roofline",))
 
 
-def test_moe_forward_is_named_with_its_reason_on_b200():
+def test_moe_forward_is_costed_on_b200_and_the_rest_is_named():
     a = _analysis("b200_eager")
     u = a.units[a.units["device"] != "cpu"]
     # the share is the unknown-bound units' time over all device units' time, computed independently here
     assert a.unknown_share == pytest.approx(u.loc[u["bound"] == "unknown", "time_ns"].sum() / u["time_ns"].sum())
-    assert a.unknown_share > 0.5
-    top = a.unknown.iloc[0]
-    assert top["name"] == "vllm::moe_forward" and top["units"] == 36 and top["share"] > 0.5
-    assert "expert weights" in top["reason"]
+    # vllm::moe_forward (52% of device time) was unknown: the share was 0.561; now it is costed
+    # (tests/test_cost_moe.py), and what remains is attention whose lengths are data (4.2%)
+    assert a.unknown_share < 0.05
+    assert "vllm::moe_forward" not in set(a.unknown["name"])
+    assert a.unknown.iloc[0]["name"] == "vllm::unified_attention_with_output"
 
 
 @pytest.mark.parametrize("folder", ["vllm_graphs_mi300x", "sglang_qwen3_decode_mi300x"])
 def test_graph_replays_are_named_as_such(folder):
     a = _analysis(folder)
     assert a.unknown_share > 0.9
-    assert a.unknown["reason"].head(3).str.startswith("replayed from a CUDA/HIP graph").all()
+    assert (a.unknown["reason"].head(3) == "replayed from a CUDA/HIP graph; capture not in trace").all()
 
 
 def test_text_and_json_say_so_above_a_fifth_only():
@@ -42,4 +43,4 @@ def test_text_and_json_say_so_above_a_fifth_only():
     doc = json.loads(
         CliRunner().invoke(app, ["analyze", str(real_trace("b200_eager")), "--json", "--section", "roofline"]).stdout
     )
-    assert doc["unknown"]["share"] > 0.5 and doc["unknown"]["top"][0]["name"] == "vllm::moe_forward"
+    assert 0 < doc["unknown"]["share"] < 0.2 and doc["unknown"]["top"][0]["name"] != "vllm::moe_forward"

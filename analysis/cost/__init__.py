@@ -7,7 +7,8 @@ One home for costing (every roofline floor in the project starts here):
 - `base`: the `Cost` value and the recorded-argument accessor; `compute` (GEMM, conv,
   attention) and `memory` (elementwise, reductions, norms, copies, optimizers) hold the
   formulas; `custom` the serving stacks' custom ops and legacy ATen ops; `joins` costs that
-  need a second record.
+  need a second record; `moe` MoE layers (vllm::moe_forward sized from what it nests, fused
+  experts, grouped GEMM); `graphs` graph-replayed kernels from the ops recorded at capture.
 - `kernels`: Inductor's generated kernels, from the fusion map a compiled trace carries.
 - `comm`: collectives (bytes over the link, latency steps).
 """

@@ -11,9 +11,10 @@ element, compulsory bytes: every tensor read once, every output written once).
 
 What stays unknown, and why (the record does not determine the work):
 
-- ``vllm::moe_forward(hidden_states, router_logits, layer_name)``: the expert weights are
-  attributes of the layer named by a string, not inputs, so their shapes (and dtype: MXFP4, FP8
-  ...) are not recorded; how many tokens each expert gets is data (the top-k routing).
+- ``vllm::moe_forward(hidden_states, router_logits, layer_name)`` from its own record alone: the
+  expert weights are attributes of the layer named by a string, not inputs, so their shapes (and
+  dtype: MXFP4, FP8 ...) are not recorded. `analysis.cost.moe` sizes it from the ops and kernels
+  it nests; where those do not say, it stays unknown with the quantity missing.
 - ``vllm::unified_attention_with_output(query, key, value, output, layer_name, ...)``: the KV
   cache and the per-request sequence lengths come from the forward context, not the arguments.
 - ``aiter::mha_batch_prefill(q, k, v, cu_seqlens_q, kv_indptr, kv_page_indices, max_seqlen_q,

@@ -65,6 +65,8 @@ from analysis.cost.compute import (
 )
 from analysis.cost.custom import CUSTOM_OPS, LEGACY_ATEN
 from analysis.cost.joins import joined_costs
+from analysis.cost.graphs import captured_costs
+from analysis.cost.moe import FUSED_EXPERTS, grouped_mm_cost, moe_forward_costs
 from analysis.cost.memory import (
     ELEMENTWISE_OPS,
     FILL_OPS,
@@ -104,6 +106,7 @@ def _table() -> dict[str, Callable[[Args, str], Cost]]:
     t["linear"] = lambda a, n_: linear_cost(a)
     t["matmul"] = lambda a, n_: matmul_cost(a)
     t["_scaled_mm"] = lambda a, n_: scaled_mm_cost(a)
+    t["_grouped_mm"] = grouped_mm_cost
     t["einsum"] = lambda a, n_: einsum_cost(a)
     for n in CONV_ARGS:
         t[n] = conv_cost
@@ -173,7 +176,7 @@ def handler(name: str):
     elif name.startswith("aten."):  # torch.export / FX spelling
         base = name[5:].split(".")[0]
     else:
-        return CUSTOM_OPS.get(name), name  # '_C::rms_norm', 'aiter::rmsnorm' ...
+        return CUSTOM_OPS.get(name) or FUSED_EXPERTS.get(name), name  # '_C::rms_norm', 'aiter::rmsnorm' ...
     h = _HANDLERS.get(base)
     if h is not None:
         return h, base
@@ -186,7 +189,7 @@ def handler(name: str):
 
 def known_ops() -> list[str]:
     """Every op name the model costs (plus in-place `<elementwise>_` and `_foreach_*`)."""
-    return sorted(["aten::" + n for n in _HANDLERS] + list(CUSTOM_OPS))
+    return sorted(["aten::" + n for n in _HANDLERS] + list(CUSTOM_OPS) + list(FUSED_EXPERTS))
 
 
 def op_cost(
@@ -295,4 +298,10 @@ def cost_table(
         joined = joined_costs(events, tree, flows)
         for col in COST_COLUMNS if len(joined) else ():
             table.loc[joined.index, col] = joined[col].to_numpy()
+        moe, _ = moe_forward_costs(events, tree)  # MoE layers, from the records they nest
+        graph: dict = {}
+        if flows is not None:  # kernels replayed from a graph whose capture the trace holds
+            graph, _ = captured_costs(events, tree, flows, lambda ops: cost_table(ops, list_dtype))
+        for idx, c in {**moe, **graph}.items():
+            table.loc[idx, list(COST_COLUMNS)] = [getattr(c, f) for f in COST_COLUMNS]
     return table
