@@ -284,19 +284,35 @@ def test_roofs_are_labelled_lines_and_points_above_their_ceiling_are_marked():
     assert len(above) == 1 and list(above[0].customdata[:, 1]) == ["fast"] and list(above[0].customdata[:, 0]) == [0]
 
 
-def test_one_mfu_in_the_table_and_the_chart():
-    """resnet50_legacy_v100: 6 steps of ~118.5 ms, 7.84e11 effective FLOPs each. Over the whole
-    996 ms window the FLOPs give 30%; over the steps 42%. The devices table and the chart's
-    'over all steps' line show one number: sum(flops) / sum(step windows) / peak."""
+def test_one_mfu_in_the_text_json_table_and_chart():
+    """resnet50_legacy_v100 on a V100 (fp32 matrix peak 15.7 TFLOP/s, its preset): 6 ProfilerSteps
+    of 176.078 + 173.992 + 176.918 + 181.259 + 176.468 + 164.261 = 1048.976 ms wall time, each
+    launching 7.839888e11 effective FLOPs (4.703933e12 in all). MFU = 4.703933e12 / (15.7e12 *
+    1.048976 s) = 28.56%: the one figure the text report, the JSON, the devices table and the
+    chart's device line show (not the 42% over the steps' device windows, nor 30% over the trace
+    window)."""
+    import io
+
+    from rich.console import Console
+
+    from profiler.render.json import to_dict
+    from profiler.render.roofline import render_equation
+
     a = analyze(load_trace(real_trace("resnet50_legacy_v100")), top=None)
-    it = a.iterations
+    u = a.utilization.iloc[0]
+    assert u["time_ns"] == 1_048_976_000 and u["time_base"] == "6 steps' wall time"
+    assert u["compute_util"] == pytest.approx(4.703933e12 / (15.7e12 * 1.048976), rel=1e-6)
     dev = tables.device_summary(a).iloc[0]
-    peak = float((it["flops"] / (it["window_ns"] / 1e9) / it["mfu"]).iloc[0])  # the one peak the steps used
-    expected = it["flops"].sum() / (it["window_ns"].sum() / 1e9) / peak
-    assert dev["mfu"] == pytest.approx(expected, rel=1e-9) and dev["mfu_over"] == f"{len(it)} steps"
-    assert 0.41 < dev["mfu"] < 0.43  # not the 30% of the whole window
-    line = next(t for t in figures.iterations_figure(it).data if (t.meta or {}).get("mfu") == "over steps")
-    assert line.y[0] == pytest.approx(100 * dev["mfu"], rel=1e-9)
+    assert dev["mfu"] == u["compute_util"] and dev["mfu_over"] == "6 steps' wall time"
+    line = next(t for t in figures.iterations_figure(a.iterations, a.utilization).data if (t.meta or {}).get("mfu"))
+    assert line.y[0] == pytest.approx(100 * u["compute_util"], rel=1e-12)
+    # each step's MFU is its FLOPs over its own wall time; weighted by those, the device's
+    it = a.iterations
+    assert np.average(it["mfu"], weights=it["wall_ns"]) == pytest.approx(u["compute_util"], rel=1e-9)
+    assert to_dict(a, {})["summary"]["utilization"][0]["compute_util"] == pytest.approx(u["compute_util"], rel=1e-12)
+    text = io.StringIO()
+    render_equation(a, Console(file=text, width=200))
+    assert "6 steps' wall time 1.05 s" in text.getvalue() and "28.6% fp32" in text.getvalue()
 
 
 def test_a_single_step_is_a_sentence_not_a_chart():

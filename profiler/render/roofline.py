@@ -10,7 +10,7 @@ from rich.table import Table
 
 from profiler.api import Analysis
 from profiler.model.redact import redact_text
-from profiler.model.numfmt import fmt_ns, fmt_si
+from profiler.model.numfmt import fmt_ns, fmt_pct, fmt_si
 
 MAX_DEVICES = 8
 _PARTS = [
@@ -122,18 +122,19 @@ def render_equation(a: Analysis, console: Console) -> None:
     if not a.utilization.empty:
         t = Table(
             box=box.SIMPLE_HEAD,
-            title="Utilization over the window (achieved / peak) and the time at the floors",
+            title="Utilization (achieved / peak; MFU, MBU) over the time base, and the time at the floors",
             title_justify="left",
         )
-        for col in ("device", "achieved", "of peak", "bandwidth", "of peak bw", "units at floors", "no floor"):
-            t.add_column(col, justify="left" if col == "device" else "right")
+        for col in ("device", "over", "achieved", "MFU", "bandwidth", "MBU", "units at floors", "no floor"):
+            t.add_column(col, justify="left" if col in ("device", "over") else "right")
         for r in a.utilization.to_dict(orient="records"):
             t.add_row(
                 f"rank{r['rank']}/{r['device']}",
+                f"{r['time_base']} {fmt_ns(r['time_ns'])}",
                 fmt_si(r["flops_per_s"], "FLOP/s"),
-                f"{_frac(r['compute_util'])} {r['compute_dtype']}",
+                f"{fmt_pct(r['compute_util'])} {r['compute_dtype']}",
                 fmt_si(r["bytes_per_s"], "B/s"),
-                _frac(r["memory_util"]),
+                fmt_pct(r["memory_util"]),
                 fmt_ns(r["floor_ns"]),
                 fmt_ns(r["unknown_ns"]),
             )
@@ -144,10 +145,10 @@ def _render_timeline(a: Analysis, console: Console) -> None:
     if not a.iterations.empty:
         t = Table(
             box=box.SIMPLE_HEAD,
-            title="Iterations (ProfilerStep): each step's work, its bounds, MFU and MBU",
+            title="Iterations (ProfilerStep): each step's device work, its bounds, MFU / MBU over the step's wall time",
             title_justify="left",
         )
-        for col in ("device", "step", "window", "busy", "top bound", "idle", "MFU", "MBU"):
+        for col in ("device", "step", "wall", "device window", "busy", "top bound", "idle", "MFU", "MBU"):
             t.add_column(col, justify="left" if col in ("device", "top bound") else "right")
         for r in a.iterations.head(16).to_dict(orient="records"):
             parts = {name: r[col] for name, col in _PARTS[:5]}
@@ -156,12 +157,13 @@ def _render_timeline(a: Analysis, console: Console) -> None:
             t.add_row(
                 f"rank{r['rank']}/{r['device']}",
                 str(r["step"]),
+                fmt_ns(r["wall_ns"]) if r["wall_ns"] == r["wall_ns"] else "-",  # NaN: outside every step
                 fmt_ns(r["window_ns"]),
                 _pct(r["busy_ns"], r["window_ns"]),
                 f"{top} {_pct(parts[top], r['window_ns'])}",
                 _pct(idle, r["window_ns"]),
-                _frac(r["mfu"]),
-                _frac(r["mbu"]),
+                fmt_pct(r["mfu"]),
+                fmt_pct(r["mbu"]),
             )
         console.print(t)
     if not a.communication.empty:
@@ -229,7 +231,3 @@ def _render_by(a: Analysis, console: Console) -> None:
 
 def _pct(part: int, whole: int) -> str:
     return f"{100 * part / whole:.1f}%" if whole else "-"
-
-
-def _frac(v: float) -> str:
-    return "-" if v != v else f"{100 * v:.2g}%"
