@@ -111,7 +111,12 @@ def roofline_figure(
                     meta={"points": "ops"},
                 )
             )
-        above = points[points["efficiency"].to_numpy(dtype=float) > ABOVE_CEILING]
+        flagged = (
+            points["above_ceiling"].fillna(False).to_numpy(dtype=bool)  # analysis.ceiling flag
+            if "above_ceiling" in points
+            else points["efficiency"].to_numpy(dtype=float) > ABOVE_CEILING
+        )
+        above = points[flagged]
         if len(above):
             fig.add_trace(
                 go.Scatter(
