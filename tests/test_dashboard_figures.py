@@ -342,3 +342,54 @@ def test_timeline_has_a_legend(tmp_path):
     }
     heat = figures.timeline_figure(window(idx, detail_limit=1))  # two intervals > 1: occupancy buckets
     assert heat.data[0].type == "heatmap" and heat.data[0].showscale  # its colour scale is its legend
+
+
+@pytest.mark.parametrize("preset", ["mi300x", "a100-sxm-80gb", "h100-sxm", "mi250x"])
+def test_every_memory_level_and_compute_dtype_is_its_own_labelled_roof(preset):
+    spec = load_spec(preset)  # MI300X: hbm, infinity_cache, l2, lds; H100: hbm only
+    roofs = tables.ceilings(spec, ["bf16", "fp32"])
+    assert list(roofs.loc[roofs["kind"] == "memory", "name"]) == [m.name for m in spec.memory]
+    fig = figures.roofline_figure(tables.roofline_points(_ops([("mm", 1_000_000, 2e12, 1e9, "compute")])), roofs)
+    lines = {t.meta["level"]: t for t in fig.data if t.meta and "roof" in t.meta}
+    assert set(lines) == set(roofs["name"])
+    for m in spec.memory:  # each level: its name and bandwidth written at its end, e.g. 'l2 34.4 TB/s'
+        assert lines[m.name].text[-1] == f"{m.name} {m.bandwidth / 1e12:.3g} TB/s"
+
+
+def test_ops_above_their_ceiling_are_circled_on_a_real_trace():
+    """resnet50_legacy_v100: gradient accumulations and ReLUs on data still in L2 run faster than
+    the HBM floor (docs/roofline.md, "Cold memory"); analysis.ceiling flags them and the roofline
+    circles exactly those points."""
+    a = analyze(load_trace(real_trace("resnet50_legacy_v100")), top=None)
+    ops = tables.op_table(a.units)
+    points = tables.roofline_points(ops)
+    flagged = set(points.loc[points["above_ceiling"].astype(bool), "op"])
+    assert flagged  # the trace has some
+    fig = figures.roofline_figure(points, tables.ceilings(load_spec("v100-sxm2-32gb"), ["fp32"]))
+    circled = next(t for t in fig.data if (t.meta or {}).get("points") == "above-ceiling")
+    assert set(circled.customdata[:, 0]) == flagged
+
+
+def test_one_point_is_a_sentence_on_the_compare_memory_and_compiler_pages():
+    from dashboard.pages.compare import changes_chart
+    from dashboard.pages.compiler import _phases
+    from dashboard.pages.memory import memory_chart
+
+    one = pd.DataFrame(
+        {
+            "name": ["mm"],
+            "shapes": ["[[2,2]]"],
+            "delta_ns": [1000],
+            "change": ["time"],
+            "time_a_ns": [1000],
+            "time_b_ns": [2000],
+        }
+    )
+    assert type(changes_chart(one)).__name__ == "P" and "One op changed: mm" in changes_chart(one).children
+    assert type(changes_chart(pd.concat([one, one]))).__name__ == "Graph"
+    phase = pd.DataFrame({"phase": ["codegen"], "time_ns": [5_000_000], "steps": [3], "share": [1.0]})
+    assert type(_phases(phase)).__name__ == "P" and "One compile phase: codegen" in _phases(phase).children
+    timeline = pd.DataFrame(
+        {"rank": [0], "device": ["gpu0"], "ts": [0], "allocated_bytes": [1.0], "reserved_bytes": [2.0]}
+    )
+    assert type(memory_chart(timeline, pd.DataFrame(), 0)).__name__ == "P"
