@@ -186,6 +186,7 @@ OUTPUT_TABLES: dict[str, tuple[Column, ...]] = {
         Column("flops", "float64", FLOP, "Effective FLOPs of the known units counted (analysis.mfu)."),
         Column("bytes", "float64", BYTE, "Memory bytes of the known units counted."),
         Column("time_ns", "float64", NS, "The time base: the profiled steps' wall time, else the trace window."),
+        Column("steps", "int64", "", "ProfilerSteps in the time base; 0: the trace window."),
         Column("time_base", "str", "", "Its label: 'N steps' wall time' or 'trace window'."),
         Column("comm_bytes", "float64", BYTE, "Algorithm bytes of collectives."),
         Column("flops_per_s", "float64", "FLOP/s", "flops over time_ns."),

@@ -54,8 +54,9 @@ def rank_step_walls(events: pd.DataFrame) -> pd.DataFrame:
 
 
 def time_base_label(steps: int) -> str:
-    """How a device's MFU was taken, for tables and charts: 'N steps' wall time' or 'trace window'."""
-    return f"{steps} steps' wall time" if steps else "trace window"
+    """How a device's MFU was taken, for tables and charts: "6 steps' wall time", "1 step's wall
+    time" or 'trace window'."""
+    return ("1 step's wall time" if steps == 1 else f"{steps} steps' wall time") if steps else "trace window"
 
 
 def device_mfu(

@@ -243,7 +243,8 @@ def utilization(
     MFU and MBU are analysis.mfu.device_mfu's, the one definition every output shows: over the
     profiled steps' wall time where `walls` (analysis.mfu.rank_step_walls) has ProfilerSteps, else
     over the device's window. Columns: rank, device, flops and bytes (effective FLOPs and memory
-    bytes of the known units counted), time_ns and time_base (the time base and its label),
+    bytes of the known units counted), time_ns, steps and time_base (the time base, the profiled
+    steps in it, 0 for the trace window, and its label),
     comm_bytes (algorithm bytes of collectives), flops_per_s and bytes_per_s (over the time base),
     compute_util (MFU: flops_per_s / matrix peak of compute_dtype, the dtype with the most FLOPs),
     memory_util (MBU: bytes_per_s / outermost bandwidth), floor_ns (sum of the known units' floors
@@ -263,6 +264,7 @@ def utilization(
                 "flops": r.flops,
                 "bytes": r.bytes,
                 "time_ns": r.time_ns,
+                "steps": int(r.steps),
                 "time_base": r.time_base,
                 "comm_bytes": float(np.nansum(known["algo_bytes"])) if "algo_bytes" in known else 0.0,
                 "flops_per_s": r.flops / seconds,

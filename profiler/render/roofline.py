@@ -10,7 +10,7 @@ from rich.table import Table
 
 from profiler.api import Analysis
 from profiler.model.redact import redact_text
-from profiler.model.numfmt import fmt_ns, fmt_pct, fmt_si
+from profiler.model.numfmt import fmt_ns, fmt_si
 
 MAX_DEVICES = 8
 _PARTS = [
@@ -120,21 +120,24 @@ def render_equation(a: Analysis, console: Console) -> None:
                 f"  ... and {len(a.equation) - MAX_DEVICES} more devices (--json has them all; --rank R shows one)"
             )
     if not a.utilization.empty:
+        bases = set(a.utilization["time_base"])  # analysis.mfu: the steps' wall time, else the window
         t = Table(
             box=box.SIMPLE_HEAD,
-            title="Utilization (achieved / peak; MFU, MBU) over the time base, and the time at the floors",
+            title=f"MFU, MBU (achieved / peak) over {bases.pop() if len(bases) == 1 else 'each time base'}; "
+            "time at the floors",
             title_justify="left",
         )
-        for col in ("device", "over", "achieved", "MFU", "bandwidth", "MBU", "units at floors", "no floor"):
-            t.add_column(col, justify="left" if col in ("device", "over") else "right")
+        for col in ("device", "over", "achieved", "MFU", "bandwidth", "MBU", "at floors", "no floor"):
+            t.add_column(col, justify="left" if col == "device" else "right")
+        mixed = len(set(a.utilization["time_base"])) > 1
         for r in a.utilization.to_dict(orient="records"):
             t.add_row(
                 f"rank{r['rank']}/{r['device']}",
-                f"{r['time_base']} {fmt_ns(r['time_ns'])}",
+                fmt_ns(r["time_ns"]) + (f" ({r['time_base']})" if mixed else ""),
                 fmt_si(r["flops_per_s"], "FLOP/s"),
-                f"{fmt_pct(r['compute_util'])} {r['compute_dtype']}",
+                f"{_util(r['compute_util'])} {r['compute_dtype']}",
                 fmt_si(r["bytes_per_s"], "B/s"),
-                fmt_pct(r["memory_util"]),
+                _util(r["memory_util"]),
                 fmt_ns(r["floor_ns"]),
                 fmt_ns(r["unknown_ns"]),
             )
@@ -162,8 +165,8 @@ def _render_timeline(a: Analysis, console: Console) -> None:
                 _pct(r["busy_ns"], r["window_ns"]),
                 f"{top} {_pct(parts[top], r['window_ns'])}",
                 _pct(idle, r["window_ns"]),
-                fmt_pct(r["mfu"]),
-                fmt_pct(r["mbu"]),
+                _util(r["mfu"]),
+                _util(r["mbu"]),
             )
         console.print(t)
     if not a.communication.empty:
@@ -231,3 +234,8 @@ def _render_by(a: Analysis, console: Console) -> None:
 
 def _pct(part: int, whole: int) -> str:
     return f"{100 * part / whole:.1f}%" if whole else "-"
+
+
+def _util(v: float) -> str:
+    """MFU / MBU as the dashboard writes them (3 significant digits: 0.0306%, 28.6%)."""
+    return "-" if v != v else f"{100 * v:.3g}%"
