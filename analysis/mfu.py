@@ -7,7 +7,9 @@ over the device's known units (bound not unknown; effective FLOPs: causal masks 
 
 - time base, with ProfilerStep annotations on the rank: the wall-clock time of the profiled steps,
   the sum of the ProfilerStep#N annotations' durations, and the units counted are the work those
-  steps launched (step >= 0). MFU is a throughput figure (Chowdhery et al., "PaLM", 2022, App. B:
+  steps launched (step >= 0). A step whose launched work runs past its annotation's end (async
+  launches, no synchronisation) counts its work's window instead (`step_times`), so no MFU
+  exceeds what the units achieved. MFU is a throughput figure (Chowdhery et al., "PaLM", 2022, App. B:
   observed throughput over peak): the host time and idle gaps inside a step are part of what a
   step costs, so they stay in the denominator; the device's own window per step would leave them
   out and overstate it (resnet50_legacy_v100: 42% over the steps' device windows, 29% over their
@@ -104,33 +106,45 @@ def step_mfu(
     spec_for: Callable[[int, str], HardwareSpec | None],
 ) -> pd.DataFrame:
     """MFU and MBU per ProfilerStep and device: `by_step` (analysis.attribution.attribute with
-    by_step: rank, device, step, window_ns, ...) plus wall_ns (the step's wall time; NaN for step
-    -1, work outside every step), flops, bytes (of the step's known units), mfu, mbu (over
-    wall_ns, against the peak and dtype `device_mfu` uses for the device)."""
+    by_step: rank, device, step, window_ns, ...) plus wall_ns (the step's time base, `step_times`;
+    NaN for step -1, work outside every step), flops, bytes (of the step's known units), mfu, mbu
+    (over wall_ns, against the peak and dtype `device_mfu` uses for the device)."""
     out = by_step.copy()
-    walls = _NO_WALLS if walls is None else walls
     known = classified[classified["bound"] != Bound.UNKNOWN.value]
     sums = known.groupby(["rank", "device", "step"], observed=True)[["flops_effective", "bytes"]].sum(min_count=0)
-    wall = {(int(r), int(s)): int(w) for r, s, w in walls[["rank", "step", "wall_ns"]].itertuples(index=False)}
     flops, nbytes, wall_ns, mfu, mbu = [], [], [], [], []
-    peaks: dict[tuple[int, str], tuple[float, float]] = {}
+    per_device: dict[tuple[int, str], tuple[dict[int, int], float, float]] = {}
     for rank, device, step in zip(out["rank"].tolist(), out["device"].astype(str).tolist(), out["step"].tolist()):
         key = (int(rank), device)
-        if key not in peaks:
+        if key not in per_device:
             spec = spec_for(*key)
             counted, _, _ = _counted(classified, walls, *key, 0)
             dtype = dominant_dtype(counted)
-            peaks[key] = (spec.peak(dtype, "matrix"), spec.bandwidth()) if spec else (float("nan"), float("nan"))
+            peak, bw = (spec.peak(dtype, "matrix"), spec.bandwidth()) if spec else (float("nan"), float("nan"))
+            per_device[key] = (step_times(classified, walls, *key), peak, bw)
+        times, peak, bw = per_device[key]
         f, b = sums.loc[(rank, device, step)].tolist() if (rank, device, step) in sums.index else (0.0, 0.0)
-        w = wall.get((int(rank), int(step)), 0)
+        w = times.get(int(step), 0)
         seconds = w / 1e9 if w > 0 else float("nan")
         flops.append(float(f))
         nbytes.append(float(b))
         wall_ns.append(float(w) if w > 0 else float("nan"))
-        mfu.append(f / seconds / peaks[key][0])
-        mbu.append(b / seconds / peaks[key][1])
+        mfu.append(f / seconds / peak)
+        mbu.append(b / seconds / bw)
     out["wall_ns"], out["flops"], out["bytes"], out["mfu"], out["mbu"] = wall_ns, flops, nbytes, mfu, mbu
     return out
+
+
+def step_times(classified: pd.DataFrame, walls: pd.DataFrame | None, rank: int, device: str) -> dict[int, int]:
+    """step -> its time base on (rank, device), ns: the ProfilerStep annotation's duration, or the
+    window of the device work the step launched (its units' first start to last end) where that is
+    longer: work launched asynchronously can run past the annotation's end, and the step is not
+    done before its work is. So a step's MFU never exceeds what its units achieved."""
+    mine = walls[walls["rank"] == rank] if walls is not None else _NO_WALLS
+    u = classified[(classified["rank"] == rank) & (classified["device"] == device) & (classified["step"] >= 0)]
+    g = u.groupby("step")
+    window = (g["end_ns"].max() - g["start_ns"].min()).to_dict() if len(u) else {}
+    return {int(s): max(int(w), int(window.get(s, 0))) for s, w in zip(mine["step"], mine["wall_ns"])}
 
 
 def dominant_dtype(units: pd.DataFrame) -> str:
@@ -143,11 +157,11 @@ def _counted(
     classified: pd.DataFrame, walls: pd.DataFrame | None, rank: int, device: str, window_ns: int
 ) -> tuple[pd.DataFrame, int, int]:
     """(the device's known units that count, number of profiled steps, time base in ns): the work
-    the rank's ProfilerSteps launched over their summed wall time, else every known unit over
-    `window_ns`."""
+    the rank's ProfilerSteps launched over the sum of their `step_times`, else every known unit
+    over `window_ns`."""
     u = classified[(classified["rank"] == rank) & (classified["device"] == device)]
     known = u[u["bound"] != Bound.UNKNOWN.value]
-    mine = walls[walls["rank"] == rank] if walls is not None else _NO_WALLS
-    if len(mine) and (known["step"] >= 0).any():
-        return known[known["step"].isin(set(mine["step"].tolist()))], len(mine), int(mine["wall_ns"].sum())
+    times = step_times(classified, walls, rank, device)
+    if times and (known["step"] >= 0).any():
+        return known[known["step"].isin(set(times))], len(times), sum(times.values())
     return known, 0, window_ns
