@@ -12,7 +12,7 @@ over the device's known units (bound not unknown; effective FLOPs: causal masks 
   exceeds what the units achieved. MFU is a throughput figure (Chowdhery et al., "PaLM", 2022, App. B:
   observed throughput over peak): the host time and idle gaps inside a step are part of what a
   step costs, so they stay in the denominator; the device's own window per step would leave them
-  out and overstate it (resnet50_legacy_v100: 42% over the steps' device windows, 29% over their
+  out and overstate it (resnet50_legacy_v100: 42% over the steps' device windows, 28.6% over their
   wall time).
 - time base without ProfilerStep annotations: the trace window of the device (first work start to
   last work end, analysis.attribution), and every known unit counts.
