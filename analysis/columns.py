@@ -183,14 +183,17 @@ OUTPUT_TABLES: dict[str, tuple[Column, ...]] = {
     "utilization": (
         _RANK,
         _DEVICE,
-        Column("flops", "float64", FLOP, "Effective FLOPs of the known units."),
-        Column("bytes", "float64", BYTE, "Memory bytes of the known units."),
+        Column("flops", "float64", FLOP, "Effective FLOPs of the known units counted (analysis.mfu)."),
+        Column("bytes", "float64", BYTE, "Memory bytes of the known units counted."),
+        Column("time_ns", "float64", NS, "The time base: the profiled steps' wall time, else the trace window."),
+        Column("steps", "int64", "", "ProfilerSteps in the time base; 0: the trace window."),
+        Column("time_base", "str", "", "Its label: 'N steps' wall time' or 'trace window'."),
         Column("comm_bytes", "float64", BYTE, "Algorithm bytes of collectives."),
-        Column("flops_per_s", "float64", "FLOP/s", "flops over the window."),
-        Column("bytes_per_s", "float64", "byte/s", "bytes over the window."),
-        Column("compute_util", "float64", "", "flops_per_s / matrix peak of compute_dtype."),
+        Column("flops_per_s", "float64", "FLOP/s", "flops over time_ns."),
+        Column("bytes_per_s", "float64", "byte/s", "bytes over time_ns."),
+        Column("compute_util", "float64", "", "MFU: flops_per_s / matrix peak of compute_dtype."),
         Column("compute_dtype", "str", "", "The dtype with the most FLOPs."),
-        Column("memory_util", "float64", "", "bytes_per_s / outermost bandwidth."),
+        Column("memory_util", "float64", "", "MBU: bytes_per_s / outermost bandwidth."),
         Column(
             "floor_ns", "float64", NS, "The known units' floors summed: their time at their floors, one after another."
         ),

@@ -25,6 +25,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from analysis.mfu import rank_step_walls
+
 RESAMPLES = 2000
 SEED = 20261202
 MIN_RUNS = 3  # runs a side for the statistical verdict
@@ -71,17 +73,12 @@ def samples(units_by_trace: list[pd.DataFrame], walls: list[pd.DataFrame] | None
 
 
 def step_walls(events: pd.DataFrame) -> pd.DataFrame:
-    """Wall-clock time per ProfilerStep (its annotation's duration), or of the whole trace (its
-    span, as step -1) when it has no steps. Columns: step, wall_ns."""
-    names = events["name"].astype(str)
-    marks = events[names.str.match(r"^ProfilerStep#\d+$").to_numpy() & (events["kind"] == "annotation").to_numpy()]
+    """Wall-clock time per ProfilerStep (its annotation's duration, the longest over ranks:
+    analysis.mfu.rank_step_walls), or of the whole trace (its span, as step -1) when it has no
+    steps. Columns: step, wall_ns."""
+    marks = rank_step_walls(events)
     if len(marks):
-        steps = marks["name"].astype(str).str.slice(len("ProfilerStep#")).astype(int)
-        return (
-            pd.DataFrame({"step": steps.to_numpy(), "wall_ns": marks["dur"].to_numpy(dtype=np.int64)})
-            .groupby("step", as_index=False)["wall_ns"]
-            .max()
-        )
+        return marks.groupby("step", as_index=False)["wall_ns"].max()
     if events.empty:
         return pd.DataFrame({"step": [], "wall_ns": []})
     span = int((events["ts"] + events["dur"]).max() - events["ts"].min())

@@ -32,6 +32,7 @@ import pandas as pd
 from analysis.ceiling import flag
 from analysis.grouping import key_codes
 from analysis.memory_levels import memory_floor
+from analysis.mfu import device_mfu, step_mfu
 from analysis.nesting import carry_costs, inherit_bounds
 from profiler.model.hardware import HardwareSpec
 from profiler.model.schema import Bound
@@ -231,41 +232,46 @@ def groups(classified: pd.DataFrame, keys: tuple[str, ...] = ("name", "shapes"))
 
 
 def utilization(
-    classified: pd.DataFrame, equation: pd.DataFrame, spec_for: Callable[[int, str], HardwareSpec | None]
+    classified: pd.DataFrame,
+    equation: pd.DataFrame,
+    spec_for: Callable[[int, str], HardwareSpec | None],
+    walls: pd.DataFrame | None = None,
 ) -> pd.DataFrame:
     """Achieved over peak per resource and device (the XProf / Nsight Compute view), and the
     time the device's units would take at their floors (the what-if lower bound).
 
-    Columns: rank, device, flops (effective, known units), bytes (memory, known units),
-    comm_bytes (algorithm bytes of collectives), flops_per_s and bytes_per_s (over the window),
-    compute_util (flops_per_s / matrix peak of the dtype with the most FLOPs), memory_util
-    (bytes_per_s / outermost bandwidth), floor_ns (sum of the known units' floors: their time
-    if each ran at its floor, one after another), unknown_ns (measured time of units without a
-    floor, which the lower bound cannot shorten).
+    MFU and MBU are analysis.mfu.device_mfu's, the one definition every output shows: over the
+    profiled steps' wall time where `walls` (analysis.mfu.rank_step_walls) has ProfilerSteps, else
+    over the device's window. Columns: rank, device, flops and bytes (effective FLOPs and memory
+    bytes of the known units counted), time_ns, steps and time_base (the time base, the profiled
+    steps in it, 0 for the trace window, and its label),
+    comm_bytes (algorithm bytes of collectives), flops_per_s and bytes_per_s (over the time base),
+    compute_util (MFU: flops_per_s / matrix peak of compute_dtype, the dtype with the most FLOPs),
+    memory_util (MBU: bytes_per_s / outermost bandwidth), floor_ns (sum of the known units' floors
+    over the whole trace: their time if each ran at its floor, one after another), unknown_ns
+    (measured time of units without a floor, which the lower bound cannot shorten).
     """
+    mfu = device_mfu(classified, equation, walls, spec_for)
     rows = []
-    for r in equation.itertuples(index=False):
+    for r in mfu.itertuples(index=False):
         u = classified[(classified["rank"] == r.rank) & (classified["device"] == r.device)]
         known = u[u["bound"] != Bound.UNKNOWN.value]
-        flops, nbytes = float(np.nansum(known["flops_effective"])), float(np.nansum(known["bytes"]))
-        window_s = r.window_ns / 1e9 if r.window_ns else float("nan")
-        spec = spec_for(int(r.rank), str(r.device))
-        by_dtype = known.groupby(known["dtype"].fillna("fp32"))["flops_effective"].sum()
-        top_dtype = str(by_dtype.idxmax()) if len(by_dtype) and by_dtype.max() > 0 else "fp32"
-        peak = spec.peak(top_dtype, "matrix") if spec else float("nan")
-        bw = spec.bandwidth() if spec else float("nan")
+        seconds = r.time_ns / 1e9 if r.time_ns > 0 else float("nan")
         rows.append(
             {
                 "rank": int(r.rank),
                 "device": str(r.device),
-                "flops": flops,
-                "bytes": nbytes,
+                "flops": r.flops,
+                "bytes": r.bytes,
+                "time_ns": r.time_ns,
+                "steps": int(r.steps),
+                "time_base": r.time_base,
                 "comm_bytes": float(np.nansum(known["algo_bytes"])) if "algo_bytes" in known else 0.0,
-                "flops_per_s": flops / window_s,
-                "bytes_per_s": nbytes / window_s,
-                "compute_util": flops / window_s / peak,
-                "compute_dtype": top_dtype,
-                "memory_util": nbytes / window_s / bw,
+                "flops_per_s": r.flops / seconds,
+                "bytes_per_s": r.bytes / seconds,
+                "compute_util": r.mfu,
+                "compute_dtype": r.compute_dtype,
+                "memory_util": r.mbu,
                 "floor_ns": float(np.nansum(known["floor_ns"])),
                 "unknown_ns": float(u.loc[u["bound"] == Bound.UNKNOWN.value, "time_ns"].sum()),
             }
@@ -273,58 +279,18 @@ def utilization(
     return pd.DataFrame(rows)
 
 
-def _dominant_dtype(known: pd.DataFrame) -> dict[tuple[int, str], str]:
-    """(rank, device) -> the dtype with the most effective FLOPs there (MFU's peak is that dtype's)."""
-    codes, first = key_codes(known, ("rank", "device", "dtype"))
-    total = np.bincount(
-        codes, weights=np.nan_to_num(known["flops_effective"].to_numpy(dtype=np.float64)), minlength=len(first)
-    )
-    best: dict[tuple[int, str], tuple[float, str]] = {}
-    for rank, device, dtype, f in zip(
-        known["rank"].to_numpy()[first].tolist(),
-        known["device"].to_numpy(dtype=object)[first].tolist(),
-        known["dtype"].to_numpy(dtype=object)[first].tolist(),
-        total.tolist(),
-    ):
-        if f > 0 and f > best.get((rank, str(device)), (0.0, ""))[0]:
-            best[(rank, str(device))] = (f, str(dtype) if isinstance(dtype, str) else "fp32")
-    return {k: v[1] for k, v in best.items()}
-
-
 def iterations(
-    classified: pd.DataFrame, by_step: pd.DataFrame, spec_for: Callable[[int, str], HardwareSpec | None]
+    classified: pd.DataFrame,
+    by_step: pd.DataFrame,
+    spec_for: Callable[[int, str], HardwareSpec | None],
+    walls: pd.DataFrame | None = None,
 ) -> pd.DataFrame:
     """Per ProfilerStep iteration and device: the wall equation of its work (analysis.attribution
-    with by_step) plus MFU and MBU: the effective FLOPs (and memory bytes) of the step's known
-    units over the step's window, against the matrix peak of the dtype with the most FLOPs (and
-    the outermost bandwidth). Columns: those of `by_step`, flops, bytes, mfu, mbu.
+    with by_step; window_ns: the step's device work, first start to last end) plus the step's
+    wall time and its MFU and MBU (analysis.mfu.step_mfu: the step's effective FLOPs and memory
+    bytes over the ProfilerStep annotation's duration, `walls` from analysis.mfu.rank_step_walls).
+    Columns: those of `by_step`, wall_ns, flops, bytes, mfu, mbu.
     """
     if by_step.empty:
-        return by_step.assign(flops=[], bytes=[], mfu=[], mbu=[])
-    out = by_step.copy()
-    known = classified[classified["bound"] != Bound.UNKNOWN.value]
-    flops = known["flops_effective"].to_numpy(dtype=np.float64)
-    nbytes = known["bytes"].to_numpy(dtype=np.float64)
-    codes, first = key_codes(known, ("rank", "device", "step"))
-    keys = list(
-        zip(
-            known["rank"].to_numpy()[first].tolist(),
-            known["device"].to_numpy(dtype=object)[first].tolist(),
-            known["step"].to_numpy()[first].tolist(),
-        )
-    )
-    step_flops = dict(zip(keys, np.bincount(codes, weights=np.nan_to_num(flops), minlength=len(first)).tolist()))
-    step_bytes = dict(zip(keys, np.bincount(codes, weights=np.nan_to_num(nbytes), minlength=len(first)).tolist()))
-    rows = list(zip(out["rank"].tolist(), out["device"].astype(object).tolist(), out["step"].tolist()))
-    out["flops"] = [step_flops.get(k, 0.0) for k in rows]
-    out["bytes"] = [step_bytes.get(k, 0.0) for k in rows]
-    dominant = _dominant_dtype(known)
-    mfu, mbu = [], []
-    for r in out.itertuples(index=False):
-        spec = spec_for(int(r.rank), str(r.device))
-        dtype = dominant.get((int(r.rank), str(r.device)), "fp32")
-        seconds = r.window_ns / 1e9 if r.window_ns else float("nan")
-        mfu.append(r.flops / seconds / spec.peak(dtype, "matrix") if spec else float("nan"))
-        mbu.append(r.bytes / seconds / spec.bandwidth() if spec else float("nan"))
-    out["mfu"], out["mbu"] = mfu, mbu
-    return out
+        return by_step.assign(wall_ns=[], flops=[], bytes=[], mfu=[], mbu=[])
+    return step_mfu(classified, by_step, walls, spec_for)

@@ -153,35 +153,23 @@ def equation_long(equation: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["device", "part", "ns", "share"])
 
 
-def over_steps(iterations: pd.DataFrame, column: str) -> pd.DataFrame:
-    """MFU or MBU over all the profiled steps of each device: the steps' values weighted by their
-    windows, which is (sum of the steps' effective FLOPs) / (sum of their windows) / peak, since a
-    device's peak is one figure. Columns: rank, device, steps, `column`. The one MFU the tables
-    and the per-step chart share (analysis.roofline.iterations computes each step's)."""
-    if iterations.empty:
-        return pd.DataFrame(columns=["rank", "device", "steps", column])
-    rows = []
-    for (rank, device), g in iterations.groupby(["rank", "device"], sort=True):
-        v, w = g[column].to_numpy(dtype=float), g["window_ns"].to_numpy(dtype=float)
-        ok = np.isfinite(v) & (w > 0)
-        rows.append((rank, str(device), len(g), float(np.average(v[ok], weights=w[ok])) if ok.any() else float("nan")))
-    return pd.DataFrame(rows, columns=["rank", "device", "steps", column])
-
-
 def device_summary(a: Analysis) -> pd.DataFrame:
     """Per device: device, hardware (spec used), wall_ns (window), busy_ns, idle_ns (wall - busy),
-    mfu (achieved effective FLOP/s over the matrix peak), mbu (achieved bytes/s over the
-    outermost bandwidth), mfu_over ('N steps' or 'whole trace'). Where the trace has ProfilerStep
-    iterations, MFU and MBU are over the steps (`over_steps`: what the per-step chart shows, so
-    table and chart agree); else over the whole window (Analysis.utilization)."""
+    mfu, mbu and mfu_over: Analysis.utilization's compute_util, memory_util and time_base, the one
+    MFU definition (analysis.mfu: over the profiled steps' wall time where the trace has
+    ProfilerSteps, else over the trace window), so this table, the per-step chart and the text
+    and JSON reports show one number."""
     cols = ["device", "hardware", "wall_ns", "busy_ns", "idle_ns", "mfu", "mbu", "mfu_over"]
     if a.equation.empty:
         return pd.DataFrame(columns=cols)
-    eq = a.equation.copy()
     util = (
-        a.utilization if len(a.utilization) else pd.DataFrame(columns=["rank", "device", "compute_util", "memory_util"])
+        a.utilization
+        if len(a.utilization)
+        else pd.DataFrame(columns=["rank", "device", "compute_util", "memory_util", "time_base"])
     )
-    eq = eq.merge(util[["rank", "device", "compute_util", "memory_util"]], on=["rank", "device"], how="left")
+    eq = a.equation.merge(
+        util[["rank", "device", "compute_util", "memory_util", "time_base"]], on=["rank", "device"], how="left"
+    )
     out = pd.DataFrame(
         {
             "device": [f"rank{r}/{d}" for r, d in zip(eq["rank"], eq["device"])],
@@ -189,17 +177,11 @@ def device_summary(a: Analysis) -> pd.DataFrame:
             "busy_ns": eq["busy_ns"].astype(np.int64),
             "mfu": eq["compute_util"].astype(float),
             "mbu": eq["memory_util"].astype(float),
+            "mfu_over": eq["time_base"].fillna("").astype(str),
         }
     )
     out["idle_ns"] = out["wall_ns"] - out["busy_ns"]  # wall = busy + idle
     out["hardware"] = [a.hardware.get(d, "") for d in out["device"]]
-    out["mfu_over"] = "whole trace"
-    if len(a.iterations):
-        steps = over_steps(a.iterations, "mfu").merge(over_steps(a.iterations, "mbu"), on=["rank", "device", "steps"])
-        by = {f"rank{r.rank}/{r.device}": r for r in steps.itertuples(index=False)}
-        for i, d in enumerate(out["device"]):
-            if d in by:
-                out.loc[i, ["mfu", "mbu", "mfu_over"]] = [by[d].mfu, by[d].mbu, f"{by[d].steps} steps"]
     return out[cols]
 
 

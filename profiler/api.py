@@ -228,6 +228,7 @@ def _roofline(
     from analysis.cost.comm import apply_comm, comm_groups, comm_table, unit_work_kinds
     from analysis.cost.kernels import with_kernel_costs
     from analysis.precision import with_tf32
+    from analysis.mfu import rank_step_walls
     from analysis.roofline import MATRIX_FAMILIES, by, classify, drop_carried_costs, groups, utilization
     from analysis.unknown import unknown_summary
     from analysis.units import units as find_units
@@ -300,7 +301,7 @@ def _roofline(
         by_dtype=by(classified, "dtype"),
         hardware=names,
         whatif_dtype=dtype,
-        utilization=utilization(classified, equation, spec_for),
+        utilization=utilization(classified, equation, spec_for, rank_step_walls(trace.events)),
         whatif=whatif,
     )
     out = _memory_and_llm(trace, out, hardware, sections)
@@ -328,6 +329,7 @@ def _timeline_and_advice(
 
     from analysis.advice import advise
     from analysis.attribution import attribute
+    from analysis.mfu import rank_step_walls
     from analysis.roofline import iterations
     from analysis.timeline import communication_overlap, launch_delays, streams
 
@@ -342,7 +344,9 @@ def _timeline_and_advice(
             out,
             streams=streams(trace),
             launches=launch_delays(trace),
-            iterations=iterations(classified, attribute(trace, unit_bound, by_step=True), spec_for)
+            iterations=iterations(
+                classified, attribute(trace, unit_bound, by_step=True), spec_for, rank_step_walls(trace.events)
+            )
             if has_steps
             else pd.DataFrame(),
         )

@@ -284,19 +284,36 @@ def test_roofs_are_labelled_lines_and_points_above_their_ceiling_are_marked():
     assert len(above) == 1 and list(above[0].customdata[:, 1]) == ["fast"] and list(above[0].customdata[:, 0]) == [0]
 
 
-def test_one_mfu_in_the_table_and_the_chart():
-    """resnet50_legacy_v100: 6 steps of ~118.5 ms, 7.84e11 effective FLOPs each. Over the whole
-    996 ms window the FLOPs give 30%; over the steps 42%. The devices table and the chart's
-    'over all steps' line show one number: sum(flops) / sum(step windows) / peak."""
+def test_one_mfu_in_the_text_json_table_and_chart():
+    """resnet50_legacy_v100 on a V100 (fp32 matrix peak 15.7 TFLOP/s, its preset): 6 ProfilerSteps
+    of 176.078 + 173.992 + 176.918 + 181.259 + 176.468 + 164.261 = 1048.976 ms wall time, each
+    launching 7.839888e11 effective FLOPs (4.703933e12 in all). MFU = 4.703933e12 / (15.7e12 *
+    1.048976 s) = 28.56%: the one figure the text report, the JSON, the devices table and the
+    chart's device line show (not the 42% over the steps' device windows, nor 30% over the trace
+    window)."""
+    import io
+
+    from rich.console import Console
+
+    from profiler.render.json import to_dict
+    from profiler.render.roofline import render_equation
+
     a = analyze(load_trace(real_trace("resnet50_legacy_v100")), top=None)
-    it = a.iterations
+    u = a.utilization.iloc[0]
+    assert u["time_ns"] == 1_048_976_000 and u["time_base"] == "6 steps' wall time"
+    assert u["compute_util"] == pytest.approx(4.703933e12 / (15.7e12 * 1.048976), rel=1e-6)
     dev = tables.device_summary(a).iloc[0]
-    peak = float((it["flops"] / (it["window_ns"] / 1e9) / it["mfu"]).iloc[0])  # the one peak the steps used
-    expected = it["flops"].sum() / (it["window_ns"].sum() / 1e9) / peak
-    assert dev["mfu"] == pytest.approx(expected, rel=1e-9) and dev["mfu_over"] == f"{len(it)} steps"
-    assert 0.41 < dev["mfu"] < 0.43  # not the 30% of the whole window
-    line = next(t for t in figures.iterations_figure(it).data if (t.meta or {}).get("mfu") == "over steps")
-    assert line.y[0] == pytest.approx(100 * dev["mfu"], rel=1e-9)
+    assert dev["mfu"] == u["compute_util"] and dev["mfu_over"] == "6 steps' wall time"
+    line = next(t for t in figures.iterations_figure(a.iterations, a.utilization).data if (t.meta or {}).get("mfu"))
+    assert line.y[0] == pytest.approx(100 * u["compute_util"], rel=1e-12)
+    # each step's MFU is its FLOPs over its own wall time; weighted by those, the device's
+    it = a.iterations
+    assert np.average(it["mfu"], weights=it["wall_ns"]) == pytest.approx(u["compute_util"], rel=1e-9)
+    assert to_dict(a, {})["summary"]["utilization"][0]["compute_util"] == pytest.approx(u["compute_util"], rel=1e-12)
+    text = io.StringIO()
+    render_equation(a, Console(file=text, width=200))
+    out = text.getvalue()
+    assert "over 6 steps' wall time" in out and "1.05 s" in out and "28.6% fp32" in out
 
 
 def test_a_single_step_is_a_sentence_not_a_chart():
@@ -326,3 +343,54 @@ def test_timeline_has_a_legend(tmp_path):
     }
     heat = figures.timeline_figure(window(idx, detail_limit=1))  # two intervals > 1: occupancy buckets
     assert heat.data[0].type == "heatmap" and heat.data[0].showscale  # its colour scale is its legend
+
+
+@pytest.mark.parametrize("preset", ["mi300x", "a100-sxm-80gb", "h100-sxm", "mi250x"])
+def test_every_memory_level_and_compute_dtype_is_its_own_labelled_roof(preset):
+    spec = load_spec(preset)  # MI300X: hbm, infinity_cache, l2, lds; H100: hbm only
+    roofs = tables.ceilings(spec, ["bf16", "fp32"])
+    assert list(roofs.loc[roofs["kind"] == "memory", "name"]) == [m.name for m in spec.memory]
+    fig = figures.roofline_figure(tables.roofline_points(_ops([("mm", 1_000_000, 2e12, 1e9, "compute")])), roofs)
+    lines = {t.meta["level"]: t for t in fig.data if t.meta and "roof" in t.meta}
+    assert set(lines) == set(roofs["name"])
+    for m in spec.memory:  # each level: its name and bandwidth written at its end, e.g. 'l2 34.4 TB/s'
+        assert lines[m.name].text[-1] == f"{m.name} {m.bandwidth / 1e12:.3g} TB/s"
+
+
+def test_ops_above_their_ceiling_are_circled_on_a_real_trace():
+    """resnet50_legacy_v100: gradient accumulations and ReLUs on data still in L2 run faster than
+    the HBM floor (docs/roofline.md, "Cold memory"); analysis.ceiling flags them and the roofline
+    circles exactly those points."""
+    a = analyze(load_trace(real_trace("resnet50_legacy_v100")), top=None)
+    ops = tables.op_table(a.units)
+    points = tables.roofline_points(ops)
+    flagged = set(points.loc[points["above_ceiling"].astype(bool), "op"])
+    assert flagged  # the trace has some
+    fig = figures.roofline_figure(points, tables.ceilings(load_spec("v100-sxm2-32gb"), ["fp32"]))
+    circled = next(t for t in fig.data if (t.meta or {}).get("points") == "above-ceiling")
+    assert set(circled.customdata[:, 0]) == flagged
+
+
+def test_one_point_is_a_sentence_on_the_compare_memory_and_compiler_pages():
+    from dashboard.pages.compare import changes_chart
+    from dashboard.pages.compiler import _phases
+    from dashboard.pages.memory import memory_chart
+
+    one = pd.DataFrame(
+        {
+            "name": ["mm"],
+            "shapes": ["[[2,2]]"],
+            "delta_ns": [1000],
+            "change": ["time"],
+            "time_a_ns": [1000],
+            "time_b_ns": [2000],
+        }
+    )
+    assert type(changes_chart(one)).__name__ == "P" and "One op changed: mm" in changes_chart(one).children
+    assert type(changes_chart(pd.concat([one, one]))).__name__ == "Graph"
+    phase = pd.DataFrame({"phase": ["codegen"], "time_ns": [5_000_000], "steps": [3], "share": [1.0]})
+    assert type(_phases(phase)).__name__ == "P" and "One compile phase: codegen" in _phases(phase).children
+    timeline = pd.DataFrame(
+        {"rank": [0], "device": ["gpu0"], "ts": [0], "allocated_bytes": [1.0], "reserved_bytes": [2.0]}
+    )
+    assert type(memory_chart(timeline, pd.DataFrame(), 0)).__name__ == "P"

@@ -414,3 +414,53 @@ def test_matching_loads_only_the_winner(monkeypatch):
     monkeypatch.setattr(hm, "_preset", lambda name: loaded.append(name) or hw._preset(name))
     assert match_device("Tesla V100-SXM2-32GB", 80, "7.0", 34089730048).name == "v100-sxm2-32gb"
     assert loaded == ["v100-sxm2-32gb"]  # not the other ten presets
+
+
+GPU_PRESETS = sorted(n for n in presets() if load_spec(n).kind == "gpu")
+
+
+@pytest.mark.parametrize("name", GPU_PRESETS)
+def test_every_gpu_lists_its_cache_levels_or_says_why_not(name):
+    """L2 and shared memory / LDS for every GPU preset whose vendor publishes them (or the per-SM/CU
+    figures they derive from); otherwise a comment in the YAML says why they are left out."""
+    levels = [m.name for m in load_spec(name).memory]
+    text = (PRESETS_DIR / f"{name}.yaml").read_text()
+    if "l2" not in levels:
+        assert "# No l2 or smem level:" in text
+    elif levels[-1] not in ("smem", "lds"):  # L2, then the per-SM/CU level, or the reason it is left out
+        assert levels[-1] == "l2" and "# No lds level:" in text
+
+
+def test_amd_l2_and_lds_from_amd_profiler_peaks():
+    # rocprofiler-compute's peaks: L2 = 128 B/clk x 16 channels/XCD x 8 XCDs x clock,
+    # LDS = 128 B/clk/CU x CUs x clock. MI300X/MI325X: 304 CUs at 2100 MHz; MI355X: 256 CUs at 2400 MHz
+    for name, cus, hz, lds_kib in (("mi300x", 304, 2.1e9, 64), ("mi325x", 304, 2.1e9, 64), ("mi355x", 256, 2.4e9, 160)):
+        s = load_spec(name)
+        assert [m.name for m in s.memory] == ["hbm", "infinity_cache", "l2", "lds"]
+        assert s.bandwidth("l2") == pytest.approx(128 * 16 * 8 * hz)  # 34.41 TB/s at 2.1 GHz
+        assert s.bandwidth("lds") == pytest.approx(128 * cus * hz)  # 81.72 TB/s for MI300X
+        lds = s.memory[3]
+        assert lds.capacity_bytes == lds_kib * 1024 * cus and lds.partitions == cus
+        assert s.memory[2].capacity_bytes == 32 * 2**20 and s.memory[2].partitions == 8
+        # the clock is the one the dense BF16 peak implies: CDNA 3 2048, CDNA 4 4096 FLOP/clk/CU
+        assert s.peak("bf16") / (cus * hz) == pytest.approx(2048 if name != "mi355x" else 4096, rel=1e-3)
+
+
+@pytest.mark.parametrize("name", GPU_PRESETS)
+def test_no_inner_level_can_floor_a_gemm_above_its_compute_time(name):
+    """An inner cache level (L2, Infinity Cache, shared memory / LDS) can raise a GEMM's memory
+    floor but never its bound: per FLOP, the I/O lower bound there (analysis.memory_levels: e /
+    sqrt(S) bytes per FLOP, S the next level's elements per instance) over that level's bandwidth
+    stays below 1 / matrix peak for every dtype. Only DRAM/HBM (level 0) floors a GEMM as memory
+    bound: ops are floored by DRAM unless evidence says otherwise."""
+    from profiler.model.dtypes import ELEMENT_BYTES
+
+    s = load_spec(name)
+    for i in range(1, len(s.memory) - 1):
+        inner = s.memory[i + 1]
+        for dtype in s.peak_flops["matrix"]:
+            e = ELEMENT_BYTES.get(dtype)
+            if e is None or not inner.capacity_bytes:
+                continue
+            per_flop_s = e / (inner.capacity_bytes / inner.partitions / e) ** 0.5 / s.memory[i].bandwidth
+            assert per_flop_s < 1 / s.peak(dtype, "matrix"), (name, s.memory[i].name, dtype)

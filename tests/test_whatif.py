@@ -42,6 +42,7 @@ def test_utilization_is_achieved_over_peak(b200):
     u = a.utilization.set_index("device").loc["gpu0"]
     spec = load_spec("b200")
     window_s = a.equation.set_index("device").loc["gpu0", "window_ns"] / 1e9
+    assert u["time_base"] == "trace window" and u["time_ns"] == window_s * 1e9  # no ProfilerStep annotations
     assert u["compute_util"] == pytest.approx(u["flops"] / window_s / spec.peak(u["compute_dtype"], "matrix"))
     assert u["memory_util"] == pytest.approx(u["bytes"] / window_s / spec.bandwidth())
     assert 0 < u["memory_util"] < 1 and 0 < u["compute_util"] < 1

@@ -46,6 +46,20 @@ def busy_ns(device_time: Any) -> int:
     return int((gpu if len(gpu) else device_time)["busy_ns"].sum())
 
 
+def changes_chart(changes: Any) -> Any:
+    """The time change per op as a bar chart (figures.compare_figure); one changed op is a
+    sentence, since a chart of one bar says less (the table below has its row)."""
+    if len(changes) != 1:
+        return dcc.Graph(id="compare-graph", figure=figures.compare_figure(changes))
+    c = changes.iloc[0]
+    return html.P(
+        f"One op changed: {c['name']} {c['shapes']}".strip()
+        + f", {fmt_ns(c['time_a_ns'])} -> {fmt_ns(c['time_b_ns'])} (B - A {fmt_ns(c['delta_ns'])}).",
+        id="compare-graph",
+        className="caption",
+    )
+
+
 def register(app: Dash, store: TraceStore) -> None:
     @app.callback(
         Output("compare-a", "options"),
@@ -146,4 +160,4 @@ def register(app: Dash, store: TraceStore) -> None:
                 {"if": {"filter_query": "{delta_us} < 0"}, "backgroundColor": "#e3f4e1"},
             ],
         )
-        return [summary, dcc.Graph(id="compare-graph", figure=figures.compare_figure(changes)), table]
+        return [summary, changes_chart(changes), table]

@@ -49,7 +49,7 @@ def register(app: Dash, store: TraceStore) -> None:
             return [html.P(source, className="caption", id="compiler-source"), html.P(NO_DATA, id="compiler-empty")]
         return [
             html.P(source, className="caption", id="compiler-source"),
-            dcc.Graph(id="compiler-phases", figure=figures.compile_phases_figure(t["phases"])),
+            _phases(t["phases"]),
             *_phase_summary(t["phase_summary"]),
             *_compiles(t["compiles"]),
             *_breaks(t["graph_breaks"]),
@@ -75,6 +75,18 @@ def _source(store: TraceStore, tid: str | None) -> str:
 
 def _where(file: str, line: int) -> str:
     return f"{Path(str(file)).name}:{line}" if file else "–"
+
+
+def _phases(df: pd.DataFrame) -> Any:
+    """The compile phases as a bar chart; one phase is a sentence (a chart of one bar adds nothing)."""
+    if len(df) == 1:
+        r = df.iloc[0]
+        return html.P(
+            f"One compile phase: {r['phase']}, {fmt_ns(r['time_ns'])} self time in {r['steps']} steps.",
+            id="compiler-phases",
+            className="caption",
+        )
+    return dcc.Graph(id="compiler-phases", figure=figures.compile_phases_figure(df))
 
 
 def _phase_summary(df: pd.DataFrame) -> list:

@@ -21,6 +21,18 @@ def layout(state: dict[str, Any]) -> html.Div:
     return html.Div([html.H2("Memory"), dcc.Loading(html.Div(id="memory-body"))], id="page-memory")
 
 
+def memory_chart(timeline: Any, summary: Any, origin: int) -> Any:
+    """Memory over time (figures.memory_figure); with one allocator sample per device, a sentence:
+    a chart of one point says less than the peaks table below it."""
+    if timeline.empty or timeline.groupby(["rank", "device"]).size().max() > 1:
+        return dcc.Graph(id="memory-graph", figure=figures.memory_figure(timeline, summary, origin))
+    return html.P(
+        "One allocator sample per device: no chart of memory over time (the peaks are below).",
+        id="memory-graph",
+        className="caption",
+    )
+
+
 def register(app: Dash, store: TraceStore) -> None:
     @app.callback(Output("memory-body", "children"), Input("trace-select", "value"))
     @guarded(lambda msg: error_box(msg, id="memory-error"))
@@ -53,7 +65,7 @@ def register(app: Dash, store: TraceStore) -> None:
             for r in summary.itertuples(index=False)
         ]
         out = [
-            dcc.Graph(id="memory-graph", figure=figures.memory_figure(timeline, summary, origin)),
+            memory_chart(timeline, summary, origin),
             html.H3("Peaks"),
             grid(
                 [

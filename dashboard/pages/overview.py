@@ -149,16 +149,17 @@ def body(a: Any, label: str, metadata: dict, hardware: str = "", files: list[str
         html.H3("Time by bound"),
         bounds,
     ]
-    if len(a.iterations) and a.iterations.groupby(["rank", "device"]).size().max() > 1:
-        out.append(dcc.Graph(id="overview-iterations", figure=figures.iterations_figure(a.iterations)))
-    elif len(a.iterations):  # one step per device: a chart of one point says less than a sentence
+    steps = a.iterations[a.iterations["step"] >= 0] if len(a.iterations) else a.iterations
+    if len(steps) and steps.groupby(["rank", "device"]).size().max() > 1:
+        out.append(dcc.Graph(id="overview-iterations", figure=figures.iterations_figure(steps, a.utilization)))
+    elif len(steps):  # one step per device: a chart of one point says less than a sentence
         out.append(
             html.P(
                 "One profiled step: "
                 + "; ".join(
                     f"rank{r.rank}/{r.device} step {r.step}: MFU {fmt_pct(r.mfu)}, MBU {fmt_pct(r.mbu)} "
-                    f"over {fmt_ns(r.window_ns)}"
-                    for r in a.iterations.itertuples(index=False)
+                    f"over its wall time {fmt_ns(r.wall_ns)}"
+                    for r in steps.itertuples(index=False)
                 )
                 + ".",
                 id="overview-iterations",

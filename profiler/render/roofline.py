@@ -120,20 +120,24 @@ def render_equation(a: Analysis, console: Console) -> None:
                 f"  ... and {len(a.equation) - MAX_DEVICES} more devices (--json has them all; --rank R shows one)"
             )
     if not a.utilization.empty:
+        bases = set(a.utilization["time_base"])  # analysis.mfu: the steps' wall time, else the window
         t = Table(
             box=box.SIMPLE_HEAD,
-            title="Utilization over the window (achieved / peak) and the time at the floors",
+            title=f"MFU, MBU (achieved / peak) over {bases.pop() if len(bases) == 1 else 'each time base'}; "
+            "time at the floors",
             title_justify="left",
         )
-        for col in ("device", "achieved", "of peak", "bandwidth", "of peak bw", "units at floors", "no floor"):
+        for col in ("device", "over", "achieved", "MFU", "bandwidth", "MBU", "at floors", "no floor"):
             t.add_column(col, justify="left" if col == "device" else "right")
+        mixed = len(set(a.utilization["time_base"])) > 1
         for r in a.utilization.to_dict(orient="records"):
             t.add_row(
                 f"rank{r['rank']}/{r['device']}",
+                fmt_ns(r["time_ns"]) + (f" ({r['time_base']})" if mixed else ""),
                 fmt_si(r["flops_per_s"], "FLOP/s"),
-                f"{_frac(r['compute_util'])} {r['compute_dtype']}",
+                f"{_util(r['compute_util'])} {r['compute_dtype']}",
                 fmt_si(r["bytes_per_s"], "B/s"),
-                _frac(r["memory_util"]),
+                _util(r["memory_util"]),
                 fmt_ns(r["floor_ns"]),
                 fmt_ns(r["unknown_ns"]),
             )
@@ -144,10 +148,10 @@ def _render_timeline(a: Analysis, console: Console) -> None:
     if not a.iterations.empty:
         t = Table(
             box=box.SIMPLE_HEAD,
-            title="Iterations (ProfilerStep): each step's work, its bounds, MFU and MBU",
+            title="Iterations (ProfilerStep): each step's device work, its bounds, MFU / MBU over the step's wall time",
             title_justify="left",
         )
-        for col in ("device", "step", "window", "busy", "top bound", "idle", "MFU", "MBU"):
+        for col in ("device", "step", "wall", "device window", "busy", "top bound", "idle", "MFU", "MBU"):
             t.add_column(col, justify="left" if col in ("device", "top bound") else "right")
         for r in a.iterations.head(16).to_dict(orient="records"):
             parts = {name: r[col] for name, col in _PARTS[:5]}
@@ -156,12 +160,13 @@ def _render_timeline(a: Analysis, console: Console) -> None:
             t.add_row(
                 f"rank{r['rank']}/{r['device']}",
                 str(r["step"]),
+                fmt_ns(r["wall_ns"]) if r["wall_ns"] == r["wall_ns"] else "-",  # NaN: outside every step
                 fmt_ns(r["window_ns"]),
                 _pct(r["busy_ns"], r["window_ns"]),
                 f"{top} {_pct(parts[top], r['window_ns'])}",
                 _pct(idle, r["window_ns"]),
-                _frac(r["mfu"]),
-                _frac(r["mbu"]),
+                _util(r["mfu"]),
+                _util(r["mbu"]),
             )
         console.print(t)
     if not a.communication.empty:
@@ -231,5 +236,6 @@ def _pct(part: int, whole: int) -> str:
     return f"{100 * part / whole:.1f}%" if whole else "-"
 
 
-def _frac(v: float) -> str:
-    return "-" if v != v else f"{100 * v:.2g}%"
+def _util(v: float) -> str:
+    """MFU / MBU as the dashboard writes them (3 significant digits: 0.0306%, 28.6%)."""
+    return "-" if v != v else f"{100 * v:.3g}%"
