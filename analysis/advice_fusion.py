@@ -44,6 +44,7 @@ from analysis.llm_steps import loads_json
 from analysis.roofline import MATRIX_FAMILIES
 from profiler.model.hardware import HardwareSpec
 from profiler.model.schema import Kind
+from profiler.model.strings import startswith
 from profiler.model.numfmt import fmt_ns, fmt_bytes
 
 MEMORY_FAMILIES = {"elementwise", "softmax", "norm", "reduction", "quant/cast", "copy", "embedding"}
@@ -101,14 +102,10 @@ def unit_scopes(events: pd.DataFrame, unit_ids: np.ndarray) -> tuple[np.ndarray,
     `Optimizer.` region."""
     ids = events["id"].to_numpy()
     pos = pd.Index(ids).get_indexer(unit_ids)
-    names = events["name"].astype(object).to_numpy()
     kind = events["kind"].astype(object).to_numpy()
     parent_pos = pd.Index(ids).get_indexer(events["parent_id"].to_numpy())
-    codes, distinct = pd.factorize(names)
-    is_region = (kind == Kind.ANNOTATION.value) & ~np.array(
-        [str(n).startswith("ProfilerStep#") for n in distinct] + [False], dtype=bool
-    )[codes]
-    optim_name = np.array([str(n).startswith("Optimizer.") for n in distinct] + [False], dtype=bool)[codes]
+    is_region = (kind == Kind.ANNOTATION.value) & ~startswith(events["name"], "ProfilerStep#")
+    optim_name = startswith(events["name"], "Optimizer.")
     ok = pos >= 0
     cur = np.where(ok, pos, -1)
     outer = np.full(len(unit_ids), -1, dtype=np.int64)

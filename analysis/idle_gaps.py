@@ -35,6 +35,7 @@ from analysis.attribution import SYNC_CALL, SYNC_OP, _covered, device_gaps
 from analysis.intervals import runs
 from profiler.model.nesting import nest_sorted
 from profiler.model.schema import Kind
+from profiler.model.strings import distinct as distinct_names
 from profiler.model.trace import Trace
 from profiler.model.numfmt import fmt_ns
 
@@ -202,7 +203,7 @@ def _self_pieces(host: pd.DataFrame, threads: set[tuple[int, int]]) -> pd.DataFr
     n = len(h)
     start = h["ts"].to_numpy(dtype=np.int64)
     parent, clip = _enclosers(thread_code[order], start, start + h["dur"].to_numpy(dtype=np.int64))
-    codes, distinct = _distinct(h["name"])
+    codes, distinct = distinct_names(h["name"])
     kind = h["kind"].astype(object).to_numpy()
     category = _inherit(_own_categories(codes, distinct, kind), parent)
     kids = np.flatnonzero(parent >= 0)
@@ -282,12 +283,6 @@ def _inherit(own: np.ndarray, parent: np.ndarray) -> np.ndarray:
         cat[todo], up[todo] = cat[above], up[above]  # both read before either is written
         todo = todo[(cat[todo] == "") & (up[todo] >= 0)]
     return cat
-
-
-def _distinct(names: pd.Series) -> tuple[np.ndarray, np.ndarray]:
-    """(codes, distinct names as an object array of str): patterns then run once per distinct name."""
-    codes, distinct = pd.factorize(names)
-    return codes, np.array([str(x) for x in distinct] + [""], dtype=object)
 
 
 def _own_categories(codes: np.ndarray, distinct: np.ndarray, kind: np.ndarray) -> np.ndarray:

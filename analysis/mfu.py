@@ -31,6 +31,7 @@ import pandas as pd
 
 from profiler.model.hardware import HardwareSpec
 from profiler.model.schema import Bound
+from profiler.model.strings import matches
 
 _STEP = r"^ProfilerStep#\d+$"
 _NO_WALLS = pd.DataFrame({"rank": pd.Series([], dtype=np.int64), "step": [], "wall_ns": []})  # read only
@@ -40,15 +41,14 @@ def rank_step_walls(events: pd.DataFrame) -> pd.DataFrame:
     """Wall-clock time of each ProfilerStep per rank: the duration of its `ProfilerStep#N`
     annotation (the longest where threads repeat it; the legacy format records it as an op).
     Columns: rank, step, wall_ns (int64, ns). Empty when the trace has no ProfilerStep annotations."""
-    names = events["name"].astype(str)
     # a record_function: an annotation, or a CPU op in legacy traces (resnet50_legacy_v100)
-    marks = events[names.str.match(_STEP).to_numpy() & events["kind"].isin(["annotation", "op"]).to_numpy()]
+    marks = events[matches(events["name"], _STEP) & events["kind"].isin(["annotation", "op"]).to_numpy()]
     if marks.empty:
         return _NO_WALLS.copy()
     out = pd.DataFrame(
         {
             "rank": marks["rank"].to_numpy(dtype=np.int64),
-            "step": marks["name"].astype(str).str.slice(len("ProfilerStep#")).astype(int).to_numpy(),
+            "step": np.array([int(str(n).removeprefix("ProfilerStep#")) for n in marks["name"].astype(object)], int),
             "wall_ns": marks["dur"].to_numpy(dtype=np.int64),
         }
     )
