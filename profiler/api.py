@@ -18,6 +18,8 @@ if TYPE_CHECKING:
     from analysis.idle_gaps import IdleGaps
     from analysis.overview import Overview
     from analysis.verdict import Verdict
+    from collectors.torch_compile.compare import CompareResult
+    from collectors.torch_compile.report import CompileReport
 
 #: Used for a CPU when no spec is given: nominal numbers, to be replaced by `perf calibrate`.
 DEFAULT_CPU_SPEC = "generic-x86-cpu"
@@ -412,7 +414,7 @@ def perfetto_bytes(trace: Trace, units: pd.DataFrame | None = None) -> bytes:
 
 def compile_report(
     path: str | Path, *, max_bytes: int | None = None
-):  # -> collectors.torch_compile.report.CompileReport
+) -> CompileReport:
     """The torch.compile tables of a TORCH_TRACE directory or one structured-log file: phases,
     compiles, graph breaks, recompiles, caches, fusion map. Unreadable lines are counted in
     `.problems`; a path with no log raises InputError (each file at most `max_bytes`)."""
@@ -421,7 +423,7 @@ def compile_report(
     return read_compile_report(path, max_bytes)
 
 
-def trace_compile_report(trace: Trace):  # -> CompileReport | None
+def trace_compile_report(trace: Trace) -> CompileReport | None:
     """The compile tables a trace file carries (`perf profile --compile` writes them in its
     'perfCompile' field), with phases rebuilt from its compile_pass events; None when it has neither."""
     from collectors.torch_compile.embed import DOC_KEY
@@ -506,7 +508,7 @@ def compare_compile(
     hardware: str | HardwareSpec | None = None,
     backward: bool = False,
     workdir: str | Path | None = None,
-):  # -> CompareResult
+) -> CompareResult:
     """Eager vs compiled, per fused kernel: the compiler collector runs `factory_or_module` on
     `inputs` both ways (collectors.torch_compile.compare.compare_compile, which documents the
     arguments), and analysis joins each kernel to the eager ops it replaced and floors it
@@ -569,6 +571,9 @@ FACADE: dict[str, tuple[str, str]] = {
     "run_model": ("collectors.torch_runtime", "run_model"),  # perf profile --model (torch)
     "run_script": ("collectors.torch_runtime", "run_script"),  # perf profile SCRIPT (torch)
     "prepare_model": ("collectors.torch_runtime.run_model", "prepare"),
+    "CompileReport": ("collectors.torch_compile.report", "CompileReport"),  # perf compile-report's tables
+    "compile_report_doc": ("collectors.torch_compile.report", "report_doc"),  # ... as the perfCompile JSON doc
+    "CompareResult": ("collectors.torch_compile.compare", "CompareResult"),  # perf profile --compare-compile
     "OUTPUT_TABLES": ("analysis.columns", "OUTPUT_TABLES"),  # every Analysis table's columns
     "output_tables_markdown": ("analysis.columns", "markdown"),  # their reference (docs/json-schema.md)
 }

@@ -712,11 +712,9 @@ def compile_report_cmd(
     with one_line_errors(logdir):
         report = compile_report(logdir, max_bytes=max_bytes)
         if json:
-            import orjson
+            from profiler.render.json import compile_report_json
 
-            from collectors.torch_compile.report import report_doc
-
-            sys.stdout.buffer.write(orjson.dumps(report_doc(report), option=orjson.OPT_INDENT_2) + b"\n")
+            sys.stdout.buffer.write(compile_report_json(report))
         else:
             from profiler.render import console
             from profiler.render.compile import render_report
