@@ -5,8 +5,8 @@ One home for costing (every roofline floor in the project starts here):
 - `ops`: `op_cost` (one ATen/custom op from its recorded arguments) and `cost_table` (an
   events or units table, once per distinct record); the conventions are in its docstring.
 - `base`: the `Cost` value and the recorded-argument accessor; `compute` (GEMM, conv,
-  attention) and `memory` (elementwise, reductions, norms, copies, optimizers) hold the
-  formulas; `custom` the serving stacks' custom ops and legacy ATen ops; `joins` costs that
+  attention), `memory` (elementwise, reductions, softmax, norms) and `movement` (copies,
+  gathers, casts, quantisation, optimizers, fills, the zero-work ops) hold the formulas; `custom` the serving stacks' custom ops and legacy ATen ops; `joins` costs that
   need a second record.
 - `kernels`: Inductor's generated kernels, from the fusion map a compiled trace carries.
 - `comm`: collectives (bytes over the link, latency steps).
