@@ -25,9 +25,11 @@ def compile_report(
     """The torch.compile tables of a TORCH_TRACE directory or one structured-log file: phases,
     compiles, graph breaks, recompiles, caches, fusion map. Unreadable lines are counted in
     `.problems`; a path with no log raises InputError (each file at most `max_bytes`)."""
+    from analysis.cost.kernels import with_flops
     from collectors.torch_compile.report import read_compile_report
 
-    return read_compile_report(path, max_bytes)
+    report = read_compile_report(path, max_bytes)
+    return replace(report, fusion=with_flops(report.fusion))
 
 
 def trace_compile_report(trace: Trace) -> CompileReport | None:
@@ -56,8 +58,9 @@ def trace_compile_report(trace: Trace) -> CompileReport | None:
             fusion=empty,
             source="compile_pass events",
         )
-    from dataclasses import replace
+    from analysis.cost.kernels import with_flops
 
+    report = replace(report, fusion=with_flops(report.fusion))
     return replace(report, phases=phases) if len(phases) else report
 
 
@@ -76,6 +79,7 @@ def compile_tables(source, *, trace: Trace | None = None, hardware: str | None =
     and efficiency (analysis.fusion.fusion_times; floors on `hardware` or the
     matched spec). Every table is empty when the source holds no compiler data.
     """
+    from analysis.cost.kernels import with_flops
     from analysis.fusion import fusion_times
     from collectors.torch_compile.phases import phase_summary
 
@@ -92,7 +96,7 @@ def compile_tables(source, *, trace: Trace | None = None, hardware: str | None =
         if len(phases)
         else pd.DataFrame(columns=["phase", "time_ns", "steps", "share"])
     )
-    fusion = report.fusion
+    fusion = with_flops(report.fusion)
     if trace is not None and len(fusion) and (trace.events["source"].astype(str) != "compiler").any():
         fusion = fusion_times(fusion, trace, spec_resolver(trace, hardware))
     return {
@@ -126,6 +130,9 @@ def compare_compile(
     res = run_both(
         factory_or_module, inputs, steps, warmup=warmup, hardware=hardware, backward=backward, workdir=workdir
     )
+    from analysis.cost.kernels import with_flops
+
+    res = replace(res, compile=replace(res.compile, fusion=with_flops(res.compile.fusion)))
     if res.compiled is None or res.eager is None:
         from analysis.fusion import GROUP_COLUMNS
 
