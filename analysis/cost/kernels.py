@@ -101,7 +101,7 @@ def kernel_costs(units: pd.DataFrame, fusion: pd.DataFrame) -> pd.DataFrame:
         },
         index=units.index,
     )
-    fusion = with_flops(fusion)
+    fusion = with_flops(fusion) if fusion is not None else fusion
     if fusion is None or fusion.empty or units.empty or not set(FUSION_COLUMNS) <= set(fusion.columns):
         return out
     by_rank = "rank" in fusion.columns and "rank" in units.columns
@@ -265,11 +265,11 @@ def fused_flops(work: object) -> float:
     return total
 
 
-def with_flops(fusion: pd.DataFrame | None) -> pd.DataFrame | None:
+def with_flops(fusion: pd.DataFrame) -> pd.DataFrame:
     """`fusion` (the fusion map) with its `flops` column (FLOP, one run of the graph) counted from
     `work` (`fused_flops`); a copy. Rows without `work` keep the `flops` they carry (a file
     written before the column); a table without `work` is returned as it is."""
-    if fusion is None or "work" not in fusion.columns:
+    if "work" not in fusion.columns:
         return fusion
     has = np.array([isinstance(w, (list, tuple, np.ndarray)) for w in fusion["work"]], dtype=bool)
     counted = np.array([fused_flops(w) if h else math.nan for w, h in zip(fusion["work"], has)], dtype=np.float64)

@@ -207,7 +207,7 @@ def _row(
         # an extern kernel computes, it does not compute them
         costs = [_cost(g, s or post, frozenset() if kind == "extern" else extern) for s in (sites or [post])]
         work: tuple | None = tuple(entry for x in costs for entry in x[0])
-        read, written = (float(sum(float(x[i]) for x in costs)) for i in (1, 2))
+        read, written = float(sum(x[1] for x in costs)), float(sum(x[2] for x in costs))
         dtype = costs[0][3]
     else:
         work, read, written, dtype = None, math.nan, math.nan, "unknown"
