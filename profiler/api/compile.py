@@ -19,11 +19,10 @@ if TYPE_CHECKING:
     from collectors.torch_compile.report import CompileReport
 
 
-def compile_report(
-    path: str | Path, *, max_bytes: int | None = None
-) -> CompileReport:
+def compile_report(path: str | Path, *, max_bytes: int | None = None) -> CompileReport:
     """The torch.compile tables of a TORCH_TRACE directory or one structured-log file: phases,
-    compiles, graph breaks, recompiles, caches, fusion map. Unreadable lines are counted in
+    compiles, graph breaks, recompiles, caches, fusion map (its `flops` counted by
+    analysis.cost.kernels.with_flops from the nodes the collector recorded). Unreadable lines are counted in
     `.problems`; a path with no log raises InputError (each file at most `max_bytes`)."""
     from analysis.cost.kernels import with_flops
     from collectors.torch_compile.report import read_compile_report
@@ -34,7 +33,8 @@ def compile_report(
 
 def trace_compile_report(trace: Trace) -> CompileReport | None:
     """The compile tables a trace file carries (`perf profile --compile` writes them in its
-    'perfCompile' field), with phases rebuilt from its compile_pass events; None when it has neither."""
+    'perfCompile' field), with phases rebuilt from its compile_pass events and the fusion map's
+    `flops` counted (analysis.cost.kernels.with_flops); None when it has neither."""
     from collectors.torch_compile.embed import DOC_KEY
     from collectors.torch_compile.phases import phase_summary, phases_from_events
     from collectors.torch_compile.report import CompileReport, report_from_doc
@@ -124,14 +124,13 @@ def compare_compile(
     `inputs` both ways (collectors.torch_compile.compare.compare_compile, which documents the
     arguments), and analysis joins each kernel to the eager ops it replaced and floors it
     (analysis.fusion.fusion_groups on the run's HardwareSpec). Needs torch."""
+    from analysis.cost.kernels import with_flops
     from analysis.fusion import fusion_groups
     from collectors.torch_compile.compare import compare_compile as run_both
 
     res = run_both(
         factory_or_module, inputs, steps, warmup=warmup, hardware=hardware, backward=backward, workdir=workdir
     )
-    from analysis.cost.kernels import with_flops
-
     res = replace(res, compile=replace(res.compile, fusion=with_flops(res.compile.fusion)))
     if res.compiled is None or res.eager is None:
         from analysis.fusion import GROUP_COLUMNS
