@@ -293,7 +293,7 @@ def markdown() -> str:
         "## Analysis tables",
         "",
         "Generated from `analysis/columns.py` by `python -m profiler.docs`; do not edit by hand.",
-        "Each `Analysis` table (profiler/api.py) has these columns, in this order.",
+        "Each `Analysis` table (profiler/api/result.py) has these columns, in this order.",
         "",
     ]
     for table, cols in OUTPUT_TABLES.items():

@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from analysis.cost.kernels import kernel_family
+from analysis.cost.kernels import kernel_family, with_flops
 from analysis.roofline import classify
 from profiler.model.hardware import HardwareSpec
 from profiler.model.schema import DEVICE_WORK_KINDS, Kind
@@ -220,8 +220,9 @@ def _kernel_family(rows: pd.DataFrame) -> pd.Series:
 
 
 def fusion_times(fusion: pd.DataFrame, trace: Trace, spec_for: SpecFor) -> pd.DataFrame:
-    """`fusion` (collectors.torch_compile.fusion_map) plus, per kernel row, its runtime in `trace`
-    and its bound (`kernel_floors` on the device's spec).
+    """`fusion` (collectors.torch_compile.fusion_map, its FLOPs counted from `work`:
+    analysis.cost.kernels.with_flops) plus, per kernel row, its runtime in `trace` and its bound
+    (`kernel_floors` on the device's spec).
 
     A row's FLOPs and bytes are one run of its graph: a generated kernel is called once per call
     site (`sites`, more than one when Inductor reuses its code); an extern row
@@ -242,6 +243,7 @@ def fusion_times(fusion: pd.DataFrame, trace: Trace, spec_for: SpecFor) -> pd.Da
     device: 'cpu' for C++ kernels, else the trace's first accelerator when it has device work.
     `spec_for(rank, device)` gives the HardwareSpec (rank 0's devices are used).
     """
+    fusion = with_flops(fusion)
     out = fusion.copy()
     if fusion.empty:
         return out.reindex(columns=[*fusion.columns, *FUSION_TIME_COLUMNS])
@@ -327,6 +329,7 @@ def fusion_groups(
     """
     if fusion.empty:
         return pd.DataFrame(columns=GROUP_COLUMNS), ()
+    fusion = with_flops(fusion)
     per_node, unmatched = eager_matches(graphs, eager)  # (compile_id, dynamo node) -> (name, ns, event ids)
     times = kernel_times(compiled, fusion)  # runtime_name -> (total ns, calls)
     gpus = sorted(

@@ -24,7 +24,8 @@ GOAL_HELP_S = 0.3
 # everything `perf analyze --json` imports before it reads the file (typer's pydantic comes when a
 # command's parameters are converted, so it is imported here explicitly)
 IMPORTS = (
-    "import profiler.cli, profiler.api, profiler.report, collectors.kineto, pydantic, analysis.critical_path, "
+    "import profiler.cli, profiler.api, profiler.render.json, profiler.render.text, collectors.kineto, pydantic, "
+    "analysis.critical_path, "
     "analysis.memory, analysis.llm, analysis.modules, analysis.advice, analysis.timeline, analysis.roofline"
 )
 

@@ -14,6 +14,7 @@ import pytest
 import torch
 from rich.console import Console
 
+from analysis.cost.kernels import with_flops
 from collectors.torch_compile.fusion_map import fusion_map
 from collectors.torch_compile.graph_text import dynamo_nodes, parse_graph
 from profiler.render.compile import render_report
@@ -148,9 +149,15 @@ def _log() -> Log:
 
 
 def test_fusion_map_from_a_hand_written_log():
-    fm = fusion_map(_log()).set_index("kernel")
+    raw = fusion_map(_log())
+    # the collector records what the graph says (the nodes and their shapes); analysis counts FLOPs
+    assert "flops" not in raw.columns
+    fm = with_flops(raw).set_index("kernel")
     mm, fused = fm.loc["extern_kernels.addmm"], fm.loc["cpp_fused_add_mul_relu_0"]
     assert mm["runtime_name"] == "aten::addmm" and mm["kind"] == "extern" and mm["family"] == "gemm"
+    # addmm(bias [64], x [32, 64], permute(w) [64, 64]) -> [32, 64], dtypes and shapes as printed
+    addmm_in = (("fp32", (64,)), ("fp32", (32, 64)), ("fp32", (64, 64)))
+    assert mm["work"] == (("aten::addmm", addmm_in, ("fp32", (32, 64))),)
     assert mm["flops"] == 2 * 32 * 64 * 64  # 2*M*N*K: one multiply-add is two FLOPs
     assert mm["bytes_read"] == (64 + 32 * 64 + 64 * 64) * 4 and mm["bytes_written"] == 32 * 64 * 4
     assert fused["runtime_name"] == "graph_3_cpp_fused_add_mul_relu_0" and fused["kind"] == "cpp"
@@ -162,6 +169,35 @@ def test_fusion_map_from_a_hand_written_log():
     # 1 FLOP per output element for mul, add, relu, le; 1 per input element for the sum
     assert fused["flops"] == 4 * 32 * 64 + 32 * 64
     assert fused["pre_nodes"] == ("mul", "add", "z", "sum_1")
+
+
+def test_compiled_gemm_flops_equal_flop_counter():
+    """The FLOPs analysis counts for a compiled model's GEMM kernels, from the post-grad nodes the
+    collector records, are torch.utils.flop_counter's for the same model run eager."""
+    import torch._inductor.config as ic
+    from torch.utils.flop_counter import FlopCounterMode
+
+    from collectors.torch_compile.embed import capturing
+
+    class M(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = torch.nn.Linear(64, 48)
+
+        def forward(self, x, y):
+            return torch.bmm(torch.relu(self.lin(x)), y)
+
+    m, x, y = M(), torch.randn(4, 16, 64), torch.randn(4, 48, 8)
+    with torch.no_grad(), FlopCounterMode(display=False) as fc:
+        m(x, y)
+    # linear over 4*16 = 64 rows, K 64, N 48: 2*64*64*48 = 393216; bmm 2*4*16*48*8 = 49152
+    assert fc.get_total_flops() == 2 * 64 * 64 * 48 + 2 * 4 * 16 * 48 * 8 == 442_368
+    torch._dynamo.reset()
+    with torch.no_grad(), ic.patch({"force_disable_caches": True}), capturing() as log:
+        torch.compile(m)(x, y)
+    fm = with_flops(fusion_map(log))
+    gemm = fm[fm["family"] == "gemm"]
+    assert len(gemm) == 2 and gemm["flops"].sum() == fc.get_total_flops(), fm[["kernel", "flops"]]
 
 
 def test_graph_text_and_dynamo_nodes():

@@ -1,6 +1,6 @@
 """Inductor's generated kernels classify like any op: `perf analyze` on a `perf profile --compile`
 trace costs the 'graph_<g>_<kernel>' units from the fusion map the trace carries
-(analysis/cost/kernels.py, joined in profiler/api.py `_roofline`).
+(analysis/cost/kernels.py, joined in profiler/api/pipeline.py `_roofline`).
 
 The compiled trace is tests/test_compiler_page.py's `shared_compile` (one compile per test
 session, shared through its lock file): no extra compile here.

@@ -118,6 +118,13 @@ CONV_ARGS = {
 }
 
 
+def conv_flops(n: int, spatial: int, weight: list[int]) -> int:
+    # 2 * N * prod(spatial) * prod(weight): each output position of each of the N images computes
+    # C_out outputs of C_in/groups * prod(kernel) multiply-adds, and weight is
+    # [C_out, C_in/groups, *kernel] (transposed: [C_in, C_out/groups, *kernel], spatial = the input's).
+    return 2 * n * spatial * numel(weight)
+
+
 def conv_cost(a: Args, name: str) -> Cost:
     # Forward (as flop_counter.conv_flop_count; bias not counted):
     #   FLOPs = 2 * N * C_out * prod(out spatial) * (C_in / groups) * prod(kernel)
@@ -135,10 +142,10 @@ def conv_cost(a: Args, name: str) -> Cost:
         raise Unknown  # inconsistent record: torch would have raised
     n = x[0]
     if transposed:
-        flops = 2 * n * numel(x[2:]) * numel(w)
+        flops = conv_flops(n, numel(x[2:]), w)
         c_out = w[1] * groups
     else:
-        flops = 2 * n * numel(out_sp) * numel(w)
+        flops = conv_flops(n, numel(out_sp), w)
         c_out = w[0]
     read = a.nbytes(0) + a.nbytes(1) + (a.nbytes(bias) if bias is not None else 0)
     return Cost.of(flops, read, n * c_out * numel(out_sp) * a.size(0), "conv", a.dtype(0))

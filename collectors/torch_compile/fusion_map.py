@@ -13,12 +13,11 @@ Sources, all in the structured log of one Inductor compile (in this order):
    nodes it computes (C++ and Triton alike). Without it, the wrapper's
    "# Topologically Sorted Source Nodes: [...], Original ATen: [...]" comments are the fallback.
 
-Per kernel the cost follows from the graph (the cost model's conventions, analysis/cost/ops.py):
-bytes = compulsory traffic, each tensor the kernel reads from outside read once and each value
-it produces that is used outside (or returned) written once, numel * itemsize;
-flops = 1 per output element per pointwise node, 1 per input element per reduction node,
-2*M*N*K for a matmul (one multiply-add is two FLOPs), 2 * numel(out) * numel(weight) / C_out for
-a convolution, 4*B*H*Sq*Sk*D for attention; views cost nothing.
+Per kernel the table records what the graph says of it: `work`, the nodes it computes with the
+dtypes and shapes of their values (FLOPs are the cost model's: analysis.cost.kernels.fused_flops
+counts them from `work`), and its compulsory bytes (the cost model's conventions,
+analysis/cost/ops.py): each tensor the kernel reads from outside read once and each value it
+produces that is used outside (or returned) written once, numel * itemsize.
 """
 
 from __future__ import annotations
@@ -37,50 +36,7 @@ _PROFILE = re.compile(r'RAIIAtenRecordFunctionHandle\s+\w+\("(?P<pn>[^"]+)"')
 _ORIGINAL = re.compile(r"#.*Source Nodes: \[(?P<src>[^\]]*)\], Original ATen: \[(?P<aten>[^\]]*)\]")
 _CALL = re.compile(r"^\s*(?P<k>[\w.]+)(?:\.run)?\(")
 
-_REDUCTIONS = {
-    "sum",
-    "mean",
-    "amax",
-    "amin",
-    "max",
-    "min",
-    "prod",
-    "var",
-    "var_mean",
-    "std",
-    "argmax",
-    "argmin",
-    "logsumexp",
-    "any",
-    "all",
-    "norm",
-    "_softmax",
-    "_log_softmax",
-}
-_VIEWS = {
-    "view",
-    "_unsafe_view",
-    "permute",
-    "t",
-    "transpose",
-    "expand",
-    "reshape",
-    "squeeze",
-    "unsqueeze",
-    "slice",
-    "select",
-    "as_strided",
-    "alias",
-    "detach",
-    "reinterpret_tensor",
-    "split",
-    "split_with_sizes",
-    "unbind",
-    "clone",
-}
 _MATMUL = {"mm", "addmm", "bmm", "baddbmm"}
-_CONV = {"convolution", "_convolution", "mkldnn_convolution", "conv2d", "conv1d", "conv3d"}
-_ATTENTION = ("_scaled_dot_product", "scaled_dot_product_attention")
 
 KERNEL_COLUMNS = [
     "compile_id",
@@ -93,7 +49,7 @@ KERNEL_COLUMNS = [
     "pre_nodes",
     "sources",
     "code",
-    "flops",
+    "work",
     "bytes_read",
     "bytes_written",
     "dtype",
@@ -153,11 +109,16 @@ def fusion_map(log: Log) -> pd.DataFrame:
         Dynamo node split over kernels is counted once per post-grad node in each),
       sources (tuple of distinct 'file:line' of the nodes, graph order), code (the first node's
         source line),
-      flops (FLOP), bytes_read, bytes_written (byte; NaN when a shape is symbolic or unknown),
+      work (tuple, one entry per post-grad node it computes, per call site, in the order the
+        provenance mapping lists them: (ATen op 'aten::mm', its input values ((dtype, shape), ...) in argument order,
+        its output value (dtype, shape), or None for a node returning a tuple); dtypes as
+        profiler.model.dtypes names ('fp32'), a symbolic size stays a string ('s77'); None when
+        the kernel's nodes are unknown; analysis.cost.kernels.fused_flops costs it),
+      bytes_read, bytes_written (byte; NaN when a shape is symbolic or unknown),
       dtype (of its first output: 'fp32', 'bf16'...), family ('gemm' for matmuls, else 'fused'),
       sites (calls per run of its graph: the wrapper's call sites of the kernel; Inductor reuses one
         generated kernel for identical code, e.g. the same block in every layer).
-    flops and bytes are one run of the graph: summed over the kernel's call sites.
+    work and bytes are one run of the graph: summed over the kernel's call sites.
     """
     rows = []
     for c in _compiles(log):
@@ -245,10 +206,11 @@ def _row(
         # one run = every call site; a generated kernel lays out (copies) the inputs of the nodes
         # an extern kernel computes, it does not compute them
         costs = [_cost(g, s or post, frozenset() if kind == "extern" else extern) for s in (sites or [post])]
-        flops, read, written = (float(sum(float(x[i]) for x in costs)) for i in range(3))
+        work: tuple | None = tuple(entry for x in costs for entry in x[0])
+        read, written = float(sum(x[1] for x in costs)), float(sum(x[2] for x in costs))
         dtype = costs[0][3]
     else:
-        flops, read, written, dtype = math.nan, math.nan, math.nan, "unknown"
+        work, read, written, dtype = None, math.nan, math.nan, "unknown"
     family = "gemm" if any(o.split("::")[-1] in _MATMUL for o in ops) else "fused"
     return [
         c.compile_id,
@@ -261,7 +223,7 @@ def _row(
         tuple(pre),
         sources,
         nodes[0].code if nodes else "",
-        flops,
+        work,
         read,
         written,
         dtype,
@@ -270,8 +232,9 @@ def _row(
     ]
 
 
-def _cost(g: Graph, members: list[str], extern: set[str] | frozenset = frozenset()) -> tuple[float, float, float, str]:
-    """(flops, bytes_read, bytes_written, dtype) of a kernel computing `members` of `g`. A member
+def _cost(g: Graph, members: list[str], extern: set[str] | frozenset = frozenset()) -> tuple[tuple, float, float, str]:
+    """(work, bytes_read, bytes_written, dtype) of a kernel computing `members` of `g` (work: the
+    `work` entries of the members it computes, see `fusion_map`). A member
     in `extern` (computed by an extern kernel) is only prepared here: each of its inputs is read
     (when it comes from outside) and written once (the copy in the layout the extern kernel
     wants: Inductor's CPU convolution takes channels-last copies of its input and weight)."""
@@ -281,7 +244,7 @@ def _cost(g: Graph, members: list[str], extern: set[str] | frozenset = frozenset
     outputs = {g.origin(o) for o in g.outputs}
     read_names: dict[str, None] = {}
     copies: dict[str, None] = {}
-    flops = 0.0
+    work = []
     for name in members:
         node = g.nodes[name]
         for i in node.inputs:
@@ -290,7 +253,7 @@ def _cost(g: Graph, members: list[str], extern: set[str] | frozenset = frozenset
                 if name in prepared:
                     copies.setdefault(i)
         if name in inside:
-            flops += _node_flops(g, name)
+            work.append(_work(g, name))
     written = [n for n in inside if n in outputs or (consumers.get(n, set()) - inside)]
     # a getitem of a member that is used outside counts as that member's output (consumers are
     # keyed by the getitem's source: look for the getitem itself among the outside nodes' inputs)
@@ -307,7 +270,7 @@ def _cost(g: Graph, members: list[str], extern: set[str] | frozenset = frozenset
     write += sum(g.values[n].nbytes for n in copies if n in g.values)
     first = next((g.values[n] for n in members if n in g.values), None)
     dtype = DTYPE.get(first.dtype, first.dtype) if first else "unknown"
-    return flops, float(read), float(write), dtype
+    return tuple(work), float(read), float(write), dtype
 
 
 def _alias_sources(g: Graph) -> set[str]:
@@ -315,36 +278,12 @@ def _alias_sources(g: Graph) -> set[str]:
     return set(g.alias.values())
 
 
-def _node_flops(g: Graph, name: str) -> float:
-    """FLOPs of one node (conventions in the module docstring); NaN when a size is symbolic."""
+def _work(g: Graph, name: str) -> tuple:
+    """The `work` entry of one node: (ATen op, input values, output value), as the graph prints them."""
     node = g.nodes[name]
-    base = node.op.split("::")[-1].rstrip("_")
-    ins = [g.values[i] for i in node.inputs if i in g.values]
-    out = g.values.get(name)
-    if base in _VIEWS:
-        return 0.0
-    if base in _MATMUL:
-        a, b = (ins[-2], ins[-1]) if len(ins) >= 2 else (None, None)
-        if a is None or b is None or not out:
-            return math.nan
-        k = a.shape[-1]
-        return 2.0 * out.numel * k if isinstance(k, int) else math.nan  # one multiply-add per (output, k)
-    if base in _CONV:
-        # weight (C_out, C_in/groups, *kernel): each output element is C_in/groups * prod(kernel)
-        # multiply-adds, numel(weight) / C_out of them
-        w = ins[1] if len(ins) >= 2 else None
-        if w is None or not out or not w.shape or not isinstance(w.shape[0], int) or w.shape[0] == 0:
-            return math.nan
-        return 2.0 * out.numel * w.numel / w.shape[0]
-    if base.startswith(_ATTENTION) and "backward" not in base and len(ins) >= 3:
-        # q (B, H, Sq, D), k (B, H, Sk, D), v (B, H, Sk, Dv): Q K^T and P V are two matmuls,
-        # 2*B*H*Sq*Sk*D each (analysis/cost/compute.py counts the same, causal or not)
-        query, key = ins[0], ins[1]
-        if len(query.shape) < 2 or len(key.shape) < 2 or not isinstance(key.shape[-2], int):
-            return math.nan
-        return 4.0 * query.numel * key.shape[-2]
-    if base in _REDUCTIONS:
-        return ins[0].numel if ins else math.nan
-    if out is not None:
-        return out.numel
-    return max((i.numel for i in ins), default=math.nan)  # a tuple-returning node: sized by its input
+
+    def value(v: str) -> tuple[str, tuple[int | str, ...]]:
+        return DTYPE.get(g.values[v].dtype, g.values[v].dtype), g.values[v].shape
+
+    out = value(name) if name in g.values else None
+    return node.op, tuple(value(i) for i in node.inputs if i in g.values), out

@@ -92,7 +92,9 @@ def report_doc(report: CompileReport, with_phases: bool = True) -> dict:
 
 def report_from_doc(doc: object, source: str = "") -> CompileReport | None:
     """A CompileReport from `report_doc`'s dict (None when `doc` is not one). List cells of the
-    fusion table become tuples again; a table the doc lacks is empty; phases may be absent."""
+    fusion table become tuples again (`work`'s entries stay lists); a table the doc lacks is
+    empty; phases may be absent; a fusion `flops` column (analysis's, or a file's written
+    before `work`) is kept."""
     from collectors.torch_compile import fusion_map as fm
     from collectors.torch_compile.phases import PHASE_COLUMNS
 
@@ -110,10 +112,15 @@ def report_from_doc(doc: object, source: str = "") -> CompileReport | None:
     tables = {}
     for name, cols in columns.items():
         got = doc["tables"].get(name)
-        df = pd.DataFrame([r for r in got if isinstance(r, dict)] if isinstance(got, list) else [], columns=cols)
+        rows = [r for r in got if isinstance(r, dict)] if isinstance(got, list) else []
+        if name == "fusion" and any("flops" in r for r in rows):
+            cols = [*cols, "flops"]  # counted by analysis (a file written before `work` has only these)
+        df = pd.DataFrame(rows, columns=cols)
         for c in ("aten_ops", "nodes", "pre_nodes", "sources"):
             if name == "fusion" and c in df:
                 df[c] = [tuple(v) if isinstance(v, list) else () for v in df[c]]
+        if name == "fusion" and "work" in df:
+            df["work"] = [tuple(v) if isinstance(v, list) else None for v in df["work"]]
         tables[name] = df.astype({c: "float64" for c in ("flops", "bytes_read", "bytes_written", "share") if c in df})
     problems = Problems()
     for reason, n in (doc.get("problems") or {}).items():

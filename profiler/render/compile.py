@@ -1,19 +1,23 @@
 """Rich tables for a compile report and for eager vs compiled (stdout). Text is redacted first.
-A renderer over collectors.torch_compile's result objects: the collector reads, this prints."""
+A renderer over the compiler collector's result objects, as the facade lends them (profiler.api:
+CompileReport, CompareResult): the collector reads, this prints."""
 
 from __future__ import annotations
 
 import math
+
+from typing import TYPE_CHECKING
 
 from rich import box
 from rich.console import Group, RenderableType
 from rich.markup import escape
 from rich.table import Table
 
-from collectors.torch_compile.compare import CompareResult
-from collectors.torch_compile.report import CompileReport
 from profiler.model.numfmt import fmt_ns
 from profiler.model.redact import redact_text
+
+if TYPE_CHECKING:
+    from profiler.api import CompareResult, CompileReport
 
 
 def _t(s: object) -> str:

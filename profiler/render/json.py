@@ -1,6 +1,6 @@
 """Every `--json` document: `perf analyze` (perf.analyze, the versioned JSON form of an
-`Analysis`), `perf diff` (perf.diff), `perf gate` (perf.gate) and `perf profile --compare-compile`
-(perf.compare_compile).
+`Analysis`), `perf diff` (perf.diff), `perf gate` (perf.gate), `perf profile --compare-compile`
+(perf.compare_compile) and `perf compile-report` (perf.compile_report).
 
 The schemas are described in docs/json-schema.md; bump a SCHEMA_VERSION on any change to it.
 Every string that came from the trace passes through `redact` on the way out.
@@ -305,6 +305,14 @@ def compare_compile_json(result: Any) -> bytes:
         "groups": records(result.groups.drop(columns=["eager_event_ids"], errors="ignore")),
     }
     return orjson.dumps(redact(doc), option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY) + b"\n"
+
+
+def compile_report_json(report: Any) -> bytes:
+    """`perf compile-report --json`: schema perf.compile_report v1, the document a trace file
+    carries in its 'perfCompile' field (profiler.api.compile_report_doc, redacted there)."""
+    from profiler.api import compile_report_doc
+
+    return orjson.dumps(compile_report_doc(report), option=orjson.OPT_INDENT_2) + b"\n"
 
 
 def diff_json(a: str, b: str, busy: list[int], changes: Any, setup: Any = None) -> bytes:

@@ -1,0 +1,87 @@
+"""The facade: `load_trace` picks the collector for a path; `analyze` runs the analysis passes.
+
+The CLI and the dashboard import this package and the model only (tests/test_architecture.py).
+Its modules, one job each: `result` (the `Analysis` object), `hardware` (which spec floors each
+device), `pipeline` (loading and the analysis passes), `compile` (the compiler collector's tables
+joined to the analysis); the rest is lent from its home by name (`FACADE`).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from profiler.api.compile import COMPILE_TABLES, compare_compile, compile_report, compile_tables, trace_compile_report
+from profiler.api.hardware import DEFAULT_CPU_SPEC, hardware_notes, is_whatif, spec_resolver
+from profiler.api.pipeline import SECTIONS, analyze, collective_patterns, load_trace, perfetto_bytes, refloor
+from profiler.api.result import Analysis
+
+if TYPE_CHECKING:
+    from collectors.torch_compile.compare import CompareResult
+    from collectors.torch_compile.report import CompileReport
+
+__all__ = [
+    "COMPILE_TABLES",
+    "DEFAULT_CPU_SPEC",
+    "SECTIONS",
+    "Analysis",
+    "CompareResult",
+    "CompileReport",
+    "analyze",
+    "collective_patterns",
+    "compare_compile",
+    "compile_report",
+    "compile_tables",
+    "hardware_notes",
+    "is_whatif",
+    "load_trace",
+    "perfetto_bytes",
+    "refloor",
+    "spec_resolver",
+    "trace_compile_report",
+]
+
+#: What the CLI and the dashboard call of the floors below, beyond the functions above: they
+#: import this facade and the model only (tests/test_architecture.py). name -> (module, name
+#: there); each is imported on first use (PEP 562), so `perf --help` loads none of them.
+#: The docstring of each is its home's.
+FACADE: dict[str, tuple[str, str]] = {
+    "units": ("analysis.units", "units"),  # one row per unit of work
+    "op_groups": ("analysis.roofline", "groups"),  # classified units per (name, shapes)
+    "op_times": ("analysis.diff", "op_times"),  # per (kind, name, shapes) from the top tables
+    "diff": ("analysis.diff", "diff"),  # op_times A against B, changes only
+    "setup": ("analysis.diff", "setup"),  # one trace's setup: hardware, ranks, dtypes...
+    "compare_setup": ("analysis.diff", "compare_setup"),  # two setups side by side, like-for-like or not
+    "gate_samples": ("analysis.gate", "samples"),  # per (trace, step) and op name
+    "gate_compare": ("analysis.gate", "compare"),  # the regression verdicts
+    "UNKNOWN_WARN_SHARE": ("analysis.unknown", "WARN_SHARE"),  # above this unknown share, the report says so
+    "step_walls": ("analysis.gate", "step_walls"),  # wall-clock time per step of one trace
+    "GATE_MIN_RUNS": ("analysis.gate", "MIN_RUNS"),  # runs a side for a statistical verdict
+    "interval_runs": ("analysis.intervals", "runs"),  # the union of intervals as disjoint runs
+    "llm_phases": ("analysis.llm", "llm_phases"),  # one row per serving step
+    "llm_summary": ("analysis.llm", "llm_summary"),  # per (rank, phase)
+    "memory_summary": ("analysis.memory", "memory_summary"),  # allocator peak per device
+    "memory_timeline": ("analysis.memory", "memory_timeline"),  # allocator samples, down-sampled
+    "kv_cache_footprint": ("analysis.memory", "kv_cache_footprint"),
+    "write_perfetto": ("collectors.perfetto", "write_perfetto"),
+    "write_chrome_json": ("collectors.perfetto", "write_chrome_json"),
+    "run_model": ("collectors.torch_runtime", "run_model"),  # perf profile --model (torch)
+    "run_script": ("collectors.torch_runtime", "run_script"),  # perf profile SCRIPT (torch)
+    "prepare_model": ("collectors.torch_runtime.run_model", "prepare"),
+    "CompileReport": ("collectors.torch_compile.report", "CompileReport"),  # perf compile-report's tables
+    "compile_report_doc": ("collectors.torch_compile.report", "report_doc"),  # ... as the perfCompile JSON doc
+    "CompareResult": ("collectors.torch_compile.compare", "CompareResult"),  # perf profile --compare-compile
+    "OUTPUT_TABLES": ("analysis.columns", "OUTPUT_TABLES"),  # every Analysis table's columns
+    "output_tables_markdown": ("analysis.columns", "markdown"),  # their reference (docs/json-schema.md)
+}
+
+
+def __getattr__(name: str):
+    """The FACADE names, imported from their home on first use."""
+    home = FACADE.get(name)
+    if home is None:
+        raise AttributeError(f"module 'profiler.api' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(home[0]), home[1])
+    globals()[name] = value
+    return value

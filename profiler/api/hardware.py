@@ -1,0 +1,104 @@
+"""Which HardwareSpec floors each device of a trace, and whether that is a what-if."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from profiler.model.hardware import HardwareSpec, load_spec
+from profiler.model.hardware_match import match_device
+from profiler.model.trace import Trace
+
+#: Used for a CPU when no spec is given: nominal numbers, to be replaced by `perf calibrate`.
+DEFAULT_CPU_SPEC = "generic-x86-cpu"
+
+
+def spec_resolver(trace: Trace, hardware: str | None = None) -> Callable[[int, str], HardwareSpec | None]:
+    """(rank, device) -> the HardwareSpec its floors use.
+
+    `hardware` (a preset name or a YAML file) applies to every accelerator, or to the CPU of a
+    CPU-only trace; otherwise each GPU is matched from its recorded deviceProperties numbers
+    (profiler.model.hardware_match.match_device) and a CPU gets the nominal generic-x86-cpu preset.
+    """
+    override = load_spec(hardware) if hardware else None
+    cpu_only = not (trace.devices["device"] != "cpu").any()
+    matched: dict[tuple[int, str], HardwareSpec | None] = {}
+    for d in trace.devices.itertuples(index=False):
+        spec: HardwareSpec | None
+        if d.device == "cpu":
+            spec = override if (override and cpu_only) else load_spec(DEFAULT_CPU_SPEC)
+        else:
+            spec = override or match_device(
+                d.name, int(max(d.sm_count, 0)), d.compute_capability, int(max(d.memory_bytes, 0))
+            )
+        matched[(int(d.rank), str(d.device))] = spec
+    return lambda rank, device: matched.get((rank, device))
+
+
+def hardware_notes(trace: Trace, hardware: str | None = None) -> tuple[str, ...]:
+    """One line per device whose spec was not chosen by name: a GPU matched by its numbers only
+    (profiler.model.hardware_match.match_note), a GPU no preset fits, a CPU on the NOMINAL
+    generic preset. Empty when `hardware` was given for every device it applies to."""
+    from profiler.model.hardware_match import match_note
+
+    notes = []
+    cpu_only = not (trace.devices["device"] != "cpu").any()
+    for d in trace.devices.itertuples(index=False):
+        label = f"rank{int(d.rank)}/{d.device}"
+        if d.device == "cpu":
+            if cpu_only and not hardware:
+                notes.append(
+                    f"{label}: floored on the NOMINAL {DEFAULT_CPU_SPEC} preset (no figure measured on this CPU); "
+                    "run perf calibrate and pass --hardware FILE"
+                )
+            continue
+        if hardware:
+            continue
+        _, note = match_note(d.name, int(max(d.sm_count, 0)), d.compute_capability, int(max(d.memory_bytes, 0)))
+        if note:
+            notes.append(f"{label}: {note}")
+    return tuple(dict.fromkeys(notes))
+
+
+def spec_names(trace: Trace, spec_for: Callable[[int, str], HardwareSpec | None]) -> dict[str, str]:
+    """'rank0/gpu0' -> the name of the spec its floors use ('' when none)."""
+    out = {}
+    for r, d in trace.devices[["rank", "device"]].itertuples(index=False):
+        spec = spec_for(int(r), str(d))
+        out[f"rank{r}/{d}"] = spec.name if spec else ""
+    return out
+
+
+def is_whatif(trace: Trace, hardware: str | None) -> bool:
+    """True when `hardware` floors a GPU that a preset matched as other hardware: the trace was
+    measured elsewhere, so its times are projected, not judged. A CPU trace's --hardware (a spec
+    perf calibrate measured) and a GPU no preset matched take the given spec as the real one."""
+    if not hardware:
+        return False
+    target = load_spec(hardware)
+    for d in trace.devices.itertuples(index=False):
+        if d.device == "cpu":
+            continue
+        matched = match_device(d.name, int(max(d.sm_count, 0)), d.compute_capability, int(max(d.memory_bytes, 0)))
+        if matched is not None and matched.name != target.name:
+            return True
+    return False
+
+
+def peak_label(spec: HardwareSpec | None, dtype: str) -> str:
+    """'bf16 on v100-sxm2-32gb: no bf16 matrix unit, vector fp32 peak used' where the dtype falls back."""
+    if spec is None:
+        return ""
+    used = spec.peak_source(dtype, "matrix")
+    if used == f"matrix {dtype}":
+        return f"matrix {dtype}"
+    return f"{dtype} on {spec.name}: no {dtype} matrix unit, {used} peak used (fallback)"
+
+
+def world_sizes(trace: Trace) -> dict[int, int]:
+    """rank -> the world size its file records (distributedInfo), where it records one."""
+    out = {}
+    for rank, meta in trace.metadata.get("ranks", {}).items():
+        info = meta.get("distributedInfo")
+        if isinstance(info, dict) and isinstance(info.get("world_size"), int):
+            out[int(rank)] = info["world_size"]
+    return out

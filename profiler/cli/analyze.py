@@ -1,0 +1,83 @@
+"""`perf analyze`: what bounds the run, then the sections asked for."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from profiler.cli.common import MaxBytes, app, one_line_errors
+from profiler.model.errors import InputError
+
+
+@app.command()
+def analyze(
+    trace: Annotated[Path, typer.Argument(help="Trace file (.json, .json.gz) or a directory of per-rank files.")],
+    top: Annotated[int, typer.Option(min=1, help="How many ops and kernels to list.")] = 15,
+    rank: Annotated[int | None, typer.Option(help="Analyze only this rank.")] = None,
+    json: Annotated[bool, typer.Option("--json", help="Write the versioned JSON report to stdout.")] = False,
+    hardware: Annotated[
+        str | None, typer.Option(help="Floor every device on this spec (preset name or YAML): what-if.")
+    ] = None,
+    dtype: Annotated[
+        str | None,
+        typer.Option(help="Re-floor GEMMs, convolutions and attention at this precision: bf16, fp8, int8 (what-if)."),
+    ] = None,
+    section: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="Only these sections (repeatable): verdict, summary, ops, roofline, timeline, critical_path, "
+            "memory, llm, modules, advice."
+        ),
+    ] = None,
+    full: Annotated[
+        bool, typer.Option("--full", help="Every section (the default is the verdict and a short summary).")
+    ] = False,
+    collectives: Annotated[
+        Path | None,
+        typer.Option(
+            help="YAML table of extra collective op/kernel names (format: analysis/collectives.yaml; "
+            "default $PERF_COLLECTIVES or ~/.config/perf/collectives.yaml)."
+        ),
+    ] = None,
+    max_bytes: MaxBytes = None,
+) -> None:
+    """What bounds the run (the verdict, first), then device busy and idle time, the wall equation and the top ops;
+    --full for every section."""
+    from profiler.api import analyze as run_analysis
+    from profiler.api import load_trace
+
+    with one_line_errors(trace):
+        t = load_trace(trace, max_bytes=max_bytes)
+        if dtype and dtype not in ("fp32", "tf32", "bf16", "fp16", "fp8", "int8", "fp4"):
+            raise InputError(None, f"--dtype {dtype}: expected one of fp32, tf32, bf16, fp16, fp8, int8, fp4")
+        from profiler.api import SECTIONS
+
+        unknown = sorted(set(section or ()) - set(SECTIONS))
+        if unknown:
+            raise InputError(None, f"--section {unknown[0]}: expected one of {', '.join(SECTIONS)}")
+        result = run_analysis(
+            t,
+            top=top,
+            rank=rank,
+            hardware=hardware,
+            dtype=dtype,
+            sections=tuple(section or SECTIONS),
+            collectives=collectives,
+        )
+        if json:
+            from profiler.render.json import to_json
+
+            out = to_json(result, t.metadata)  # built whole first: a failure prints nothing
+            sys.stdout.buffer.write(out)
+            sys.stdout.flush()
+            return
+        from profiler.render import console
+        from profiler.render.text import render, render_short
+
+        if section or full:
+            render(result, console(), tuple(section or SECTIONS))
+        else:
+            render_short(result, console())

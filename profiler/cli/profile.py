@@ -1,0 +1,207 @@
+"""`perf profile`: run a script or a model factory under torch.profiler, then analyze the trace;
+--compare-compile runs a model eager and compiled."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from profiler.cli.analyze import analyze
+from profiler.cli.common import Force, app, one_line_errors, require_torch
+from profiler.cli_usage import one_line
+from profiler.model.errors import InputError
+
+
+# Options stop at the script: `perf profile -o t.json.gz train.py --lr 0.1 -o x` gives the script
+# `--lr 0.1 -o x` (as python -m cProfile does).
+@app.command(
+    context_settings={"allow_extra_args": True, "ignore_unknown_options": True, "allow_interspersed_args": False}
+)
+def profile(
+    ctx: typer.Context,
+    script: Annotated[
+        Path | None, typer.Argument(help="Python script to run in this process; what follows it is its own arguments.")
+    ] = None,
+    output: Annotated[
+        Path | None,
+        typer.Option(
+            "-o",
+            "--output",
+            help="Trace to write (.json.gz; .json for plain). Default: perf-<script or factory>.json.gz here.",
+        ),
+    ] = None,
+    model: Annotated[
+        str | None,
+        typer.Option(
+            help="Profile a model instead: MODULE:FACTORY (or file.py:FACTORY), a callable returning an nn.Module."
+        ),
+    ] = None,
+    input: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--input", help="Model input SHAPE[:DTYPE[:HIGH]], e.g. 32x256 or 1x128:int64 (repeatable, in order)."
+        ),
+    ] = None,
+    dtype: Annotated[
+        str | None, typer.Option(help="Model weights and float inputs: fp32 (default), bf16, fp16, fp64.")
+    ] = None,
+    compile_: Annotated[
+        bool,
+        typer.Option("--compile", help="Model: torch.compile it (compiles during warm-up, outside the recording)."),
+    ] = False,
+    steps: Annotated[int | None, typer.Option(min=1, help="Model: recorded steps (default 3).")] = None,
+    backward: Annotated[bool, typer.Option(help="Model: also run backward of the first output's sum.")] = False,
+    warmup: Annotated[
+        int | None,
+        typer.Option(
+            min=0,
+            help="Steps before the recorded ones (default 1). Model: run unprofiled. "
+            "Script: with --active, traced and discarded.",
+        ),
+    ] = None,
+    wait: Annotated[
+        int, typer.Option(min=0, help="Script, with --active: marked steps to skip before the warm-up.")
+    ] = 0,
+    active: Annotated[
+        int | None,
+        typer.Option(min=1, help="Script: record this many steps marked by profiler.step() (default: the whole run)."),
+    ] = None,
+    with_stack: Annotated[
+        bool, typer.Option(help="Record Python stacks of ops (larger trace, more overhead).")
+    ] = False,
+    with_modules: Annotated[bool, typer.Option(help="Record the nn.Module hierarchy of ops.")] = False,
+    top: Annotated[int, typer.Option(min=1, help="How many ops and kernels to list.")] = 15,
+    json: Annotated[
+        bool,
+        typer.Option("--json", help="Write the perf.analyze JSON report to stdout (the script's prints go to stderr)."),
+    ] = False,
+    hardware: Annotated[str | None, typer.Option(help="Floor every device on this spec (preset name or YAML).")] = None,
+    section: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="Only these sections (repeatable): summary, ops, roofline, timeline, critical_path, memory, llm, "
+            "modules, advice."
+        ),
+    ] = None,
+    compare_compile: Annotated[
+        bool,
+        typer.Option(
+            "--compare-compile",
+            help="Model: run it eager and torch.compiled and show, per fused kernel, the ops it replaced, "
+            "time before and after, and its bound.",
+        ),
+    ] = False,
+    force: Force = False,
+) -> None:
+    """Run a script (or --model factory) under torch.profiler, write the trace, then analyze it as \
+`perf analyze` does."""
+    require_torch("profile")
+    if compare_compile:
+        _compare_compile(model, input or [], dtype, steps, backward, hardware, json)
+        return
+    with one_line_errors(script or Path(model or "profile")):
+        from profiler.api import run_model, run_script
+        from profiler.model.files import check_writable
+
+        if script and str(script).startswith("-"):  # ignore_unknown_options let a typo through as the script
+            raise InputError(
+                None, f"no such option: {script} (see perf profile --help; the script's own options go after it)"
+            )
+        if bool(model) == bool(script):
+            raise InputError(None, "give a script to run or --model MODULE:FACTORY (one of them)")
+        if model:
+            if ctx.args or active is not None or wait:
+                raise InputError(
+                    None, f"--model takes --steps and --warmup, not {' '.join(ctx.args) or '--active/--wait'}"
+                )
+            out = check_writable(output or Path(f"perf-{model.rpartition(':')[2]}.json.gz"), force=force)
+            session = run_model(
+                model,
+                input or [],
+                out,
+                dtype=dtype or "fp32",
+                compile=compile_,
+                steps=steps or 3,
+                warmup=1 if warmup is None else warmup,
+                backward=backward,
+                with_stack=with_stack,
+                with_modules=with_modules,
+            )
+        else:
+            if input or dtype or compile_ or steps or backward:
+                raise InputError(
+                    script,
+                    "--input, --dtype, --compile, --steps and --backward go with --model; a script marks its own steps",
+                )
+            out = check_writable(output or Path(f"perf-{script.stem}.json.gz"), force=force, inputs=[script])
+            session = run_script(
+                script,
+                list(ctx.args),
+                out,
+                active=active,
+                wait=wait,
+                warmup=1 if warmup is None else warmup,
+                with_stack=with_stack,
+                with_modules=with_modules,
+                stdout_to_stderr=json,
+            )
+    short = (
+        ""
+        if session.complete
+        else f" (the run ended after {session.marks} step marks, before all {session.steps} recorded steps)"
+    )
+    print(one_line(f"wrote {session.path}{short}"), file=sys.stderr)
+    analyze(
+        session.path,
+        top=top,
+        rank=None,
+        json=json,
+        hardware=hardware,
+        dtype=None,
+        section=section,
+        full=False,
+        collectives=None,
+    )
+    if session.compile is not None and not json:
+        from profiler.render import console
+        from profiler.render.compile import render_summary
+
+        console().print(render_summary(session.compile))
+
+
+def _compare_compile(
+    model: str | None,
+    inputs: list[str],
+    dtype: str | None,
+    steps: int | None,
+    backward: bool,
+    hardware: str | None,
+    as_json: bool,
+) -> None:
+    """`perf profile --model M --compare-compile`: eager vs compiled per fused kernel."""
+    with one_line_errors(Path(model or "profile")):
+        if not model:
+            raise InputError(None, "--compare-compile goes with --model MODULE:FACTORY")
+        import torch
+
+        from profiler.api import compare_compile
+        from profiler.api import prepare_model as prepare
+
+        module, xs = prepare(model, inputs, dtype or "fp32", backward)
+        grad = torch.enable_grad() if backward else torch.no_grad()
+        with grad:
+            result = compare_compile(module, tuple(xs), steps or 3, hardware=hardware, backward=backward)
+    if as_json:
+        from profiler.render.json import compare_compile_json
+
+        sys.stdout.buffer.write(compare_compile_json(result))
+        return
+    from profiler.render import console
+    from profiler.render.compile import render_compare
+
+    console().print(render_compare(result))
+    for m in result.messages:
+        print(f"perf: {m}", file=sys.stderr)
