@@ -22,3 +22,25 @@ from profiler.cli.common import app, fail, main, one_line_errors
 
 __all__ = ["app", "fail", "main", "one_line_errors"]
 _COMMANDS = (_analyze, _hardware, _diff, _export, _gate, _profile, _serve, _compile)
+
+
+def _full_short_help(typer_app) -> None:  # type: ignore[no-untyped-def]
+    """Each command lists its help's first paragraph, wrapped: plain click help would cut it at
+    45 characters ('What bounds the run (the verdict, first), then device...')."""
+    import inspect
+
+    def first_paragraph(doc: object) -> str | None:
+        return " ".join(doc.split("\n\n")[0].split()) if isinstance(doc, str) and doc else None
+
+    for info in typer_app.registered_commands:
+        if info.short_help is None:
+            info.short_help = first_paragraph(info.help or inspect.getdoc(info.callback))
+    for group in typer_app.registered_groups:
+        sub = group.typer_instance
+        if sub is not None:
+            _full_short_help(sub)
+            if not isinstance(group.short_help, str):  # unset: typer's DefaultPlaceholder
+                group.short_help = first_paragraph(group.help if isinstance(group.help, str) else sub.info.help)
+
+
+_full_short_help(app)
