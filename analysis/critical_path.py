@@ -333,9 +333,10 @@ def _segments(g: Graph, chain: np.ndarray, bound: pd.Series) -> pd.DataFrame:
     return seg
 
 
-def _strings(labels: list[str], codes: np.ndarray) -> pd.api.extensions.ExtensionArray:
-    """labels[codes] as a str column (one take from the few labels, not a str per row)."""
-    return pd.array(labels, dtype="str").take(codes)
+def _strings(labels: list[str], codes: np.ndarray) -> pd.Series:
+    """labels[codes] as an object column of str: one take from the few labels, and no Arrow
+    string column built row by row (pandas 3 infers one from an object array)."""
+    return pd.Series(np.array(labels + [""], dtype=object)[codes], dtype=object)
 
 
 def _classes(g: Graph, nodes: np.ndarray, bound: pd.Series) -> tuple[np.ndarray, np.ndarray, list[str]]:
