@@ -35,7 +35,12 @@ def resolve(target: str) -> Callable[..., Any]:
 def run(
     program: Program, inputs: Sequence[Any], *, device: str | None = None, state: dict[str, Any] | None = None
 ) -> tuple[list[Any], dict[str, Any]]:
-    """(user outputs, values by name) of `program` on `inputs` (the forward's arguments)."""
+    """(user outputs, values by name) of `program` on `inputs` (the forward's arguments).
+
+    Without `state`, buffers are cloned from the program's; a given `state` (input name ->
+    tensor) is used as it is, so in-place ops (a KV-cache update) write into it and a decode
+    step can follow a prefill."""
+    clone = state is None
     state = dict(program.state if state is None else state)
     user = [i for i in program.inputs if i.kind == "user"]
     if len(user) != len(inputs):
@@ -44,7 +49,7 @@ def run(
     for i in program.inputs:
         if i.kind != "user":
             t = state[i.name]
-            env[i.name] = t.to(device) if device else (t.clone() if i.kind == "buffer" else t)
+            env[i.name] = t.to(device) if device else (t.clone() if clone and i.kind == "buffer" else t)
     for op in program.ops:
         args = map_refs(op.args, lambda r: env[r.name])
         kwargs = {k: map_refs(v, lambda r: env[r.name]) for k, v in op.kwargs.items()}

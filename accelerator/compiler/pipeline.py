@@ -118,12 +118,20 @@ class Pipeline:
         return ["capture"] + [n for n, _ in self.passes]
 
     def run(self, model: Any, example_inputs: tuple, ctx: CompileContext) -> Compiled:
-        log: list[PassLog] = []
-        programs: dict[str, Program] = {}
+        """Capture `model` on `example_inputs`, then every pass."""
+        ctx.decisions = []
         t0 = time.perf_counter_ns()
         program = self.capture(model, example_inputs, ctx)
-        log.append(PassLog("capture", time.perf_counter_ns() - t0, 0, len(program.ops), tuple(ctx.decisions)))
-        programs["capture"] = program
+        captured = PassLog("capture", time.perf_counter_ns() - t0, 0, len(program.ops), tuple(ctx.decisions))
+        return self.run_program(program, ctx, [captured], {"capture": program})
+
+    def run_program(
+        self, program: Program, ctx: CompileContext, log: list[PassLog] | None = None,
+        programs: dict[str, Program] | None = None,
+    ) -> Compiled:
+        """Every pass over an already captured `program` (the log then has no capture row)."""
+        log = list(log or [])
+        programs = dict(programs or {})
         for name, fn in self.passes:
             before = len(program.ops)
             if name in self.skip:
