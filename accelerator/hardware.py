@@ -164,8 +164,10 @@ def from_dict(doc: Any) -> AccelSpec:
     if not any(macs.values()):
         raise _Problem("chip.core.matrix.macs_per_cycle has no dtype with a positive rate")
     matrix = MatrixUnit(
-        _num(mx, "rows", "chip.core.matrix.", integer=True), _num(mx, "cols", "chip.core.matrix.", integer=True),
-        dataflow, macs,
+        _num(mx, "rows", "chip.core.matrix.", integer=True),
+        _num(mx, "cols", "chip.core.matrix.", integer=True),
+        dataflow,
+        macs,
     )
     vx = _section(core, "vector", "chip.core.")
     table = _dtype_table(_section(vx, "ops_per_cycle", "chip.core.vector."), "chip.core.vector.ops_per_cycle.")
@@ -180,7 +182,8 @@ def from_dict(doc: Any) -> AccelSpec:
     vector = VectorUnit(_num(vx, "lanes", "chip.core.vector.", integer=True), ops)
     dd = _section(core, "dma", "chip.core.")
     dma = Dma(
-        _num(dd, "engines", "chip.core.dma.", integer=True), _num(dd, "bandwidth", "chip.core.dma."),
+        _num(dd, "engines", "chip.core.dma.", integer=True),
+        _num(dd, "bandwidth", "chip.core.dma."),
         _num(dd, "setup_latency_s", "chip.core.dma.", allow_zero=True),
     )
     host_fallback = doc.get("host_fallback", True)
@@ -212,7 +215,9 @@ def presets() -> list[str]:
 
 def _load_file(path: Path) -> AccelSpec:
     if not os.path.lexists(path):
-        raise InputError(path, f"no such file (and no accelerator preset of that name; presets: {', '.join(presets())})")
+        raise InputError(
+            path, f"no such file (and no accelerator preset of that name; presets: {', '.join(presets())})"
+        )
     try:
         text = read_bounded(path, SPEC_MAX_BYTES, gunzip=False).decode("utf-8")
         doc = yaml.safe_load(text)

@@ -28,7 +28,9 @@ def test_capture_keeps_module_path_source_line_and_a_dynamic_sequence():
     assert pos.type.shape == (tokens.type.shape[1],)
     sdpa = [o for o in p.ops if o.target == "aten.scaled_dot_product_attention.default"]
     assert [o.module for o in sdpa] == ["layers.0.attn", "layers.1.attn"]
-    line = next(i for i, t in enumerate(open("accelerator/workloads/llama.py"), 1) if "scaled_dot_product_attention(" in t)
+    line = next(
+        i for i, t in enumerate(open("accelerator/workloads/llama.py"), 1) if "scaled_dot_product_attention(" in t
+    )
     assert all(o.source == f"accelerator/workloads/llama.py:{line}" for o in sdpa)
     # nn.Linear's op points at the model line that called the module, not at torch's linear.py
     q_proj = next(o for o in p.ops if o.module == "layers.0.attn.q_proj")

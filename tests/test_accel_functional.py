@@ -58,7 +58,9 @@ def test_a_pass_that_breaks_numerics_is_caught():
 
     def broken(program, ctx):
         p = assign_precision(program, ctx)
-        return p.with_ops([replace(o, target="aten.relu.default") if o.target == "aten.gelu.default" else o for o in p.ops])
+        return p.with_ops(
+            [replace(o, target="aten.relu.default") if o.target == "aten.gelu.default" else o for o in p.ops]
+        )
 
     model, inputs = workload("mlp")
     c = Pipeline([("precision", broken)]).run_program(decomposed("mlp"), CompileContext(load_accel("edge-npu")))

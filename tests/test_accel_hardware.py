@@ -31,7 +31,11 @@ GOOD = PRESETS_DIR / "edge-npu.yaml"
     "old,new,message",
     [
         ("    rows: 32\n", "    rows: -1\n", "chip.core.matrix.rows must be a positive integer, not -1"),
-        ("    bandwidth: 68.264e9 ", "    bandwidth: fast ", "chip.hbm.bandwidth must be a positive number, not 'fast'"),
+        (
+            "    bandwidth: 68.264e9 ",
+            "    bandwidth: fast ",
+            "chip.hbm.bandwidth must be a positive number, not 'fast'",
+        ),
         ("      dataflow: ws ", "      dataflow: diagonal ", "chip.core.matrix.dataflow must be one of os, ws, is"),
         ("clock_hz: 1.0e9 ", "clock: 1.0e9 ", "clock_hz is missing"),
         ("  topology: single ", "  topology: single\n  count2: 1 ", None),  # harmless extra key: loads

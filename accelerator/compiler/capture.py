@@ -121,8 +121,15 @@ def from_exported(ep: Any, name: str, example_inputs: tuple = ()) -> Program:
             args = torch.fx.node.map_arg(node.args, lambda n: Ref(n.name))
             kwargs = torch.fx.node.map_arg(dict(node.kwargs), lambda n: Ref(n.name))
             ops.append(
-                Op(node.name, target_name(node.target), tuple(args), dict(kwargs), value_type(node.meta.get("val")),
-                   _module(node.meta), _source(node.meta))
+                Op(
+                    node.name,
+                    target_name(node.target),
+                    tuple(args),
+                    dict(kwargs),
+                    value_type(node.meta.get("val")),
+                    _module(node.meta),
+                    _source(node.meta),
+                )
             )
         elif node.op == "output":
             kinds = {s.arg.name: s for s in ep.graph_signature.output_specs if hasattr(s.arg, "name")}

@@ -62,8 +62,12 @@ def rel_error(y: torch.Tensor, ref: torch.Tensor) -> float:
 
 def _comparable(a: Any, b: Any) -> bool:
     return (
-        isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and a.is_floating_point()
-        and b.is_floating_point() and a.shape == b.shape and a.numel() > 0
+        isinstance(a, torch.Tensor)
+        and isinstance(b, torch.Tensor)
+        and a.is_floating_point()
+        and b.is_floating_point()
+        and a.shape == b.shape
+        and a.numel() > 0
     )
 
 

@@ -56,7 +56,9 @@ def cache_updates_in_place(program: Program, ctx: CompileContext) -> Program:
         if op.target in IN_PLACE and out and buf in inputs and inputs[buf].target == out.target and not old_read_later:
             ops.append(replace(op, target=IN_PLACE[op.target], attrs={**op.attrs, "in_place": buf}))
             renames[op.name] = buf
-            ctx.decide(op.name, f"{IN_PLACE[op.target]} into {out.target}", "a cache update writes its new rows in place")
+            ctx.decide(
+                op.name, f"{IN_PLACE[op.target]} into {out.target}", "a cache update writes its new rows in place"
+            )
         else:
             ops.append(op)
     ops = rename_uses(ops, renames)

@@ -22,20 +22,84 @@ from accelerator.compiler.program import Op, Program, TensorType
 from profiler.model.errors import InputError
 
 MATRIX = {
-    "mm", "addmm", "bmm", "linear", "matmul", "convolution", "scaled_dot_product_attention", "npu.qmm",
+    "mm",
+    "addmm",
+    "bmm",
+    "linear",
+    "matmul",
+    "convolution",
+    "scaled_dot_product_attention",
+    "npu.qmm",
 }
 EXP = {"exp", "sigmoid", "tanh", "gelu", "silu", "_softmax", "_log_softmax", "log", "erf"}
 RECIPROCAL = {"rsqrt", "sqrt", "div", "reciprocal"}
 ADD_MUL = {
-    "add", "sub", "mul", "neg", "pow", "relu", "mean", "sum", "amax", "amin", "maximum", "minimum", "clamp",
-    "le", "lt", "ge", "gt", "eq", "ne", "where", "abs", "npu.cast", "npu.quantize", "npu.dequantize",
-    "quantize_per_tensor", "dequantize_per_tensor", "quantize_per_channel", "dequantize_per_channel",
-    "_to_copy", "full", "arange", "zeros", "ones", "scalar_tensor", "logical_and", "logical_or", "logical_not",
+    "add",
+    "sub",
+    "mul",
+    "neg",
+    "pow",
+    "relu",
+    "mean",
+    "sum",
+    "amax",
+    "amin",
+    "maximum",
+    "minimum",
+    "clamp",
+    "le",
+    "lt",
+    "ge",
+    "gt",
+    "eq",
+    "ne",
+    "where",
+    "abs",
+    "npu.cast",
+    "npu.quantize",
+    "npu.dequantize",
+    "quantize_per_tensor",
+    "dequantize_per_tensor",
+    "quantize_per_channel",
+    "dequantize_per_channel",
+    "_to_copy",
+    "full",
+    "arange",
+    "zeros",
+    "ones",
+    "scalar_tensor",
+    "logical_and",
+    "logical_or",
+    "logical_not",
 }
 DMA = {
-    "view", "_unsafe_view", "reshape", "permute", "transpose", "t", "expand", "slice", "select", "cat",
-    "unsqueeze", "squeeze", "clone", "index", "embedding", "index_copy_", "index_put_", "index_copy",
-    "index_put", "copy", "copy_", "alias", "split", "split_with_sizes", "getitem", "contiguous", "unbind",
+    "view",
+    "_unsafe_view",
+    "reshape",
+    "permute",
+    "transpose",
+    "t",
+    "expand",
+    "slice",
+    "select",
+    "cat",
+    "unsqueeze",
+    "squeeze",
+    "clone",
+    "index",
+    "embedding",
+    "index_copy_",
+    "index_put_",
+    "index_copy",
+    "index_put",
+    "copy",
+    "copy_",
+    "alias",
+    "split",
+    "split_with_sizes",
+    "getitem",
+    "contiguous",
+    "unbind",
     "constant_pad_nd",
 }
 HOST = {"sym_size", "sym_numel", "sym_stride", "_assert_scalar", "sym_constrain_range_for_size"}
@@ -90,11 +154,13 @@ def legalize(program: Program, ctx: CompileContext) -> Program:
             where = op.where()
             if not (ctx.host_fallback and hw.host_fallback):
                 raise InputError(
-                    op.source or program.name, f"{op.target} in {op.module or '<top>'}: no unit of {hw.name} runs it"
-                    " and host fallback is off"
+                    op.source or program.name,
+                    f"{op.target} in {op.module or '<top>'}: no unit of {hw.name} runs it and host fallback is off",
                 )
             ctx.decide(op.name, "host partition", f"no unit of {hw.name} runs {op.target} ({where})")
-            ops.append(replace(op, attrs={**op.attrs, "unit": "host", "diagnostic": f"unsupported: {op.target} at {where}"}))
+            ops.append(
+                replace(op, attrs={**op.attrs, "unit": "host", "diagnostic": f"unsupported: {op.target} at {where}"})
+            )
             continue
         unit, op_class = found
         attrs = {**op.attrs, "unit": unit}
@@ -104,8 +170,11 @@ def legalize(program: Program, ctx: CompileContext) -> Program:
                 if dtype in hw.vector_dtypes("add_mul"):
                     unit = attrs["unit"] = "vector"
                     op_class = "add_mul"
-                    ctx.decide(op.name, f"{op_kind(op.target)} on the vector unit in {dtype}",
-                               f"{hw.name}'s matrix unit has no {dtype} ({', '.join(hw.matrix_dtypes())})")
+                    ctx.decide(
+                        op.name,
+                        f"{op_kind(op.target)} on the vector unit in {dtype}",
+                        f"{hw.name}'s matrix unit has no {dtype} ({', '.join(hw.matrix_dtypes())})",
+                    )
                 else:
                     wide = dtype
                     while wide in _WIDER and wide not in hw.matrix_dtypes():
@@ -116,7 +185,9 @@ def legalize(program: Program, ctx: CompileContext) -> Program:
         if unit == "vector":
             dtype = compute_dtype(op, types)
             if dtype not in hw.vector_dtypes(op_class):
-                ctx.decide(op.name, f"{op_kind(op.target)} in fp32", f"{hw.name}'s vector unit has no {dtype} {op_class}")
+                ctx.decide(
+                    op.name, f"{op_kind(op.target)} in fp32", f"{hw.name}'s vector unit has no {dtype} {op_class}"
+                )
                 dtype = "fp32"
             attrs["dtype"] = dtype
             attrs["op_class"] = op_class

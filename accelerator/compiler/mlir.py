@@ -44,9 +44,16 @@ from xdsl.printer import Printer
 from accelerator.compiler import program as ir
 
 _ELEMENT = {
-    "float32": builtin.f32, "float64": builtin.f64, "float16": builtin.f16, "bfloat16": builtin.bf16,
-    "int8": builtin.i8, "int32": builtin.i32, "int64": builtin.i64, "bool": builtin.i1,
-    "uint8": builtin.IntegerType(8, builtin.Signedness.UNSIGNED), "float8_e4m3fn": builtin.Float8E4M3FNType(),
+    "float32": builtin.f32,
+    "float64": builtin.f64,
+    "float16": builtin.f16,
+    "bfloat16": builtin.bf16,
+    "int8": builtin.i8,
+    "int32": builtin.i32,
+    "int64": builtin.i64,
+    "bool": builtin.i1,
+    "uint8": builtin.IntegerType(8, builtin.Signedness.UNSIGNED),
+    "float8_e4m3fn": builtin.Float8E4M3FNType(),
 }
 
 

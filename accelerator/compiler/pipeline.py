@@ -110,7 +110,9 @@ class Pipeline:
         override = dict(override or {})
         unknown = (set(skip) | set(override)) - names
         if unknown:
-            raise ValueError(f"no pass named {', '.join(sorted(unknown))}; passes: {', '.join(n for n, _ in self.passes)}")
+            raise ValueError(
+                f"no pass named {', '.join(sorted(unknown))}; passes: {', '.join(n for n, _ in self.passes)}"
+            )
         self.skip = set(skip)
         self.override = override
 
@@ -126,7 +128,10 @@ class Pipeline:
         return self.run_program(program, ctx, [captured], {"capture": program})
 
     def run_program(
-        self, program: Program, ctx: CompileContext, log: list[PassLog] | None = None,
+        self,
+        program: Program,
+        ctx: CompileContext,
+        log: list[PassLog] | None = None,
         programs: dict[str, Program] | None = None,
     ) -> Compiled:
         """Every pass over an already captured `program` (the log then has no capture row)."""
@@ -145,6 +150,8 @@ class Pipeline:
         return Compiled(program, tuple(log), programs)
 
 
-def compile_model(model: Any, example_inputs: tuple, hardware: AccelSpec, precision: str = "fp32", **kw: Any) -> Compiled:
+def compile_model(
+    model: Any, example_inputs: tuple, hardware: AccelSpec, precision: str = "fp32", **kw: Any
+) -> Compiled:
     """The default pipeline over `model` for `hardware` at `precision` (CompileContext fields in `kw`)."""
     return Pipeline().run(model, example_inputs, CompileContext(hardware, precision, **kw))

@@ -30,13 +30,23 @@ from profiler.model.errors import InputError
 
 POLICIES = ("fp32", "bf16", "int8", "fp8")
 MATMULS = {
-    "aten.mm.default", "aten.addmm.default", "aten.bmm.default", "aten.linear.default",
-    "aten.scaled_dot_product_attention.default", "aten.convolution.default",
+    "aten.mm.default",
+    "aten.addmm.default",
+    "aten.bmm.default",
+    "aten.linear.default",
+    "aten.scaled_dot_product_attention.default",
+    "aten.convolution.default",
 }
 STATS = {
-    "aten.mean.dim", "aten.sum.dim_IntList", "aten.var.correction", "aten.var_mean.correction",
-    "aten._softmax.default", "aten._log_softmax.default", "aten.rsqrt.default",
-    "aten.native_layer_norm.default", "aten.native_group_norm.default",
+    "aten.mean.dim",
+    "aten.sum.dim_IntList",
+    "aten.var.correction",
+    "aten.var_mean.correction",
+    "aten._softmax.default",
+    "aten._log_softmax.default",
+    "aten.rsqrt.default",
+    "aten.native_layer_norm.default",
+    "aten.native_group_norm.default",
 }
 _LAYOUT = {"aten.permute.default", "aten.t.default", "aten.transpose.int"}
 _QUANT = {"int8": ("int8", 127.0), "fp8": ("float8_e4m3fn", 448.0)}  # torch dtype, largest magnitude
@@ -72,7 +82,9 @@ def assign_precision(program: Program, ctx: CompileContext) -> Program:
 
 
 def _cast_op(value: str, vtype: TensorType, dtype: str, near: Op) -> Op:
-    return Op(f"{value}_to_{dtype}", "npu.cast", (Ref(value), dtype), {}, vtype.with_dtype(dtype), near.module, near.source)
+    return Op(
+        f"{value}_to_{dtype}", "npu.cast", (Ref(value), dtype), {}, vtype.with_dtype(dtype), near.module, near.source
+    )
 
 
 def _bf16(program: Program, ctx: CompileContext) -> Program:
@@ -110,8 +122,11 @@ def _bf16(program: Program, ctx: CompileContext) -> Program:
         ops.append(replace(rename_uses([op], renames)[0], attrs={**op.attrs, **attrs}))
         if in_place:
             continue
-        ctx.decide(op.name, f"{'bf16 operands, fp32 accumulation' if want == 'bfloat16' else 'fp32 statistics'}",
-                   f"policy bf16: {op.target} is a {'matrix op' if want == 'bfloat16' else 'statistic'}")
+        ctx.decide(
+            op.name,
+            f"{'bf16 operands, fp32 accumulation' if want == 'bfloat16' else 'fp32 statistics'}",
+            f"policy bf16: {op.target} is a {'matrix op' if want == 'bfloat16' else 'statistic'}",
+        )
     return program.with_ops(ops)
 
 
@@ -149,10 +164,13 @@ def _quantize_linears(program: Program, ctx: CompileContext) -> Program:
         param, chain = found
         if param.name not in quantized:
             w = state[param.name].detach().float()
-            w_scale = (w.abs().amax(dim=1).clamp(min=1e-12) / qmax)  # per output channel (row of W)
+            w_scale = w.abs().amax(dim=1).clamp(min=1e-12) / qmax  # per output channel (row of W)
             wq_name, ws_name = f"{param.name}_{policy}", f"{param.name}_scale"
-            state[wq_name] = torch.clamp(w / w_scale[:, None], -qmax, qmax).round().to(torch.int8) if policy == "int8" \
+            state[wq_name] = (
+                torch.clamp(w / w_scale[:, None], -qmax, qmax).round().to(torch.int8)
+                if policy == "int8"
                 else (w / w_scale[:, None]).to(torch.float8_e4m3fn)
+            )
             state[ws_name] = w_scale
             new_inputs.append(Input(wq_name, "param", param.target, param.type.with_dtype(dtype)))
             scale_type = TensorType(param.type.hint[:1], "float32", param.type.hint[:1])
@@ -160,23 +178,50 @@ def _quantize_linears(program: Program, ctx: CompileContext) -> Program:
             quantized[param.name] = (wq_name, ws_name)
         wq_name, ws_name = quantized[param.name]
         t = chain[0]
-        wt = replace(t, name=f"{t.name}_{policy}_{op.name}", args=(Ref(wq_name), *t.args[1:]),
-                     type=t.type.with_dtype(dtype))
+        wt = replace(
+            t, name=f"{t.name}_{policy}_{op.name}", args=(Ref(wq_name), *t.args[1:]), type=t.type.with_dtype(dtype)
+        )
         x_scale = max(float(values[a.name].detach().abs().max()), 1e-12) / qmax
         out_t = op.type if isinstance(op.type, TensorType) else None
-        xq = Op(f"{op.name}_xq", "npu.quantize", (a, x_scale, dtype, qmax), {}, types[a.name].with_dtype(dtype),
-                op.module, op.source)
+        xq = Op(
+            f"{op.name}_xq",
+            "npu.quantize",
+            (a, x_scale, dtype, qmax),
+            {},
+            types[a.name].with_dtype(dtype),
+            op.module,
+            op.source,
+        )
         acc_dtype = "int32" if policy == "int8" else "float32"
-        acc = Op(f"{op.name}_acc", "npu.qmm", (Ref(xq.name), Ref(wt.name)), {}, out_t.with_dtype(acc_dtype),
-                 op.module, op.source, {"accumulate": acc_dtype})
+        acc = Op(
+            f"{op.name}_acc",
+            "npu.qmm",
+            (Ref(xq.name), Ref(wt.name)),
+            {},
+            out_t.with_dtype(acc_dtype),
+            op.module,
+            op.source,
+            {"accumulate": acc_dtype},
+        )
         deq_name = f"{op.name}_dq" if op.target == "aten.addmm.default" else op.name
-        deq = Op(deq_name, "npu.dequantize", (Ref(acc.name), x_scale, Ref(ws_name)), {}, out_t.with_dtype("float32"),
-                 op.module, op.source)
+        deq = Op(
+            deq_name,
+            "npu.dequantize",
+            (Ref(acc.name), x_scale, Ref(ws_name)),
+            {},
+            out_t.with_dtype("float32"),
+            op.module,
+            op.source,
+        )
         ops += [wt, xq, acc, deq]
         if op.target == "aten.addmm.default":
             ops.append(Op(op.name, "aten.add.Tensor", (Ref(deq_name), op.args[0]), {}, op.type, op.module, op.source))
-        ctx.decide(op.name, f"{dtype} x {dtype} -> {acc_dtype}, weight {param.target} per channel, "
-                   f"activation per tensor (scale {x_scale:.3g})", f"policy {policy}: a linear")
+        ctx.decide(
+            op.name,
+            f"{dtype} x {dtype} -> {acc_dtype}, weight {param.target} per channel, "
+            f"activation per tensor (scale {x_scale:.3g})",
+            f"policy {policy}: a linear",
+        )
     return prune(replace(program, ops=tuple(ops), inputs=tuple(new_inputs), state=state))
 
 
@@ -186,7 +231,12 @@ def _outputs_as_captured(p: Program, original: Program, ctx: CompileContext) -> 
     ops, outputs = list(p.ops), []
     for out in p.outputs:
         was, now = before.get(out.name), after.get(out.name)
-        if out.kind == "user" and isinstance(was, TensorType) and isinstance(now, TensorType) and was.dtype != now.dtype:
+        if (
+            out.kind == "user"
+            and isinstance(was, TensorType)
+            and isinstance(now, TensorType)
+            and was.dtype != now.dtype
+        ):
             near = p.producers().get(out.name) or ops[-1]
             cast = _cast_op(out.name, now, was.dtype, near)
             ops.append(cast)
