@@ -55,6 +55,11 @@ def test_bf16_matmuls_read_bf16_statistics_stay_fp32():
     caches = [i for i in p.inputs if i.kind == "buffer" and i.target.endswith("cache")]
     assert len(caches) == 4 and {i.type.dtype for i in caches} == {"bfloat16"}
     assert p.types()[p.outputs[0].name].dtype == "float32"
+    # linear weights cast once at compile time: stored bf16, no run-time cast reads a parameter
+    assert p.state["p_layers_0_attn_q_proj_weight"].dtype == torch.bfloat16
+    params = {i.name for i in p.inputs if i.kind == "param"}
+    assert not [o for o in p.ops if o.target == "npu.cast" and set(o.refs()) & params]
+    assert p.state["p_layers_0_input_norm_weight"].dtype == torch.float32  # read by a multiply, not a matmul
 
 
 def test_per_layer_override_by_module_path():

@@ -97,7 +97,7 @@ def _bf16(program: Program, ctx: CompileContext) -> Program:
     state = {k: v.to(torch.bfloat16) if k in caches and v.is_floating_point() else v for k, v in program.state.items()}
     for name in sorted(caches):
         ctx.decide(name, "held in bf16", "policy bf16: a cache written in place (half the bytes per step)")
-    program = replace(program, inputs=inputs, state=state)
+    program = _bf16_weights(replace(program, inputs=inputs, state=state), ctx)
     types = program.types()
     casts: dict[tuple[str, str], Op] = {}
     ops: list[Op] = []
@@ -128,6 +128,41 @@ def _bf16(program: Program, ctx: CompileContext) -> Program:
             f"policy bf16: {op.target} is a {'matrix op' if want == 'bfloat16' else 'statistic'}",
         )
     return program.with_ops(ops)
+
+
+def _bf16_weights(program: Program, ctx: CompileContext) -> Program:
+    """Parameters only bf16 matmuls read (directly or through one transpose) stored in bf16: the
+    cast happens once at compile time, not on every call."""
+    users = program.users()
+
+    def bf16_matmul(op: Op) -> bool:
+        return op.target in MATMULS and policy_of(op, ctx) == "bf16"
+
+    def only_matmuls(name: str) -> bool:
+        uses = users.get(name, [])
+        return bool(uses) and all(
+            bf16_matmul(u) or (u.target in _LAYOUT and users.get(u.name) and all(map(bf16_matmul, users[u.name])))
+            for u in uses
+        )
+
+    weights = {
+        i.name
+        for i in program.inputs
+        if i.kind in ("param", "constant") and i.type.dtype == "float32" and only_matmuls(i.name)
+    }
+    if not weights:
+        return program
+    for name in sorted(weights):
+        ctx.decide(name, "stored bf16", "policy bf16: only matrix ops read it (cast once at compile time)")
+    inputs = tuple(replace(i, type=i.type.with_dtype("bfloat16")) if i.name in weights else i for i in program.inputs)
+    state = {k: v.to(torch.bfloat16) if k in weights else v for k, v in program.state.items()}
+    ops = [
+        replace(o, type=o.type.with_dtype("bfloat16"))
+        if o.target in _LAYOUT and o.args[0].name in weights and isinstance(o.type, TensorType)
+        else o
+        for o in program.ops
+    ]
+    return replace(program, inputs=inputs, state=state, ops=tuple(ops))
 
 
 def _weight_param(program: Program, value: str) -> tuple[Input, list[Op]] | None:
