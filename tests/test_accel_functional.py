@@ -70,3 +70,27 @@ def test_a_pass_that_breaks_numerics_is_caught():
     assert worst.name == "act" and worst.rel_error > 0.01
     ok = compile_from_decomposed("mlp", "edge-npu", "fp32")
     assert check(ok.program, model, inputs, decomposed("mlp"), BOUNDS["fp32"]).ok
+
+
+def test_the_first_pass_that_breaks_numerics_is_named():
+    from accel_programs import captured
+
+    from accelerator.compiler.check import first_divergent_pass
+    from accelerator.compiler.legalize import legalize
+    from accelerator.compiler.pipeline import CompileContext, Pipeline
+    from accelerator.compiler.precision import assign_precision
+    from accelerator.hardware import load_accel
+
+    def flips_gelu(program, ctx):  # a "fusion" that gets GELU wrong
+        return program.with_ops(
+            [replace(o, target="aten.relu.default") if o.target == "aten.gelu.default" else o for o in program.ops]
+        )
+
+    model, inputs = workload("mlp")
+    passes = [("precision", assign_precision), ("bad_fusion", flips_gelu), ("legalize", legalize)]
+    ctx = CompileContext(load_accel("edge-npu"), "bf16")
+    c = Pipeline(passes).run_program(decomposed("mlp"), ctx, programs={"capture": captured("mlp")})
+    name, result = first_divergent_pass(c.programs, model, inputs, BOUNDS["bf16"])
+    assert name == "bad_fusion" and max(result.outputs) > BOUNDS["bf16"]
+    good = Pipeline(passes[:1] + passes[2:]).run_program(decomposed("mlp"), ctx, programs={"capture": captured("mlp")})
+    assert first_divergent_pass(good.programs, model, inputs, BOUNDS["bf16"]) is None

@@ -84,3 +84,20 @@ def check(program: Program, model: torch.nn.Module, inputs: tuple, reference: Pr
             last[op.module] = op.name
     layers = tuple(LayerError(m, rel_error(values[n], ref_values[n])) for m, n in last.items())
     return Check(outputs, layers, bound)
+
+
+def first_divergent_pass(
+    programs: dict[str, Program], model: torch.nn.Module, inputs: tuple, bound: float
+) -> tuple[str, Check] | None:
+    """The first pass (in `programs`' order: Compiled.programs) whose program's outputs leave
+    `bound` of the eager model, with its check; None when every pass stays within it. Layers
+    are compared with the first program (the capture), so the check names where it broke."""
+    names = list(programs)
+    if not names:
+        return None
+    reference = programs[names[0]]
+    for name in names:
+        result = check(programs[name], model, inputs, reference, bound)
+        if max(result.outputs, default=0.0) > bound:
+            return name, result
+    return None
