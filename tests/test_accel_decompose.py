@@ -121,3 +121,23 @@ def test_quantize_dequantize_pairs_survive_decomposition():
         assert types[op.args[0].name].dtype == "int8"
     (out,), _ = run(p, (x,))
     assert float((out - _Int8Linear()(x)).norm()) == 0.0
+
+
+def test_a_quantized_linear_runs_as_int8_arithmetic_after_precision():
+    """The surviving dequantize -> mm is folded into int8 x int8 -> int32 (npu.qmm) under any
+    policy, and computes the same numbers: the int8 linear does not come out as fp32 arithmetic."""
+    from accelerator.compiler.precision import assign_precision
+
+    ctx = CompileContext(load_accel("edge-npu"))
+    x = torch.randn(4, 32)
+    model = _Int8Linear()
+    p = assign_precision(decompose(capture(model, (x,), ctx), ctx), ctx)
+    c, types = p.op_counts(), p.types()
+    assert "aten.mm.default" not in c and c["npu.qmm"] == 1
+    assert "quantized_decomposed.dequantize_per_tensor.default" not in c  # both dequantizes folded away
+    qmm = next(o for o in p.ops if o.target == "npu.qmm")
+    assert [types[r].dtype for r in qmm.refs()] == ["int8", "int8"] and types[qmm.name].dtype == "int32"
+    (out,), _ = run(p, (x,))
+    ref = model(x)
+    # same arithmetic up to fp32 rounding: sum of int products x (0.05 x 0.01) vs sum of scaled products
+    assert float((out - ref).norm() / ref.norm()) < 1e-6

@@ -72,10 +72,11 @@ def assign_precision(program: Program, ctx: CompileContext) -> Program:
             ctx.hardware.name,
             f"precision fp8: the matrix unit has no fp8 (it runs {', '.join(ctx.hardware.matrix_dtypes())})",
         )
+    folded = fold_dequantized_matmuls(program, ctx)
     if policies == {"fp32"}:
         ctx.decide("", "every tensor fp32", "policy fp32")
-        return program
-    p = _quantize_linears(program, ctx) if policies & set(_QUANT) else program
+        return folded if folded is program else propagate_dtypes(folded)
+    p = _quantize_linears(folded, ctx) if policies & set(_QUANT) else folded
     p = _bf16(p, ctx) if "bf16" in policies else p
     p = propagate_dtypes(p)
     return _outputs_as_captured(p, program, ctx)
@@ -163,6 +164,82 @@ def _bf16_weights(program: Program, ctx: CompileContext) -> Program:
         for o in program.ops
     ]
     return replace(program, inputs=inputs, state=state, ops=tuple(ops))
+
+
+_DQ_TENSOR = "quantized_decomposed.dequantize_per_tensor.default"
+_DQ_CHANNEL = "quantized_decomposed.dequantize_per_channel.default"
+
+
+def _dequantized(program: Program, value: str, producers: dict[str, Op]) -> tuple[str, object, Op | None] | None:
+    """(int8 value, its scale, the transpose between) when `value` is a symmetric int8
+    dequantize (per tensor, or per channel along the rows of a transposed weight)."""
+    op, layout = producers.get(value), None
+    if op is not None and op.target in _LAYOUT:
+        layout, op = op, producers.get(op.args[0].name)
+    if op is None or op.target not in (_DQ_TENSOR, _DQ_CHANNEL) or op.args[-1] != torch.int8:
+        return None
+    if op.target == _DQ_TENSOR:
+        return (op.args[0].name, op.args[1], layout) if op.args[2] == 0 else None
+    zeros = program.state.get(op.args[2].name) if isinstance(op.args[2], Ref) else None
+    # per-channel scales must run along the matmul's output columns: rows (axis 0) of W under one transpose
+    if zeros is None or bool(zeros.any()) or op.args[3] != 0 or layout is None:
+        return None
+    return op.args[0].name, op.args[1], layout
+
+
+def fold_dequantized_matmuls(program: Program, ctx: CompileContext) -> Program:
+    """A quantized model's `dequantize -> mm` (PT2E's representation of an int8 linear, which
+    survives decomposition) folded into `npu.qmm` on the int8 tensors and one `npu.dequantize`
+    of the int32 sums: the int8 linear runs as int8 arithmetic, not as fp32."""
+    producers, types = program.producers(), program.types()
+    ops: list[Op] = []
+    folded = False
+    for op in program.ops:
+        if op.target not in ("aten.mm.default", "aten.addmm.default"):
+            ops.append(op)
+            continue
+        a, b = (op.args[1], op.args[2]) if op.target == "aten.addmm.default" else op.args[:2]
+        qa = _dequantized(program, a.name, producers)
+        qb = _dequantized(program, b.name, producers) if qa else None
+        if not (qa and qb):
+            ops.append(op)
+            continue
+        (xa, sa, la), (xb, sb, lb) = qa, qb
+        operands = []
+        for x, layout in ((xa, la), (xb, lb)):
+            if layout is not None:
+                t = replace(
+                    layout,
+                    name=f"{layout.name}_int8_{op.name}",
+                    args=(Ref(x), *layout.args[1:]),
+                    type=types[layout.name].with_dtype("int8"),
+                )
+                ops.append(t)
+                x = t.name
+            operands.append(Ref(x))
+        out = op.type if isinstance(op.type, TensorType) else None
+        acc = Op(
+            f"{op.name}_acc",
+            "npu.qmm",
+            tuple(operands),
+            {},
+            out.with_dtype("int32"),
+            op.module,
+            op.source,
+            {"accumulate": "int32"},
+        )
+        deq_name = f"{op.name}_dq" if op.target == "aten.addmm.default" else op.name
+        ops += [
+            acc,
+            Op(
+                deq_name, "npu.dequantize", (Ref(acc.name), sa, sb), {}, out.with_dtype("float32"), op.module, op.source
+            ),
+        ]
+        if op.target == "aten.addmm.default":
+            ops.append(Op(op.name, "aten.add.Tensor", (Ref(deq_name), op.args[0]), {}, op.type, op.module, op.source))
+        ctx.decide(op.name, "dequantize -> matmul folded into int8 x int8 -> int32", "the model is already quantized")
+        folded = True
+    return prune(program.with_ops(ops)) if folded else program
 
 
 def _weight_param(program: Program, value: str) -> tuple[Input, list[Op]] | None:
