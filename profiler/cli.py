@@ -724,3 +724,8 @@ def compile_report_cmd(
             console().print(render_report(report))
     for line in report.problems.lines():  # unreadable lines are counted, not fatal
         print(one_line(f"{logdir}: {line}"), file=sys.stderr)
+
+
+from profiler.cli_compile import register as _register_compile  # noqa: E402  (perf compile: its own file)
+
+_register_compile(app)

@@ -78,7 +78,7 @@ def assign_precision(program: Program, ctx: CompileContext) -> Program:
         return folded if folded is program else propagate_dtypes(folded)
     p = _quantize_linears(folded, ctx) if policies & set(_QUANT) else folded
     p = _bf16(p, ctx) if "bf16" in policies else p
-    p = propagate_dtypes(p)
+    p = _drop_noop_casts(propagate_dtypes(p))
     return _outputs_as_captured(p, program, ctx)
 
 
@@ -335,6 +335,21 @@ def _quantize_linears(program: Program, ctx: CompileContext) -> Program:
             f"policy {policy}: a linear",
         )
     return prune(replace(program, ops=tuple(ops), inputs=tuple(new_inputs), state=state))
+
+
+def _drop_noop_casts(program: Program) -> Program:
+    """Casts to the dtype their input already has (a cast planned before the dtypes upstream
+    changed: bf16 GELU of a bf16 matmul) removed, their users reading the input."""
+    types = program.types()
+    renames = {
+        o.name: o.args[0].name
+        for o in program.ops
+        if o.target == "npu.cast" and getattr(types.get(o.args[0].name), "dtype", None) == o.args[1]
+    }
+    if not renames:
+        return program
+    ops = [o for o in program.ops if o.name not in renames]
+    return program.with_ops(rename_uses(ops, renames))
 
 
 def _outputs_as_captured(p: Program, original: Program, ctx: CompileContext) -> Program:
