@@ -8,6 +8,11 @@ import pytest
 import torch
 from accel_programs import compile_from_decomposed, compiled, decomposed, workload
 
+from accelerator.compiler.capture import capture
+from accelerator.compiler.pipeline import CompileContext
+from accelerator.compiler.precision import assign_precision
+from accelerator.hardware import load_accel
+from accelerator.workloads import MLP
 from profiler.model.errors import InputError
 
 MATMUL = {"aten.mm.default", "aten.addmm.default", "npu.qmm"}
@@ -83,3 +88,14 @@ def test_fp32_changes_nothing():
     p = compiled("mlp", "edge-npu", "fp32").program
     assert [o.target for o in p.ops] == [o.target for o in decomposed("mlp").ops]
     assert operand_dtypes(p, MATMUL) == {"float32"}
+
+
+def test_int8_refuses_meta_weights_in_one_line():
+    with torch.device("meta"):
+        model = MLP()
+    ctx = CompileContext(load_accel("edge-npu"), "int8")
+    program = capture(model, (torch.zeros(4, 32, device="meta"),), ctx)
+    with pytest.raises(InputError, match="MLP: precision int8: calibration needs real weights"):
+        assign_precision(program, ctx)
+    ctx.precision = "bf16"  # bf16 needs no values: meta weights compile
+    assert assign_precision(program, ctx).op_counts()["npu.cast"] == 2  # x to bf16, the output back to fp32

@@ -256,6 +256,11 @@ def _weight_param(program: Program, value: str) -> tuple[Input, list[Op]] | None
 
 
 def _quantize_linears(program: Program, ctx: CompileContext) -> Program:
+    if any(getattr(t, "is_meta", False) for t in program.state.values()):
+        raise InputError(
+            program.name,
+            f"precision {ctx.precision}: calibration needs real weights; this model's are on the meta device",
+        )
     # Static activation scales: the captured program run on its example inputs.
     _, values = run(program, program.example_inputs)
     ops: list[Op] = []
