@@ -577,6 +577,7 @@ FACADE: dict[str, tuple[str, str]] = {
     "accel_bounds": ("accelerator.compiler.check", "BOUNDS"),
     "accel_report": ("accelerator.compiler.report", "report"),
     "to_mlir": ("accelerator.compiler.mlir", "to_mlir"),
+    "accel_trace_document": ("accelerator.compiler.trace_events", "trace_document"),  # perf compile --trace
     "OUTPUT_TABLES": ("analysis.columns", "OUTPUT_TABLES"),  # every Analysis table's columns
     "output_tables_markdown": ("analysis.columns", "markdown"),  # their reference (docs/json-schema.md)
 }

@@ -1,5 +1,5 @@
 """`perf compile MODEL --accel PRESET_OR_YAML [--input SHAPE] [--precision POLICY] [--dump-ir DIR]
-[--check] [--json]`: lower a model onto the accelerator (accelerator/compiler) and print the pass
+[--check] [--json] [--trace FILE]`: lower a model onto the accelerator (accelerator/compiler) and print the pass
 table, the kernels, and with --check the functional error per layer.
 
 MODEL: a built-in workload (`mlp`, `llama`) or `pkg.module:factory` (as `perf profile --model`):
@@ -70,7 +70,10 @@ def register(app: typer.Typer) -> None:
         dump_ir: Annotated[Path | None, typer.Option("--dump-ir", help="Write the MLIR after every pass here.")] = None,
         check: Annotated[bool, typer.Option("--check", help="Run it op by op and compare with eager.")] = False,
         json: Annotated[bool, typer.Option("--json", help="Write the result as JSON.")] = False,
-        force: Annotated[bool, typer.Option("--force", help="Overwrite files in --dump-ir.")] = False,
+        trace: Annotated[
+            Path | None, typer.Option("--trace", help="Write the passes as a trace (.json or .json.gz).")
+        ] = None,
+        force: Annotated[bool, typer.Option("--force", help="Overwrite files in --dump-ir and --trace.")] = False,
     ) -> None:
         """Lower a model onto the accelerator: capture, decomposition, precision, legalisation."""
         from profiler.cli import fail, one_line_errors, require_torch
@@ -93,6 +96,13 @@ def register(app: typer.Typer) -> None:
                 reference = compiled.programs.get("decompose", compiled.programs["capture"])
                 result = api.accel_check(compiled.program, m, xs, reference, api.accel_bounds[precision])
             doc = api.accel_report(compiled, model=name, accel=hw.name, precision=precision, check=result)
+            if trace is not None:
+                import gzip
+
+                import orjson
+
+                data = orjson.dumps(api.accel_trace_document(compiled.log, doc))
+                write_atomic(trace, gzip.compress(data) if trace.name.endswith(".gz") else data, force=force)
             if dump_ir is not None:
                 dump_ir.mkdir(parents=True, exist_ok=True)
                 for i, (pass_name, program) in enumerate(compiled.programs.items()):

@@ -95,3 +95,22 @@ def test_bad_input_is_one_line_exit_2(tmp_path):
     assert r.exit_code == 2 and "edge-npu: precision fp8: the matrix unit has no fp8" in r.stderr
     r = run("compile", "mlp")
     assert r.exit_code == 2 and "--accel" in r.stderr
+
+
+def test_trace_puts_the_passes_on_the_compiler_track(tmp_path):
+    from profiler.api import load_trace
+
+    out = tmp_path / "compile.json.gz"
+    r = run("compile", "mlp", "--accel", "edge-npu", "--json", "--trace", str(out))
+    assert r.exit_code == 0, r.output
+    passes = json.loads(r.stdout)["passes"]
+    ev = load_trace(out).events
+    assert ev["kind"].astype(str).tolist() == ["compile_pass"] * 4
+    assert set(ev["track"].astype(str)) == {"rank0/compiler"}
+    assert ev["name"].astype(str).tolist() == [p["name"] for p in passes]
+    # back to back from 0, each as long as its wall time (µs with 3 decimals: exact ns)
+    assert ev["dur"].tolist() == [p["wall_ns"] for p in passes]
+    starts = [sum(p["wall_ns"] for p in passes[:i]) for i in range(4)]
+    assert ev["ts"].tolist() == starts
+    r = run("compile", "mlp", "--accel", "edge-npu", "--trace", str(out))
+    assert r.exit_code == 2 and "already exists; pass --force" in r.stderr
