@@ -2,7 +2,7 @@
 [--check] [--json] [--trace FILE]`: lower a model onto the accelerator (accelerator/compiler) and print the pass
 table, the kernels, and with --check the functional error per layer.
 
-MODEL: a built-in workload (`mlp`, `llama`) or `pkg.module:factory` (as `perf profile --model`):
+MODEL: a built-in workload (`mlp`, `resnet`, `vit`, `llama`) or `pkg.module:factory` (as `perf profile --model`):
 a factory called with no arguments that returns an nn.Module, its inputs from `--input` or, without
 it, from the module's `example_inputs` tuple. Registered on the CLI by `register(app)`."""
 
@@ -62,7 +62,7 @@ def _print_text(doc: dict) -> None:
 def register(app: typer.Typer) -> None:
     @app.command("compile")
     def compile_cmd(
-        model: Annotated[str, typer.Argument(help="A workload (mlp, llama) or MODULE:FACTORY.")] = "",
+        model: Annotated[str, typer.Argument(help="A workload (mlp, resnet, vit, llama) or MODULE:FACTORY.")] = "",
         model_opt: Annotated[str, typer.Option("--model", help="MODEL as an option.")] = "",
         accel: Annotated[str, typer.Option("--accel", help="edge-npu, datacenter-npu or a YAML file.")] = "",
         input: Annotated[list[str], typer.Option("--input", help="SHAPE[:dtype], repeatable.")] = [],  # noqa: B006

@@ -12,9 +12,7 @@ from accelerator.compiler.legalize import legalize
 from accelerator.compiler.pipeline import CompileContext, Compiled, Pipeline
 from accelerator.compiler.precision import assign_precision
 from accelerator.hardware import load_accel
-from accelerator.workloads import tiny_llama, tiny_mlp
-
-WORKLOADS = {"mlp": tiny_mlp, "llama": tiny_llama}
+from accelerator.workloads import WORKLOADS
 
 
 @cache

@@ -90,7 +90,7 @@ def test_bad_input_is_one_line_exit_2(tmp_path):
     assert r.exit_code == 2 and r.stderr.strip().count("\n") == 0
     assert f"{bad}: invalid accelerator description: chip is missing" in r.stderr
     r = run("compile", "resnet9000", "--accel", "edge-npu")
-    assert r.exit_code == 2 and "resnet9000: not a workload (mlp, llama) nor MODULE:FACTORY" in r.stderr
+    assert r.exit_code == 2 and "resnet9000: not a workload (mlp, resnet, vit, llama) nor MODULE:FACTORY" in r.stderr
     r = run("compile", "mlp", "--accel", "edge-npu", "--precision", "fp8")
     assert r.exit_code == 2 and "edge-npu: precision fp8: the matrix unit has no fp8" in r.stderr
     r = run("compile", "mlp")

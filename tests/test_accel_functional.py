@@ -13,7 +13,7 @@ from accelerator.compiler.check import BOUNDS, check, rel_error
 
 CASES = [
     (w, preset, policy)
-    for w in ("mlp", "llama")
+    for w in ("mlp", "resnet", "vit", "llama")
     for preset in ("edge-npu", "datacenter-npu")
     for policy in ("fp32", "bf16", "int8", "fp8")
     if not (preset == "edge-npu" and policy == "fp8")  # the edge NPU has no fp8 (test_accel_precision)
@@ -31,6 +31,8 @@ def test_error_within_the_policy_bound(name, preset, policy):
     else:
         # the reduced precision really ran: bf16 rounds at 2^-9, int8/fp8 steps are coarser
         assert result.max_rel_error > 1e-4
+    units = {o.attrs["unit"] for o in compiled(name, preset, policy).program.ops}
+    assert units <= {"matrix", "vector", "dma", "host"}
 
 
 def test_layers_are_named_by_module_path():
@@ -94,3 +96,19 @@ def test_the_first_pass_that_breaks_numerics_is_named():
     assert name == "bad_fusion" and max(result.outputs) > BOUNDS["bf16"]
     good = Pipeline(passes[:1] + passes[2:]).run_program(decomposed("mlp"), ctx, programs={"capture": captured("mlp")})
     assert first_divergent_pass(good.programs, model, inputs, BOUNDS["bf16"]) is None
+
+
+def test_conv_and_encoder_workloads_compile_whole():
+    # ResNet: 6 convolutions (stem, 2 per block, the strided block's 1x1 projection), 6 BN; ViT:
+    # the patch convolution, 5 LayerNorms (2 per block + the final), 9 linears (4 per block + head)
+    resnet, vit = decomposed("resnet").op_counts(), decomposed("vit").op_counts()
+    assert resnet["aten.convolution.default"] == 6
+    assert resnet["aten._native_batch_norm_legit_no_training.default"] == 6
+    assert vit["aten.convolution.default"] == 1 and vit["aten.native_layer_norm.default"] == 5
+    assert vit["aten.addmm.default"] == 9 and vit["aten.scaled_dot_product_attention.default"] == 2
+    # no op of either falls back to the host except size arithmetic on the dynamic batch
+    for name in ("resnet", "vit"):
+        host = {o.target for o in compiled(name, "edge-npu", "bf16").program.ops if o.attrs["unit"] == "host"}
+        assert host <= {"aten.sym_size.int", "operator.floordiv", "operator.mul", "operator.add"}, host
+    conv = [o for o in compiled("resnet", "edge-npu", "int8").program.ops if o.target == "aten.convolution.default"]
+    assert {o.attrs["unit"] for o in conv} == {"vector"}  # fp32 (no int8 conv yet) on a matrix unit without fp32

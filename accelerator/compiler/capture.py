@@ -12,6 +12,7 @@ nn.Linear's op points at the model line that called it)."""
 
 from __future__ import annotations
 
+import operator
 import os
 import re
 from typing import Any
@@ -82,10 +83,14 @@ def value_type(val: Any) -> TensorType | tuple[TensorType, ...]:
 
 
 def target_name(target: Any) -> str:
-    """`aten.mm.default` for torch.ops.aten.mm.default; `getitem` for operator.getitem."""
+    """`aten.mm.default` for torch.ops.aten.mm.default; `getitem` for operator.getitem;
+    `operator.floordiv` for the other Python operators export records on sizes."""
     if isinstance(target, torch._ops.OpOverload):
         return str(target)
-    return getattr(target, "__name__", str(target))
+    name = getattr(target, "__name__", str(target))
+    if name != "getitem" and getattr(operator, name, None) is target:
+        return f"operator.{name}"  # size arithmetic on dynamic dims (s0 // 4)
+    return name
 
 
 def _module(meta: dict) -> str:

@@ -24,6 +24,8 @@ def resolve(target: str) -> Callable[..., Any]:
     """The callable of a target name: `aten.mm.default` -> torch.ops.aten.mm.default."""
     if target == "getitem":
         return operator.getitem
+    if target.startswith("operator."):
+        return getattr(operator, target.removeprefix("operator."))
     if target in npu_ops.OPS:
         return npu_ops.OPS[target]
     if target.startswith("quantized_decomposed."):

@@ -63,6 +63,10 @@ ADD_MUL = {
     "quantize_per_channel",
     "dequantize_per_channel",
     "_to_copy",
+    "native_layer_norm",  # normalisation: a reduction and elementwise ops, on the vector unit
+    "_native_batch_norm_legit_no_training",  # inference BN: a per-channel scale and shift
+    "avg_pool2d",
+    "max_pool2d_with_indices",
     "full",
     "arange",
     "zeros",
@@ -103,14 +107,15 @@ DMA = {
     "constant_pad_nd",
 }
 HOST = {"sym_size", "sym_numel", "sym_stride", "_assert_scalar", "sym_constrain_range_for_size"}
+HOST_PREFIX = "operator."  # Python arithmetic on sizes (s0 // 4): the host computes the shapes
 _OURS = {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16", "float8_e4m3fn": "fp8", "int8": "int8"}
 _WIDER = {"fp8": "bf16", "int8": "bf16", "fp16": "fp32", "bf16": "fp32"}
 
 
 def op_kind(target: str) -> str:
     """`mm` for aten.mm.default, `quantize_per_tensor` for quantized_decomposed.quantize_per_tensor.default,
-    the whole name for npu.* and getitem."""
-    if target.startswith("npu.") or "." not in target:
+    the whole name for npu.*, operator.* and getitem."""
+    if target.startswith(("npu.", "operator.")) or "." not in target:
         return target
     return target.split(".")[1]
 
@@ -128,7 +133,7 @@ def unit_of(target: str) -> tuple[str, str] | None:
         return "vector", "add_mul"
     if k in DMA:
         return "dma", ""
-    if k in HOST:
+    if k in HOST or k.startswith(HOST_PREFIX):
         return "host", ""
     return None
 

@@ -272,6 +272,8 @@ def _quantize_linears(program: Program, ctx: CompileContext) -> Program:
         mm = op.target in ("aten.mm.default", "aten.addmm.default") and policy in _QUANT
         a, b = (op.args[1], op.args[2]) if op.target == "aten.addmm.default" else op.args[:2] if mm else (None, None)
         found = _weight_param(program, b.name) if mm else None
+        if op.target == "aten.convolution.default" and policy in _QUANT:
+            ctx.decide(op.name, "left fp32", f"policy {policy}: quantized convolution is not implemented yet")
         if not found:
             if mm:
                 ctx.decide(op.name, "left fp32", "its B operand is not a 2-D parameter under one transpose")
