@@ -63,6 +63,15 @@ class CompileContext:
     dynamic: bool = True
     decisions: list[Decision] = field(default_factory=list)
 
+    def policy(self, module: str) -> str:
+        """The precision policy of an op in `module`: the override of the longest module-path
+        prefix that matches it, else `precision`."""
+        best = ""
+        for prefix in self.precision_overrides:
+            if (module == prefix or module.startswith(prefix + ".")) and len(prefix) > len(best):
+                best = prefix
+        return self.precision_overrides[best] if best else self.precision
+
     def decide(self, op: str, what: str, why: str) -> None:
         self.decisions.append(Decision(op, what, why))
 
