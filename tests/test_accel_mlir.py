@@ -43,3 +43,14 @@ def test_unlegalised_program_prints_too():
     text = to_mlir(decomposed("mlp"))
     assert print_module(parse_mlir(text)) == text
     assert text.count('"npu.addmm"') == 2 and "unit =" not in text
+
+
+def test_multi_result_ops_print_all_results():
+    # inference batch norm returns (out, mean, invstd): 3 results; the program's getitem of
+    # result 0 is that result's SSA value, so the 6 BN ops (3 results each) and no getitem appear
+    program = compiled("resnet", "datacenter-npu", "bf16").program
+    text = to_mlir(program)
+    bn = [t for t in text.splitlines() if '"npu._native_batch_norm_legit_no_training"' in t]
+    assert len(bn) == 6 and all(t.split(" = ")[0].count("%") == 3 for t in bn)
+    assert '"npu.getitem"' not in text
+    assert print_module(parse_mlir(text)) == text

@@ -7,7 +7,9 @@ per program op, in MLIR's generic syntax:
 
 Op names: `aten.X.default` -> `npu.X`, `aten.X.overload` -> `npu.X.overload`, our own `npu.*` as
 they are, others prefixed with `npu.`. `args`/`kwargs` keep the op's non-tensor arguments with
-`$i` for the i-th operand; every pass decision on the op (`attrs`) is a string attribute. Dynamic
+`$i` for the i-th operand; every pass decision on the op (`attrs`) is a string attribute. An op
+with several results has them all (`%bn, %bn_1, %bn_2 = ...`); a `getitem` of one of them
+prints as nothing, its users reading that result directly. Dynamic
 dims print as `?`; a size computed at run time is an `index`. Source locations travel as MLIR
 locations: the module path as a name location around `"file":line:0`.
 
@@ -111,11 +113,16 @@ def to_module(program: ir.Program) -> ModuleOp:
     arg_types = [mlir_type(i.type) for i in program.inputs]
     block = Block(arg_types=arg_types)
     values: dict[str, SSAValue] = {}
+    multi: dict[str, tuple[SSAValue, ...]] = {}  # ops with several results (batch norm's tuple)
     for arg, inp in zip(block.args, program.inputs):
         arg.name_hint = inp.name
         values[inp.name] = arg
     for op in program.ops:
         operands: list[str] = []
+        if op.target == "getitem" and op.args[0].name in multi and isinstance(op.args[1], int):
+            # one result of a multi-result op: its own SSA value, not the op's first
+            values[op.name] = multi[op.args[0].name][op.args[1]]
+            continue
         attrs = {"args": StringAttr(_template(op.args, operands))}
         if op.kwargs:
             attrs["kwargs"] = StringAttr(", ".join(f"{k}={_template(v, operands)}" for k, v in op.kwargs.items()))
@@ -128,6 +135,8 @@ def to_module(program: ir.Program) -> ModuleOp:
         for r in new.results:
             r.name_hint = op.name
         values[op.name] = new.results[0] if new.results else None  # type: ignore[assignment]
+        if len(new.results) > 1:
+            multi[op.name] = tuple(new.results)
         block.add_op(new)
     returns = [values[o.name] for o in program.outputs if o.kind == "user"]
     block.add_op(func.ReturnOp(*returns))
