@@ -1,6 +1,7 @@
 """`perf compile MODEL --accel PRESET_OR_YAML [--input SHAPE] [--precision POLICY] [--dump-ir DIR]
-[--check] [--json] [--trace FILE]`: lower a model onto the accelerator (accelerator/compiler) and print the pass
-table, the kernels, and with --check the functional error per layer.
+[--precision-override MODULE=POLICY]... [--no-host-fallback] [--check] [--json] [--trace FILE]`:
+lower a model onto the accelerator (accelerator/compiler) and print the pass table, the kernels,
+and with --check the functional error per layer.
 
 MODEL: a built-in workload (`mlp`, `resnet`, `vit`, `llama`) or `pkg.module:factory` (as `perf profile --model`):
 a factory called with no arguments that returns an nn.Module, its inputs from `--input` or, without
@@ -67,6 +68,12 @@ def register(app: typer.Typer) -> None:
         accel: Annotated[str, typer.Option("--accel", help="edge-npu, datacenter-npu or a YAML file.")] = "",
         input: Annotated[list[str], typer.Option("--input", help="SHAPE[:dtype], repeatable.")] = [],  # noqa: B006
         precision: Annotated[str, typer.Option("--precision", help="fp32, bf16, int8 or fp8.")] = "fp32",
+        override: Annotated[
+            list[str], typer.Option("--precision-override", help="MODULE=POLICY for one layer, repeatable.")
+        ] = [],  # noqa: B006
+        no_host_fallback: Annotated[
+            bool, typer.Option("--no-host-fallback", help="Stop on an op the accelerator cannot run.")
+        ] = False,
         dump_ir: Annotated[Path | None, typer.Option("--dump-ir", help="Write the MLIR after every pass here.")] = None,
         check: Annotated[bool, typer.Option("--check", help="Run it op by op and compare with eager.")] = False,
         json: Annotated[bool, typer.Option("--json", help="Write the result as JSON.")] = False,
@@ -86,11 +93,20 @@ def register(app: typer.Typer) -> None:
         require_torch("compile")
         with one_line_errors(Path(name)):
             from profiler import api
+            from profiler.model.errors import InputError
             from profiler.model.files import write_atomic
 
             hw = api.load_accel(accel)
+            overrides = {}
+            for item in override:
+                module, sep, policy = item.partition("=")
+                if not sep or not module or not policy:
+                    raise InputError(None, f"--precision-override {item}: expected MODULE=POLICY, e.g. lm_head=fp32")
+                overrides[module] = policy
             m, xs = _model_and_inputs(name, input)
-            compiled = api.compile_model(m, xs, hw, precision)
+            compiled = api.compile_model(
+                m, xs, hw, precision, precision_overrides=overrides, host_fallback=not no_host_fallback
+            )
             result = None
             if check:
                 reference = compiled.programs.get("decompose", compiled.programs["capture"])

@@ -114,3 +114,18 @@ def test_trace_puts_the_passes_on_the_compiler_track(tmp_path):
     assert ev["ts"].tolist() == starts
     r = run("compile", "mlp", "--accel", "edge-npu", "--trace", str(out))
     assert r.exit_code == 2 and "already exists; pass --force" in r.stderr
+
+
+def test_precision_override_per_layer():
+    r = run(
+        "compile", "mlp", "--accel", "edge-npu", "--precision", "int8", "--precision-override", "fc2=fp32", "--json"
+    )
+    assert r.exit_code == 0, r.output
+    matrix = [k for k in json.loads(r.stdout)["kernels"] if k["fused_ops"][0] in ("npu.qmm", "aten.addmm.default")]
+    # fc1 an int8 qmm on the matrix unit; fc2 an fp32 addmm, on the vector unit (no fp32 matrix on the edge)
+    assert [(k["module"], k["fused_ops"][0], k["unit"]) for k in matrix] == [
+        ("fc1", "npu.qmm", "matrix"),
+        ("fc2", "aten.addmm.default", "vector"),
+    ]
+    r = run("compile", "mlp", "--accel", "edge-npu", "--precision-override", "fc2")
+    assert r.exit_code == 2 and "--precision-override fc2: expected MODULE=POLICY" in r.stderr
