@@ -45,7 +45,10 @@ data = open(sys.argv[1], "rb").read()
 orjson.loads(gzip.decompress(data) if data[:2] == b"\\x1f\\x8b" else data)
 """
 )
-OURS_IMPORTS = "import profiler.cli, profiler.api.pipeline, profiler.render.json, profiler.render.text, collectors.kineto, analysis.roofline"
+OURS_IMPORTS = (
+    "import profiler.cli, profiler.api.pipeline, profiler.render.json, profiler.render.text, collectors.kineto, "
+    "analysis.roofline"
+)
 HTA_IMPORTS = "import logging, os, shutil, sys, tempfile; from hta.trace_analysis import TraceAnalysis"
 # HTA takes a directory and reads every trace in it: give it one holding a link to this trace
 HTA = (

@@ -4,6 +4,8 @@ out of `perf analyze`.
     model       profiler/model/              imports nothing of ours
     collectors  collectors/                  the model (and collectors)
     analysis    analysis/                    the model (and analysis)
+    accelerator accelerator/                 the model (and accelerator); analysis must not
+                                             import it (collectors may read its logs later)
     facade      profiler/api/                anything below it
     top         the rest of profiler/: cli,  the facade, the model and the top floor's own
                 render*, report, calibrate,  modules
@@ -21,7 +23,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-OURS = {"profiler", "collectors", "analysis", "dashboard"}
+OURS = {"profiler", "collectors", "analysis", "dashboard", "accelerator"}
 MODEL = {"profiler.model"}
 API = {"profiler.api"}
 #: `perf dashboard` starts the app: the CLI's one import of its sibling on the top floor.
@@ -29,6 +31,7 @@ DASHBOARD_ENTRY = {"dashboard.app"}
 # What each floor may import of ours.
 ALLOWED = {
     "analysis": MODEL | {"analysis"},
+    "accelerator": MODEL | {"accelerator"},
     "collectors": MODEL | {"collectors"},
     "dashboard": MODEL | API | {"dashboard"},
 }
@@ -115,6 +118,9 @@ def test_the_rules_catch_what_they_forbid(tmp_path):
         ("from dashboard.app import build_app", ALLOWED["analysis"]),
         ("from profiler.cli import main", ALLOWED["analysis"]),
         ("from analysis.cost import op_cost", ALLOWED["collectors"]),
+        ("from accelerator.hardware import load_accel", ALLOWED["analysis"]),
+        ("from analysis.roofline import classify", ALLOWED["accelerator"]),
+        ("from collectors.kineto import load_kineto", ALLOWED["accelerator"]),
         ("from analysis.roofline import classify", ALLOWED["dashboard"]),
         ("from collectors.perfetto import write_perfetto", {"profiler"} | DASHBOARD_ENTRY),
     ]

@@ -67,6 +67,15 @@ FACADE: dict[str, tuple[str, str]] = {
     "run_model": ("collectors.torch_runtime", "run_model"),  # perf profile --model (torch)
     "run_script": ("collectors.torch_runtime", "run_script"),  # perf profile SCRIPT (torch)
     "prepare_model": ("collectors.torch_runtime.run_model", "prepare"),
+    "load_factory": ("collectors.torch_runtime.specs", "load_factory"),  # perf compile --model (torch)
+    "load_accel": ("accelerator.hardware", "load_accel"),  # perf compile --accel
+    "accel_workloads": ("accelerator.workloads", "WORKLOADS"),  # perf compile's built-in models (torch)
+    "compile_model": ("accelerator.compiler.pipeline", "compile_model"),  # perf compile (torch)
+    "accel_check": ("accelerator.compiler.check", "check"),
+    "accel_bounds": ("accelerator.compiler.check", "BOUNDS"),
+    "accel_report": ("accelerator.compiler.report", "report"),
+    "to_mlir": ("accelerator.compiler.mlir", "to_mlir"),
+    "accel_trace_document": ("accelerator.compiler.trace_events", "trace_document"),  # perf compile --trace
     "CompileReport": ("collectors.torch_compile.report", "CompileReport"),  # perf compile-report's tables
     "compile_report_doc": ("collectors.torch_compile.report", "report_doc"),  # ... as the perfCompile JSON doc
     "CompareResult": ("collectors.torch_compile.compare", "CompareResult"),  # perf profile --compare-compile

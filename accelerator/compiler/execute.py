@@ -1,0 +1,86 @@
+"""Running a `Program` with torch, op by op: the functional mode's executor, and (on the meta
+device) the dtype/shape propagation passes use after they change dtypes.
+
+`run(program, inputs)` returns the user outputs and every value by name. Buffers are cloned
+first, so a run never changes the program's state (a KV cache update writes into the clone)."""
+
+from __future__ import annotations
+
+import importlib
+import operator
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+from functools import cache
+from typing import Any
+
+import torch
+
+from accelerator.compiler import npu_ops
+from accelerator.compiler.program import Program, TensorType, map_refs
+
+
+@cache
+def resolve(target: str) -> Callable[..., Any]:
+    """The callable of a target name: `aten.mm.default` -> torch.ops.aten.mm.default."""
+    if target == "getitem":
+        return operator.getitem
+    if target.startswith("operator."):
+        return getattr(operator, target.removeprefix("operator."))
+    if target in npu_ops.OPS:
+        return npu_ops.OPS[target]
+    if target.startswith("quantized_decomposed."):
+        importlib.import_module("torch.ao.quantization.fx._decomposed")  # registers the namespace
+    ns, name, overload = target.split(".")
+    return getattr(getattr(getattr(torch.ops, ns), name), overload)
+
+
+def run(
+    program: Program, inputs: Sequence[Any], *, device: str | None = None, state: dict[str, Any] | None = None
+) -> tuple[list[Any], dict[str, Any]]:
+    """(user outputs, values by name) of `program` on `inputs` (the forward's arguments).
+
+    Without `state`, buffers are cloned from the program's; a given `state` (input name ->
+    tensor) is used as it is, so in-place ops (a KV-cache update) write into it and a decode
+    step can follow a prefill."""
+    clone = state is None
+    state = dict(program.state if state is None else state)
+    user = [i for i in program.inputs if i.kind == "user"]
+    if len(user) != len(inputs):
+        raise ValueError(f"{program.name} takes {len(user)} inputs, got {len(inputs)}")
+    env: dict[str, Any] = {i.name: x for i, x in zip(user, inputs)}
+    for i in program.inputs:
+        if i.kind != "user":
+            t = state[i.name]
+            env[i.name] = t.to(device) if device else (t.clone() if clone and i.kind == "buffer" else t)
+    for op in program.ops:
+        args = map_refs(op.args, lambda r: env[r.name])
+        kwargs = {k: map_refs(v, lambda r: env[r.name]) for k, v in op.kwargs.items()}
+        if device == "meta" and "device" in kwargs:
+            kwargs["device"] = torch.device("meta")
+        target = op.target
+        if device == "meta" and target == "aten.view.default":
+            # Meta kernels may lay a result out differently from the CPU kernel export traced
+            # (SDPA's output); for dtypes and shapes a reshape is the same.
+            target = "aten.reshape.default"
+        env[op.name] = resolve(target)(*args, **kwargs)
+    return [env[o.name] for o in program.outputs if o.kind == "user"], env
+
+
+def _meta_input(t: TensorType) -> torch.Tensor:
+    return torch.empty(t.hint, dtype=npu_ops.dtype_of(t.dtype), device="meta")
+
+
+def propagate_dtypes(program: Program) -> Program:
+    """Every op's dtype re-derived by running the program on meta tensors of the example shapes
+    (a pass that inserted casts changes the dtypes downstream); shapes keep their symbolic names."""
+    user = [_meta_input(i.type) for i in program.inputs if i.kind == "user"]
+    state = {i.name: _meta_input(i.type) for i in program.inputs if i.kind != "user"}
+    _, env = run(program, user, device="meta", state=state)
+    ops = []
+    for op in program.ops:
+        v = env[op.name]
+        if isinstance(v, torch.Tensor) and isinstance(op.type, TensorType):
+            ops.append(replace(op, type=op.type.with_dtype(str(v.dtype).removeprefix("torch."))))
+        else:
+            ops.append(op)
+    return program.with_ops(ops)
