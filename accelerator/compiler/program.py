@@ -90,6 +90,47 @@ class Output:
 
 
 @dataclass(frozen=True)
+class Kernel:
+    """One launch on the accelerator: the program ops it runs (`ops`, names in program order),
+    the unit that runs it (matrix, vector, dma, host), the values it reads from outside itself
+    (`inputs`) and the values it produces that others read or the program returns (`outputs`).
+    `tile`: tile size per loop dimension (e.g. {"m": 128, "n": 128, "k": 512}), None until
+    the tiling pass; `attrs`: what passes decided (why fused, local bytes of a tile, ...)."""
+
+    name: str
+    ops: tuple[str, ...]
+    unit: str
+    inputs: tuple[str, ...]
+    outputs: tuple[str, ...]
+    tile: Mapping[str, int] | None = None
+    attrs: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where a buffer lives: `level` (local, shared, hbm, host), byte `offset` and `size` in
+    that level (per chip), and the kernels it is live over, [first, last] by kernel index."""
+
+    level: str
+    offset: int
+    size: int
+    live: tuple[int, int]
+
+
+@dataclass(frozen=True)
+class Transfer:
+    """A DMA transfer the schedule issues: `value` moved from `src` to `dst` level, `bytes`,
+    before kernel `before` (its index in the schedule; loads) or after it (stores: `after`)."""
+
+    value: str
+    src: str
+    dst: str
+    bytes: int
+    before: int = -1
+    after: int = -1
+
+
+@dataclass(frozen=True)
 class Program:
     """`state`: the tensor of every param/buffer/constant input, by input name. `example_inputs`:
     the user inputs the program was captured with. `exported`: the torch.export ExportedProgram it
@@ -102,6 +143,9 @@ class Program:
     state: Mapping[str, Any]
     example_inputs: tuple[Any, ...] = ()
     exported: Any = None
+    kernels: tuple[Kernel, ...] = ()  # empty until fusion groups ops (default_kernels: one per op)
+    placement: Mapping[str, Placement] = field(default_factory=dict)  # value -> where it lives (allocation)
+    transfers: tuple[Transfer, ...] = ()  # the DMA transfers the schedule issues (scheduling)
 
     def types(self) -> dict[str, TensorType | tuple[TensorType, ...]]:
         """The type of every value by name."""
@@ -176,3 +220,28 @@ def prune(program: Program) -> Program:
     names = {i.name for i in inputs}
     state = {k: v for k, v in program.state.items() if k in names}
     return replace(program, ops=tuple(reversed(kept)), inputs=inputs, state=state)
+
+
+def default_kernels(program: Program) -> tuple[Kernel, ...]:
+    """One kernel per op a unit runs (attrs['unit'] set by legalisation; ops without a unit,
+    such as getitem, belong to their producer's kernel): what the program runs before fusion."""
+    users = program.users()
+    outputs = {o.name for o in program.outputs}
+    kernels: list[Kernel] = []
+    for op in program.ops:
+        unit = op.attrs.get("unit")
+        if unit is None and kernels and any(r in kernels[-1].outputs for r in op.refs()):
+            k = kernels[-1]
+            kernels[-1] = replace(k, ops=(*k.ops, op.name), outputs=(*k.outputs, op.name))
+            continue
+        read_outside = op.name in outputs or bool(users.get(op.name))
+        kernels.append(
+            Kernel(
+                name=f"k{len(kernels)}_{op.name}",
+                ops=(op.name,),
+                unit=str(unit or "host"),
+                inputs=tuple(dict.fromkeys(op.refs())),
+                outputs=(op.name,) if read_outside else (),
+            )
+        )
+    return tuple(kernels)
