@@ -133,7 +133,7 @@ def read_bounded(
                     f"the file is {describe_size(size)}, over the reading limit of {describe_size(limit)}"
                     " (--max-bytes raises it)",
                 )
-            data = _read(f, name, limit)
+            data = _read(f, name, limit, size)
     else:
         name = name if name is not None else getattr(source, "name", "upload")
         data = _read(source, name, limit)
@@ -144,16 +144,28 @@ def read_bounded(
     return data
 
 
-def _read(f: BinaryIO, name: str | Path, limit: int) -> bytes:
+def _read(f: BinaryIO, name: str | Path, limit: int, expected: int | None = None) -> bytes:
+    """At most `limit` bytes of `f`, TooLarge past it. `expected`: the file's size from fstat,
+    read in one call (a read of limit + 1 would reserve the whole limit, gigabytes, up front);
+    a file that grew since, or a stream of unknown size, is read on in 16 MiB pieces."""
+    parts: list[bytes] = []
+    total = 0
+    want = (expected + 1) if expected is not None else 16 << 20  # one byte more tells growth / EOF
     try:
-        data = f.read(limit + 1)  # one byte more than allowed tells "too large" from "exactly the limit"
+        while True:
+            part = f.read(min(want, limit + 1 - total))
+            if not part:
+                break
+            parts.append(part)
+            total += len(part)
+            if total > limit:
+                raise TooLarge(name, f"over the reading limit of {describe_size(limit)} (--max-bytes raises it)")
+            want = 16 << 20
     except MemoryError:
         raise InputError(name, "out of memory while reading the file") from None
     except OSError as e:
         raise InputError(name, f"cannot read: {e.strerror or e}") from None
-    if len(data) > limit:
-        raise TooLarge(name, f"over the reading limit of {describe_size(limit)} (--max-bytes raises it)")
-    return data
+    return parts[0] if len(parts) == 1 else b"".join(parts)
 
 
 def gunzip_bounded(data: bytes, max_bytes: int, name: str | Path | None = None) -> bytes:
