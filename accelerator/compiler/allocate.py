@@ -179,14 +179,15 @@ def peak_bytes(placement: Mapping[str, Placement], level: str) -> int:
 
 def live_peak_bytes(placement: Mapping[str, Placement], level: str) -> int:
     """The lower bound any allocation needs: max over kernels of the bytes live at that kernel."""
+    unique = {(p.offset, p.size, p.live) for p in placement.values() if p.level == level}  # an alias counts once
+    return _live_peak([(size, live) for _, size, live in unique])
+
+
+def _live_peak(buffers: Iterable[tuple[int, tuple[int, int]]]) -> int:
     events: dict[int, int] = {}
-    seen: set[tuple[int, int, int]] = set()
-    for p in placement.values():
-        if p.level != level or (p.offset, p.size, p.live[0]) in seen:  # an alias counts once
-            continue
-        seen.add((p.offset, p.size, p.live[0]))
-        events[p.live[0]] = events.get(p.live[0], 0) + p.size
-        events[p.live[1] + 1] = events.get(p.live[1] + 1, 0) - p.size
+    for size, (first, last) in buffers:
+        events[first] = events.get(first, 0) + size
+        events[last + 1] = events.get(last + 1, 0) - size
     now = peak = 0
     for t in sorted(events):
         now += events[t]
@@ -217,11 +218,12 @@ def allocate(program: Program, ctx: CompileContext) -> Program:
     hbm, too_big = place(to_hbm, hw.hbm.capacity_bytes, "hbm")
     if too_big:
         b = too_big[0]
-        used = peak_bytes(hbm, "hbm")
+        need = _live_peak((x.size, x.live) for x in to_hbm)
         raise InputError(
             program.name,
-            f"buffer {b.name} ({b.size} B) does not fit in {hw.name}'s HBM of {hw.hbm.capacity_bytes} B "
-            f"({used} B already placed; kernels {b.live[0]}..{b.live[1]}; sizes at the example input's shape)",
+            f"buffer {b.name} ({b.size} B, live over kernels {b.live[0]}..{b.live[1]}) does not fit in "
+            f"{hw.name}'s HBM of {hw.hbm.capacity_bytes} B; the plan needs at least {need} B "
+            "(sizes at the example input's shape)",
         )
     placement = {**hbm, **shared}
     for v, target in in_place_targets(program).items():
