@@ -47,14 +47,14 @@ def order_kernels(program: Program, kernels: tuple[Kernel, ...]) -> tuple[Kernel
         for op in k.ops:
             if op in in_place:
                 writers.setdefault(in_place[op], []).append(i)
+    position = {o.name: i for i, o in enumerate(program.ops)}
+    at = [min((position.get(n, i) for n in k.ops), default=i) for i, k in enumerate(kernels)]  # program order
     for buf, ws in writers.items():
         readers = [i for i, k in enumerate(kernels) if buf in k.inputs]
         for w in ws:
             for r in readers:
-                if r < w:
-                    deps[w].add(r)
-                elif r > w:
-                    deps[r].add(w)
+                if r != w:
+                    deps[w if at[r] < at[w] else r].add(r if at[r] < at[w] else w)
     users: list[list[int]] = [[] for _ in kernels]
     for i, d in enumerate(deps):
         for j in d:
