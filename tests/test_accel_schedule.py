@@ -8,6 +8,9 @@ from dataclasses import replace
 
 import pytest
 from accel_programs import compiled, decomposed
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from test_accel_allocate import random_programs
 
 from accelerator.compiler.allocate import allocate
 from accelerator.compiler.pipeline import CompileContext, Pipeline
@@ -140,3 +143,17 @@ def test_pipeline_runs_allocate_and_schedule_last_and_each_can_be_skipped():
     # without a placement every buffer counts in HBM: nothing goes to shared memory
     assert {t.src for t in skipped.program.transfers} | {t.dst for t in skipped.program.transfers} == {"hbm", "local"}
     assert any(d.what == "every buffer counted in hbm" for d in skipped.log[-1].decisions)
+
+
+@settings(max_examples=100, deadline=None)
+@given(random_programs(), st.randoms(use_true_random=False))
+def test_order_is_topological_and_keeps_a_valid_order(case, rnd):
+    program, _ = case
+    kernels = list(program.kernels)
+    assert order_kernels(program, program.kernels) == program.kernels  # program order is valid: kept
+    rnd.shuffle(kernels)
+    order = order_kernels(program, tuple(kernels))
+    assert sorted(k.name for k in order) == sorted(k.name for k in kernels)
+    made = {v: i for i, k in enumerate(order) for v in k.ops}
+    for i, k in enumerate(order):
+        assert all(made.get(v, -1) < i for v in k.inputs), k.name  # every input made before (or a program input)

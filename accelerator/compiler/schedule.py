@@ -77,7 +77,7 @@ def order_kernels(program: Program, kernels: tuple[Kernel, ...]) -> tuple[Kernel
 
 
 def _bytes(t: object) -> int:
-    from accelerator.compiler.allocate import value_bytes
+    from accelerator.compiler.allocate import value_bytes  # here: allocate imports order_kernels from this module
 
     return value_bytes(t) if isinstance(t, TensorType) else 0
 
