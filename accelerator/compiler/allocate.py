@@ -4,9 +4,12 @@ liveness analysis over the kernel order and reuse of the space a dead buffer lea
 Buffers: the program's tensor inputs and the values a kernel hands to another kernel or to the
 caller (`Kernel.outputs`). Values inside a fused kernel never leave the core's local memory
 (the tiling pass sizes those), symbolic sizes (`symint`) live on the host, a tuple result is
-read through its `getitem`s (each its own buffer), and an in-place write (`attrs["in_place"]`)
-aliases the buffer it writes. Size: `numel x itemsize` at the example input's shape (a dynamic
-dim is sized at its hint: the plan holds for inputs up to the example's size, not beyond).
+read through its `getitem`s (each its own buffer). Two kinds of value are another buffer's
+memory (`aliases`): an in-place write's (`attrs["in_place"]`) is the buffer it writes, and a
+view's (view, permute, transpose, slice, select, expand, (un)squeeze: VIEWS) is its operand's,
+read through strides by the DMA engines, so a view copies nothing. Size: `numel x itemsize` at
+the example input's shape (a dynamic dim is sized at its hint: the plan holds for inputs up to
+the example's size, not beyond).
 
 Liveness (`liveness`), by kernel index in the schedule's order: a value is live from the kernel
 that produces it (a program input: from kernel 0) to the last kernel that reads it; a program
@@ -31,8 +34,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 
+from accelerator.compiler.legalize import op_kind
 from accelerator.compiler.pipeline import CompileContext
-from accelerator.compiler.program import Kernel, Placement, Program, TensorType, default_kernels
+from accelerator.compiler.program import Kernel, Op, Placement, Program, Ref, TensorType, default_kernels
 from accelerator.compiler.schedule import order_kernels
 from profiler.model.errors import InputError
 
@@ -53,6 +57,19 @@ ITEMSIZE = {
     "symint": 0,
 }
 STATE_KINDS = ("param", "buffer", "constant")
+VIEWS = {
+    "view",
+    "_unsafe_view",
+    "alias",
+    "unsqueeze",
+    "squeeze",
+    "permute",
+    "transpose",
+    "t",
+    "expand",
+    "slice",
+    "select",
+}
 
 
 def value_bytes(t: TensorType) -> int:
@@ -81,18 +98,34 @@ class Buffer:
     why: str
 
 
-def in_place_targets(program: Program) -> dict[str, str]:
-    """Value of an in-place op -> the buffer it writes (the two share memory)."""
-    return {o.name: str(o.attrs["in_place"]) for o in program.ops if "in_place" in o.attrs}
+def aliases(program: Program) -> dict[str, str]:
+    """Value -> the buffer whose memory it is (chains resolved): an in-place op's value -> the
+    buffer it writes; a view's -> its operand's buffer."""
+    out: dict[str, str] = {}
+    for o in program.ops:
+        if "in_place" in o.attrs:
+            base = str(o.attrs["in_place"])
+        elif op_kind(o.target) in VIEWS and o.args and isinstance(o.args[0], Ref):
+            base = o.args[0].name
+        else:
+            continue
+        out[o.name] = out.get(base, base)
+    return out
+
+
+def is_view_kernel(kernel: Kernel, ops: Mapping[str, Op]) -> bool:
+    """Every op of the kernel is a view: it moves nothing."""
+    return all(op_kind(ops[n].target) in VIEWS for n in kernel.ops)
 
 
 def liveness(program: Program, kernels: tuple[Kernel, ...]) -> dict[str, tuple[int, int]]:
     """(first, last) kernel index of every buffer: from its producer (program inputs: 0) to its
     last reader (program outputs: the last kernel). An in-place op's value extends the range of
-    the buffer it writes. Tuple values and symbolic sizes are not buffers."""
+    the buffer it writes and a view's the range of its operand's buffer (`aliases`). Tuple values
+    and symbolic sizes are not buffers."""
     types = program.types()
     last = max(len(kernels) - 1, 0)
-    alias = in_place_targets(program)
+    alias = aliases(program)
     live: dict[str, list[int]] = {i.name: [0, 0] for i in program.inputs}
     for idx, k in enumerate(kernels):
         for v in k.outputs:
@@ -117,8 +150,9 @@ def _buffers(program: Program, kernels: tuple[Kernel, ...]) -> list[Buffer]:
     types = program.types()
     last = max(len(kernels) - 1, 0)
     inputs = {i.name: i for i in program.inputs}
-    outputs = {o.name for o in program.outputs}
-    host = {v for k in kernels if k.unit == "host" for v in (*k.inputs, *k.outputs)}
+    alias = aliases(program)
+    outputs = {alias.get(o.name, o.name) for o in program.outputs}
+    host = {alias.get(v, v) for k in kernels if k.unit == "host" for v in (*k.inputs, *k.outputs)}
     out: list[Buffer] = []
     for name, live in liveness(program, kernels).items():
         size = value_bytes(types[name])  # type: ignore[arg-type]
@@ -226,9 +260,12 @@ def allocate(program: Program, ctx: CompileContext) -> Program:
             "(sizes at the example input's shape)",
         )
     placement = {**hbm, **shared}
-    for v, target in in_place_targets(program).items():
+    ops = program.producers()
+    for v, target in aliases(program).items():
         if target in placement:
-            placement[v] = placement[target]
+            placement[v] = p = placement[target]
+            kind = "an in-place write of" if "in_place" in ops[v].attrs else "a view of"
+            ctx.decide(v, f"{p.level} @{p.offset}: {kind} {target}", "shares its memory: no copy")
     for level, cap in (("shared", hw.shared_memory.capacity_bytes), ("hbm", hw.hbm.capacity_bytes)):
         ctx.decide(
             "",

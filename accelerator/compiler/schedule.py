@@ -17,9 +17,11 @@ its A operand ceil(N / n) times and its B operand (and an addmm's bias) ceil(M /
 other input is read once. An in-place write (index_copy_, index_put_) loads nothing of the
 buffer it writes and stores only the rows it writes (its source operand's bytes); a gather
 (embedding, index) loads only the rows it gathers (its result's bytes) of the table it reads.
-Host kernels reach HBM themselves: no DMA. Without a placement (allocation skipped) every buffer counts as
-HBM. The log has the bytes moved per route (hbm->local, shared->local, local->shared,
-local->hbm)."""
+A kernel of views only moves nothing (a view is its operand's memory, allocate.py's `aliases`);
+a kernel reading a view loads the view's bytes (a slice: its part; an expand: its base's).
+Host kernels reach HBM themselves: no DMA. Without a placement (allocation skipped) every
+buffer counts as HBM. The log has the bytes moved per route (hbm->local, shared->local,
+local->shared, local->hbm)."""
 
 from __future__ import annotations
 
@@ -110,12 +112,15 @@ def _written_bytes(op: Op, types: Mapping[str, object]) -> int:
 
 def transfers(program: Program, kernels: tuple[Kernel, ...]) -> tuple[Transfer, ...]:
     """The loads before and stores after each kernel (module docstring), in schedule order."""
+    from accelerator.compiler.allocate import is_view_kernel
+
     types = program.types()
     ops = program.producers()
     level = {v: p.level for v, p in program.placement.items()}
+    held = {v: p.size for v, p in program.placement.items()}  # an expanded view reads its base's bytes
     out: list[Transfer] = []
     for idx, k in enumerate(kernels):
-        if k.unit == "host":
+        if k.unit == "host" or is_view_kernel(k, ops):
             continue
         writes = {str(ops[n].attrs["in_place"]): ops[n] for n in k.ops if "in_place" in ops[n].attrs}
         reads = _matmul_reads(k, ops, types)
@@ -126,7 +131,7 @@ def transfers(program: Program, kernels: tuple[Kernel, ...]) -> tuple[Transfer, 
         }
         for v in k.inputs:
             size = _bytes(types.get(v))
-            size = min(size, gathered.get(v, size))
+            size = min(size, gathered.get(v, size), held.get(v, size))
             if v in writes or size == 0:
                 continue
             out.append(Transfer(v, level.get(v, "hbm"), "local", size * reads.get(v, 1), before=idx))
