@@ -260,12 +260,8 @@ def allocate(program: Program, ctx: CompileContext) -> Program:
             "(sizes at the example input's shape)",
         )
     placement = {**hbm, **shared}
-    ops = program.producers()
-    for v, target in aliases(program).items():
-        if target in placement:
-            placement[v] = p = placement[target]
-            kind = "an in-place write of" if "in_place" in ops[v].attrs else "a view of"
-            ctx.decide(v, f"{p.level} @{p.offset}: {kind} {target}", "shares its memory: no copy")
+    shared_with = {v: target for v, target in aliases(program).items() if target in placement}
+    placement.update((v, placement[target]) for v, target in shared_with.items())
     for level, cap in (("shared", hw.shared_memory.capacity_bytes), ("hbm", hw.hbm.capacity_bytes)):
         ctx.decide(
             "",
@@ -278,4 +274,8 @@ def allocate(program: Program, ctx: CompileContext) -> Program:
         p = placement[b.name]
         reason = why[b.name] + ("" if p.level == b.level else ", spilled")
         ctx.decide(b.name, f"{p.level} @{p.offset} ({p.size} B, kernels {p.live[0]}..{p.live[1]})", reason)
+    ops = program.producers()
+    for v, target in shared_with.items():
+        kind = "an in-place write of" if "in_place" in ops[v].attrs else "a view of"
+        ctx.decide(v, f"{placement[v].level} @{placement[v].offset}: {kind} {target}", "shares its memory: no copy")
     return replace(program, kernels=kernels, placement=placement)
