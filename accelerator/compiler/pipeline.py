@@ -89,11 +89,19 @@ class Compiled:
 
 def default_passes() -> list[tuple[str, PassFn]]:
     """The passes after capture, in order."""
+    from accelerator.compiler.allocate import allocate
     from accelerator.compiler.decompose import decompose
     from accelerator.compiler.legalize import legalize
     from accelerator.compiler.precision import assign_precision
+    from accelerator.compiler.schedule import schedule
 
-    return [("decompose", decompose), ("precision", assign_precision), ("legalize", legalize)]
+    return [
+        ("decompose", decompose),
+        ("precision", assign_precision),
+        ("legalize", legalize),
+        ("allocate", allocate),  # last passes: they place and order whatever kernels fusion/tiling made
+        ("schedule", schedule),
+    ]
 
 
 class Pipeline:

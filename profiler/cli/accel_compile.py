@@ -51,6 +51,7 @@ def _print_text(doc: dict) -> None:
     for k in doc["kernels"]:
         units[k["unit"]] = units.get(k["unit"], 0) + 1
     print(f"kernels: {len(doc['kernels'])} (" + ", ".join(f"{u} {n}" for u, n in sorted(units.items())) + "), unfused")
+    _print_memory(doc)
     for h in doc["host"]:
         if h["diagnostic"]:
             print(f"host: {h['diagnostic']}")
@@ -60,6 +61,34 @@ def _print_text(doc: dict) -> None:
         print(f"check: max relative error {c['max_rel_error']:.2e}, {verdict} the bound {c['bound']:g}")
         for layer in sorted(c["layers"], key=lambda x: -x["rel_error"])[:10]:
             print(f"    {layer['name']:<40}{layer['rel_error']:.2e}")
+
+
+def _bytes(n: int) -> str:
+    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if n >= scale:
+            return f"{n / scale:.1f} {unit}"
+    return f"{n} B"
+
+
+def _print_memory(doc: dict, limit: int = 40) -> None:
+    """Peaks against capacity, the DMA bytes per route, and where each kernel's outputs live."""
+    mem = doc.get("memory")
+    if mem:
+        cap = mem["capacity"]
+        print(
+            f"memory: peak on-chip {_bytes(mem['peak_onchip_bytes'])} of {_bytes(cap['shared'])} shared, "
+            f"peak HBM {_bytes(mem['peak_hbm_bytes'])} of {_bytes(cap['hbm'])}"
+        )
+    moves = doc.get("transfers")
+    if moves and moves["count"]:
+        routes = ", ".join(f"{r} {_bytes(b)}" for r, b in moves["by_route"].items())
+        print(f"transfers: {moves['count']} DMA, {_bytes(moves['total_bytes'])} ({routes})")
+    placed = [k for k in doc["kernels"] if k.get("placement")]
+    for k in placed[:limit]:
+        where = ", ".join(f"{p['value']} {p['level']}@{p['offset']} {_bytes(p['bytes'])}" for p in k["placement"])
+        print(f"    {k['name']:<32}{k['unit']:<8}{where}")
+    if len(placed) > limit:
+        print(f"    ... {len(placed) - limit} more kernels (--json has them all)")
 
 
 def register(app: typer.Typer) -> None:
@@ -84,7 +113,8 @@ def register(app: typer.Typer) -> None:
         ] = None,
         force: Annotated[bool, typer.Option("--force", help="Overwrite files in --dump-ir and --trace.")] = False,
     ) -> None:
-        """Lower a model onto the accelerator: capture, decomposition, precision, legalisation."""
+        """Lower a model onto the accelerator: capture, decomposition, precision, legalisation,
+        memory allocation and scheduling."""
         from profiler.cli.common import fail, one_line_errors, require_torch
 
         name = model or model_opt
@@ -113,7 +143,7 @@ def register(app: typer.Typer) -> None:
             if check:
                 reference = compiled.programs.get("decompose", compiled.programs["capture"])
                 result = api.accel_check(compiled.program, m, xs, reference, api.accel_bounds[precision])
-            doc = api.accel_report(compiled, model=name, accel=hw.name, precision=precision, check=result)
+            doc = api.accel_report(compiled, model=name, accel=hw.name, precision=precision, check=result, hardware=hw)
             if trace is not None:
                 import gzip
 
