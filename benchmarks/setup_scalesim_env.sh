@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Create benchmarks/.venv-scalesim with the PyPI `scalesim` package (SCALE-Sim v3), the peer of
-# bench_scalesim.py and the source of tests/data/scalesim/. scalesim pins numpy < 2.4, so it lives
+# bench_scalesim.py and the source of tests/data/scalesim/. scalesim needs numpy < 2.4, so it lives
 # in its own venv and never touches the project's .venv.
 # Idempotent: if scalesim already imports there, it does nothing.
 set -euo pipefail
@@ -10,7 +10,7 @@ VENV="$HERE/.venv-scalesim"
 PY="$VENV/bin/python"
 SCALESIM_VERSION="${SCALESIM_VERSION:-3.0.0}"
 
-if [[ -x "$PY" ]] && "$PY" -c 'import scalesim.scale_sim' 2>/dev/null; then
+if [[ -x "$PY" ]] && "$PY" -c 'import scalesim.scale_sim, numpy, sys; sys.exit(tuple(map(int, numpy.__version__.split(".")[:2])) >= (2, 4))' 2>/dev/null; then
     echo "scalesim venv already set up: $VENV"
     exit 0
 fi
@@ -23,5 +23,7 @@ pip_quiet() {
 
 python3 -m venv "$VENV"
 pip_quiet install --quiet --upgrade pip
-pip_quiet install --quiet "scalesim==$SCALESIM_VERSION"
+# numpy 2.4 breaks scalesim 3.0.0 (int() of a 1-element array in double_buffered_scratchpad_mem.py:
+# "only 0-dimensional arrays can be converted to Python scalars"), and its metadata does not pin it
+pip_quiet install --quiet "scalesim==$SCALESIM_VERSION" "numpy<2.4"
 "$PY" -c 'import scalesim.scale_sim; from importlib.metadata import version; print("scalesim", version("scalesim"), "import OK")'
