@@ -84,7 +84,23 @@ def write_inputs(folder: Path, df: str, rows: int, cols: int) -> None:
 
 def run_scalesim(folder: Path, df: str) -> tuple[Path, float]:
     """Run SCALE-Sim on folder's inputs; (its report folder, wall seconds of the whole process)."""
-    cmd = [str(PY), "-m", "scalesim.scale", "-c", "scale.cfg", "-t", "gemm.csv", "-l", "layout.csv", "-p", "out", "-i", "gemm", "-s", "N"]
+    cmd = [
+        str(PY),
+        "-m",
+        "scalesim.scale",
+        "-c",
+        "scale.cfg",
+        "-t",
+        "gemm.csv",
+        "-l",
+        "layout.csv",
+        "-p",
+        "out",
+        "-i",
+        "gemm",
+        "-s",
+        "N",
+    ]
     t0 = time.perf_counter()
     done = subprocess.run(cmd, cwd=folder, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     if done.returncode:  # its progress bars go to stderr: show them only on failure
@@ -101,9 +117,15 @@ def main() -> int:
         print(f"no {PY}: run bash benchmarks/setup_scalesim_env.sh first", file=sys.stderr)
         return 2
     rows, cols = (int(x) for x in a.array.lower().split("x"))
-    version = subprocess.run([str(PY), "-c", "from importlib.metadata import version; print(version('scalesim'))"],
-                             capture_output=True, text=True, check=True).stdout.strip()
-    print(f"scalesim {version}, array {rows}x{cols}; cycles = COMPUTE_REPORT 'Total Cycles' vs accelerator/sim/timing.gemm_cycles")
+    version = subprocess.run(
+        [str(PY), "-c", "from importlib.metadata import version; print(version('scalesim'))"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    print(
+        f"scalesim {version}, array {rows}x{cols}; cycles: COMPUTE_REPORT 'Total Cycles' vs timing.gemm_cycles"
+    )
     print(f"{'dataflow':8} {'layer':12} {'M':>5} {'N':>5} {'K':>5} {'scalesim':>9} {'ours':>9} {'ratio':>7}")
     worst = 0.0
     for df in DATAFLOWS:

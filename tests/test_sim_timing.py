@@ -117,7 +117,9 @@ def test_ring_all_reduce_is_alpha_beta():
     assert T.all_to_all(8e6, 8, 50e9, 1e-6, "fully_connected") == pytest.approx(21e-6)
 
 
-@pytest.mark.parametrize(("compute", "comm", "total", "exposed"), [(5.0, 3.0, 5.0, 0.0), (3.0, 5.0, 5.0, 2.0), (4.0, 4.0, 4.0, 0.0)])
+@pytest.mark.parametrize(
+    ("compute", "comm", "total", "exposed"), [(5.0, 3.0, 5.0, 0.0), (3.0, 5.0, 5.0, 2.0), (4.0, 4.0, 4.0, 0.0)]
+)
 def test_overlap_hides_up_to_compute_time(compute, comm, total, exposed):
     assert T.overlapped(compute, comm) == (total, exposed)
 
@@ -146,7 +148,9 @@ def test_large_gemm_reaches_90_percent_of_matrix_peak():
     spec = load_accel("datacenter-npu")
     m = n = k = 8192
     mx = spec.matrix
-    cycles = T.chip_gemm_cycles(m, n, k, mx.rows, mx.cols, mx.dataflow, spec.cores, mx.macs_per_cycle["bf16"] / (mx.rows * mx.cols))
+    cycles = T.chip_gemm_cycles(
+        m, n, k, mx.rows, mx.cols, mx.dataflow, spec.cores, mx.macs_per_cycle["bf16"] / (mx.rows * mx.cols)
+    )
     assert cycles == 64 * 8 * (8192 + 256 + 128 - 2) - 1
     achieved = 2 * m * n * k / (cycles / spec.clock_hz)
     assert achieved / spec.matrix_peak_flops("bf16") == pytest.approx(4194304 / 4389887)

@@ -67,7 +67,14 @@ def gemm_utilisation(m: int, n: int, k: int, rows: int, cols: int, dataflow: str
 
 
 def conv_gemm_shape(
-    batch: int, in_channels: int, out_channels: int, out_h: int, out_w: int, kernel_h: int, kernel_w: int, groups: int = 1
+    batch: int,
+    in_channels: int,
+    out_channels: int,
+    out_h: int,
+    out_w: int,
+    kernel_h: int,
+    kernel_w: int,
+    groups: int = 1,
 ) -> tuple[int, int, int]:
     """The im2col GEMM of a convolution, per group (SCALE-Sim's mapping): M = batch x out_h x
     out_w (output pixels), N = out_channels / groups (filters), K = in_channels / groups x
@@ -238,17 +245,55 @@ def kernel_time(
         "communication": exposed,
     }
     stalls = {k: v for k, v in stalls.items() if v > 0}
-    parts = {"compute": compute_s, **({f"memory:{level}": mem} if level else {}), "dma_latency": dma_latency_s,
-             "dispatch": dispatch_s, "communication": exposed}
+    parts = {
+        "compute": compute_s,
+        **({f"memory:{level}": mem} if level else {}),
+        "dma_latency": dma_latency_s,
+        "dispatch": dispatch_s,
+        "communication": exposed,
+    }
     limiter = max(parts, key=lambda k: parts[k])
     return KernelTime(dispatch_s + dma_latency_s + busy + exposed, compute_s, limiter, stalls)
 
 
-def chip_gemm_cycles(
-    m: int, n: int, k: int, rows: int, cols: int, dataflow: str, cores: int, rate: float = 1.0
-) -> int:
+def chip_gemm_cycles(m: int, n: int, k: int, rows: int, cols: int, dataflow: str, cores: int, rate: float = 1.0) -> int:
     """A GEMM spread over a chip's cores, output columns split: each core runs M x ceil(N/cores)
     x K, all at once, so cycles = ceil(gemm_cycles(M, ceil(N/cores), K) / rate), where rate =
     macs_per_cycle[dtype] / (R x C) (2 for int8 on an array doing two int8 MACs per PE a cycle)."""
     _positive(cores=cores)
     return math.ceil(gemm_cycles(m, math.ceil(n / cores), k, rows, cols, dataflow) / rate)
+
+
+def parse_dims(text: str, count: int, what: str) -> tuple[int, ...]:
+    """'64x128x32' -> (64, 128, 32); ValueError naming `what` when it is not `count` positive integers."""
+    parts = text.lower().replace("*", "x").split("x")
+    try:
+        dims = tuple(int(p) for p in parts)
+    except ValueError:
+        dims = ()
+    if len(dims) != count or min(dims) < 1:
+        shape = "x".join("MNK"[:count] if count == 3 else "RC")
+        raise ValueError(f"{what} {text!r}: expected {shape}, positive integers (e.g. {'x'.join(['64'] * count)})")
+    return dims
+
+
+def gemm_report(m: int, n: int, k: int, rows: int, cols: int, dataflow: str) -> dict:
+    """What `perf simulate --gemm` prints: compute_cycles (the closed form of `dataflow`),
+    ideal_cycles = ceil(M x N x K / (R x C)) (every PE busy every cycle), utilisation =
+    M x N x K / (compute_cycles x R x C), folds (stationary blocks mapped), and the formula."""
+    cycles = gemm_cycles(m, n, k, rows, cols, dataflow)
+    c = math.ceil
+    folds = {"os": c(m / rows) * c(n / cols), "ws": c(k / rows) * c(n / cols), "is": c(k / rows) * c(m / cols)}[
+        dataflow
+    ]
+    return {
+        "compute_cycles": cycles,
+        "utilisation": m * n * k / (cycles * rows * cols),
+        "ideal_cycles": c(m * n * k / (rows * cols)),
+        "folds": folds,
+        "macs": m * n * k,
+        "formula": FORMULAS[dataflow],
+        "dataflow": dataflow,
+        "gemm": {"M": m, "N": n, "K": k},
+        "array": {"rows": rows, "cols": cols},
+    }

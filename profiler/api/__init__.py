@@ -76,6 +76,9 @@ FACADE: dict[str, tuple[str, str]] = {
     "accel_report": ("accelerator.compiler.report", "report"),
     "to_mlir": ("accelerator.compiler.mlir", "to_mlir"),
     "accel_trace_document": ("accelerator.compiler.trace_events", "trace_document"),  # perf compile --trace
+    "accel_presets": ("accelerator.hardware", "presets"),  # perf simulate --list
+    "gemm_report": ("accelerator.sim.timing", "gemm_report"),  # perf simulate --gemm
+    "parse_dims": ("accelerator.sim.timing", "parse_dims"),
     "CompileReport": ("collectors.torch_compile.report", "CompileReport"),  # perf compile-report's tables
     "compile_report_doc": ("collectors.torch_compile.report", "report_doc"),  # ... as the perfCompile JSON doc
     "CompareResult": ("collectors.torch_compile.compare", "CompareResult"),  # perf profile --compare-compile
