@@ -87,3 +87,17 @@ def test_bad_input_is_one_line_exit_2():
         assert res.exit_code == 2, (args, res.output)
         lines = res.stderr.strip().splitlines()
         assert len(lines) == 1 and needle in lines[0], (args, res.stderr)
+
+
+def test_gemm_on_a_chip():
+    # 8192^3 bf16 on datacenter-npu: 64*8*(8192+382)-1 = 4389887 cycles / 1.05e9 + 0.5 us DMA setup + 1 us
+    # dispatch = 4182.345 us; 2*8192^3 / that / 275.2512e12 = 95.5% of peak, limiter compute
+    r = run("simulate", "--gemm", "8192x8192x8192", "--accel", "datacenter-npu", "--json")
+    doc = json.loads(r.stdout)
+    assert doc["array"] == {"rows": 128, "cols": 128} and doc["dataflow"] == "ws"
+    chip = doc["chip"]
+    assert chip["time_s"] == 4389887 / 1.05e9 + 1.5e-6
+    assert chip["limiter"] == "compute" and chip["fraction_of_peak"] >= 0.9
+    assert chip["stall_cycles"] == {"dma_latency": 525, "dispatch": 1050}
+    r = run("simulate", "--gemm", "64x64x64", "--accel", "edge-npu", "--dtype", "fp32")
+    assert r.exit_code == 2 and "edge-npu's matrix unit has no --dtype fp32" in r.stderr

@@ -159,3 +159,38 @@ def test_large_gemm_reaches_90_percent_of_matrix_peak():
     c8 = T.chip_gemm_cycles(m, n, k, mx.rows, mx.cols, mx.dataflow, spec.cores, 2.0)
     assert c8 == math.ceil(4389887 / 2)
     assert 2 * m * n * k / (c8 / spec.clock_hz) >= 0.9 * spec.matrix_peak_flops("int8")
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    m=st.integers(1, 20000),
+    n=st.integers(1, 20000),
+    k=st.integers(1, 20000),
+    preset=st.sampled_from(["edge-npu", "datacenter-npu"]),
+    dtype=st.sampled_from(["bf16", "int8"]),
+)
+def test_no_gemm_kernel_beats_its_roofline_floor(m, n, k, preset, dtype):
+    """A GEMM kernel on a chip takes at least its roofline floor on the derived spec:
+    max(2 M N K / matrix peak, compulsory bytes / HBM bandwidth) + the spec's min op time."""
+    from accelerator.sim.kernel import ITEMSIZE, gemm_kernel
+    from accelerator.sim.spec import hardware_spec
+
+    accel = load_accel(preset)
+    spec = hardware_spec(accel)
+    kt = gemm_kernel(accel, m, n, k, dtype)
+    floor = max(2 * m * n * k / spec.peak(dtype), (m * k + k * n + m * n) * ITEMSIZE[dtype] / spec.bandwidth("hbm"))
+    assert kt.total >= floor + spec.min_op_time
+    assert kt.compute + sum(kt.stalls.values()) == pytest.approx(kt.total)
+
+
+def test_decode_gemm_on_a_weight_stationary_array_is_fill_bound():
+    """What SCALE-Sim's ws form implies for decode: 16 x 8192 x 8192 bf16 on datacenter-npu, per
+    core 64 * 8 folds x (16 + 256 + 128 - 2) - 1 = 203775 cycles = 194.07 us (each fold pays the 2R + C
+    fill for 16 rows), against (16*8192*2 + 8192^2) * 2 B / 1.2e12 B/s = 112.07 us of HBM traffic:
+    the matrix unit, not HBM, limits it (the weights' load into the array is not overlapped)."""
+    from accelerator.sim.kernel import gemm_kernel
+
+    kt = gemm_kernel(load_accel("datacenter-npu"), 16, 8192, 8192, "bf16")
+    assert kt.compute == pytest.approx(203775 / 1.05e9)
+    assert kt.limiter == "compute"
+    assert kt.stalls == {"dma_latency": 5e-7, "dispatch": 1e-6}

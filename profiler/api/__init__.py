@@ -81,6 +81,7 @@ FACADE: dict[str, tuple[str, str]] = {
     "accel_hardware_spec": ("accelerator.sim.spec", "hardware_spec"),  # AccelSpec -> roofline HardwareSpec
     "gemm_report": ("accelerator.sim.timing", "gemm_report"),  # perf simulate --gemm
     "parse_dims": ("accelerator.sim.timing", "parse_dims"),
+    "gemm_kernel_report": ("accelerator.sim.kernel", "gemm_kernel_report"),  # perf simulate --gemm --accel
     "CompileReport": ("collectors.torch_compile.report", "CompileReport"),  # perf compile-report's tables
     "compile_report_doc": ("collectors.torch_compile.report", "report_doc"),  # ... as the perfCompile JSON doc
     "CompareResult": ("collectors.torch_compile.compare", "CompareResult"),  # perf profile --compare-compile
