@@ -108,6 +108,16 @@ def run_scalesim(folder: Path, df: str) -> tuple[Path, float]:
     return folder / "out" / f"gemm_{df}", time.perf_counter() - t0
 
 
+def perf_simulate_seconds(layers: list, rows: int, cols: int, df: str) -> float:
+    """Wall seconds of `perf simulate --gemm ... --json`, one whole process per layer, in all."""
+    root = HERE.parent
+    t0 = time.perf_counter()
+    for _, m, n, k in layers:
+        cmd = [sys.executable, "-m", "profiler", "simulate", "--gemm", f"{m}x{n}x{k}", "--array", f"{rows}x{cols}"]
+        subprocess.run([*cmd, "--dataflow", df, "--json"], cwd=root, check=True, stdout=subprocess.DEVNULL)
+    return time.perf_counter() - t0
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--array", default="32x16", help="RxC of the systolic array (default 32x16)")
@@ -123,9 +133,7 @@ def main() -> int:
         text=True,
         check=True,
     ).stdout.strip()
-    print(
-        f"scalesim {version}, array {rows}x{cols}; cycles: COMPUTE_REPORT 'Total Cycles' vs timing.gemm_cycles"
-    )
+    print(f"scalesim {version}, array {rows}x{cols}; cycles: COMPUTE_REPORT 'Total Cycles' vs timing.gemm_cycles")
     print(f"{'dataflow':8} {'layer':12} {'M':>5} {'N':>5} {'K':>5} {'scalesim':>9} {'ours':>9} {'ratio':>7}")
     worst = 0.0
     for df in DATAFLOWS:
@@ -139,7 +147,11 @@ def main() -> int:
                 ours = gemm_cycles(m, n, k, rows, cols, df)
                 worst = max(worst, abs(ours / theirs - 1))
                 print(f"{df:8} {name:12} {m:5} {n:5} {k:5} {theirs:9} {ours:9} {ours / theirs:7.4f}")
-            print(f"  {df}: scalesim whole process {wall:.2f} s for {len(LAYERS)} layers")
+            ours_wall = perf_simulate_seconds(LAYERS, rows, cols, df)
+            print(
+                f"  {df}: whole processes for {len(LAYERS)} layers: scalesim {wall:.2f} s, "
+                f"perf simulate --gemm (one process a layer) {ours_wall:.2f} s"
+            )
             if a.keep:
                 dest = a.keep / df
                 dest.mkdir(parents=True, exist_ok=True)
