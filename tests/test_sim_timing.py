@@ -194,3 +194,17 @@ def test_decode_gemm_on_a_weight_stationary_array_is_fill_bound():
     assert kt.compute == pytest.approx(203775 / 1.05e9)
     assert kt.limiter == "compute"
     assert kt.stalls == {"dma_latency": 5e-7, "dispatch": 1e-6}
+
+
+def test_collective_over_the_presets_topology():
+    """datacenter-npu: 8 chips in a ring, 50 GB/s, 1 us a step. A 1 GiB all-reduce is the ring's
+    0.03759496384 s (by hand above); on a switch, 8 KiB: ring 1.75 * 8192/50e9 + 14e-6 = 14.287 us
+    against the tree's 6 * (1e-6 + 8192/50e9) = 6.983 us: the tree."""
+    spec = load_accel("datacenter-npu")
+    bw, alpha, p = spec.link.bandwidth, spec.link.latency_s, spec.chips
+    assert T.collective_seconds("all_reduce", 2**30, p, bw, alpha, spec.topology) == pytest.approx(0.03759496384)
+    assert T.collective_seconds("all_reduce", 8192, p, bw, alpha, "switch") == pytest.approx(6 * (1e-6 + 8192 / 50e9))
+    assert T.collective_seconds("all_reduce", 8192, p, bw, alpha, "ring") == pytest.approx(1.75 * 8192 / 50e9 + 14e-6)
+    assert T.collective_seconds("all_gather", 8e6, 1, bw, alpha, "single") == 0
+    with pytest.raises(ValueError, match="collective must be one of"):
+        T.collective_seconds("broadcast", 1, p, bw, alpha, "ring")

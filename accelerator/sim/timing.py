@@ -297,3 +297,26 @@ def gemm_report(m: int, n: int, k: int, rows: int, cols: int, dataflow: str) -> 
         "gemm": {"M": m, "N": n, "K": k},
         "array": {"rows": rows, "cols": cols},
     }
+
+
+COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all")
+
+
+def collective_seconds(kind: str, nbytes: float, p: int, bandwidth: float, alpha: float, topology: str) -> float:
+    """A collective of `kind` over p chips of `topology` (accelerator/hardware.TOPOLOGIES):
+    all_reduce on a ring (or a 2-D mesh, walked as a ring) is the ring all-reduce; on a switch or
+    fully connected chips the faster of ring and tree (small messages: the tree's log2 p
+    latency steps win); all_gather and reduce_scatter are the ring forms; all_to_all as
+    `all_to_all` for the topology. One chip ('single'): 0."""
+    if topology == "single" or p == 1:
+        return 0.0
+    if kind == "all_reduce":
+        ring = ring_all_reduce(nbytes, p, bandwidth, alpha)
+        return ring if topology in ("ring", "mesh2d") else min(ring, tree_all_reduce(nbytes, p, bandwidth, alpha))
+    if kind == "all_gather":
+        return all_gather(nbytes, p, bandwidth, alpha)
+    if kind == "reduce_scatter":
+        return reduce_scatter(nbytes, p, bandwidth, alpha)
+    if kind == "all_to_all":
+        return all_to_all(nbytes, p, bandwidth, alpha, topology)
+    raise ValueError(f"collective must be one of {', '.join(COLLECTIVES)}, not {kind!r}")
