@@ -95,3 +95,13 @@ def test_bad_report_is_one_line_exit_2(tmp_path, file, edit, needle):
     assert r.exit_code == 2, r.output
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1 and needle in lines[0], r.stderr
+
+
+def test_a_secret_in_a_layer_name_is_redacted(tmp_path):
+    folder = tmp_path / "rep"
+    shutil.copytree(DATA / "os", folder)
+    token = "ghp_" + "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8"  # a GitHub token's shape
+    topo = folder / "gemm.csv"
+    topo.write_text(topo.read_text().replace("g64,", f"{token},", 1))
+    names = list(load_scalesim(folder).events["name"])
+    assert not any(token in n for n in names)

@@ -37,6 +37,7 @@ import pandas as pd
 from profiler.model.errors import InputError
 from profiler.model.files import read_bounded
 from profiler.model.schema import COUNTER_COLUMNS, DEVICE_COLUMNS, EVENT_COLUMNS, FLOW_COLUMNS, Column, Kind
+from profiler.model.redact_trace import redact_trace
 from profiler.model.trace import Trace
 
 COMPUTE = "COMPUTE_REPORT.csv"
@@ -148,16 +149,18 @@ def _layer_names(folder: Path, n: int) -> list[str]:
 
 
 def _frame(rows: list[dict], cols: tuple[Column, ...]) -> pd.DataFrame:
+    """The declared required columns of `rows`; text categories over object-dtype categories, as
+    every collector builds them (redaction and concatenation expect them)."""
     data = {}
     for c in cols:
         if not c.required:
             continue
         default = c.missing if c.missing is not None else ("" if c.dtype in ("category", "object") else 0)
-        data[c.name] = pd.Series(
-            [r.get(c.name, default) for r in rows], dtype=c.dtype if c.dtype != "category" else object
-        )
+        values = [r.get(c.name, default) for r in rows]
         if c.dtype == "category":
-            data[c.name] = data[c.name].astype("category")
+            data[c.name] = pd.Categorical(values, categories=pd.Index(sorted(set(values)), dtype=object))
+        else:
+            data[c.name] = pd.Series(values, dtype=c.dtype)
     return pd.DataFrame(data)
 
 
@@ -278,4 +281,5 @@ def load_scalesim(path: str | Path, clock_hz: float = 1e9) -> Trace:
         + (" (1 GHz: 1 cycle = 1 ns, assumed)" if clock_hz == 1e9 else ""),
         **cfg,
     }
-    return Trace(events=ev, counters=co, flows=_frame([], FLOW_COLUMNS), devices=devices, metadata=metadata).validate()
+    trace = Trace(events=ev, counters=co, flows=_frame([], FLOW_COLUMNS), devices=devices, metadata=metadata)
+    return redact_trace(trace).validate()  # layer names come from the user's topology file
