@@ -37,6 +37,7 @@ def overview(trace: Trace) -> Overview:
     runtime = _runtime(first)
     if runtime:
         framework += f", {runtime}"
+    framework = str(trace.metadata.get("framework") or framework)  # a non-Kineto source names itself
     world = {
         m.get("distributedInfo", {}).get("world_size")
         for m in ranks_meta.values()

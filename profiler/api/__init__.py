@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from profiler.api.compile import COMPILE_TABLES, compare_compile, compile_report, compile_tables, trace_compile_report
-from profiler.api.hardware import DEFAULT_CPU_SPEC, hardware_notes, is_whatif, spec_resolver
+from profiler.api.hardware import DEFAULT_CPU_SPEC, hardware_notes, is_whatif, load_hardware, spec_resolver
 from profiler.api.pipeline import SECTIONS, analyze, collective_patterns, load_trace, perfetto_bytes, refloor
 from profiler.api.result import Analysis
 
@@ -33,6 +33,7 @@ __all__ = [
     "compile_tables",
     "hardware_notes",
     "is_whatif",
+    "load_hardware",
     "load_trace",
     "perfetto_bytes",
     "refloor",
@@ -76,6 +77,11 @@ FACADE: dict[str, tuple[str, str]] = {
     "accel_report": ("accelerator.compiler.report", "report"),
     "to_mlir": ("accelerator.compiler.mlir", "to_mlir"),
     "accel_trace_document": ("accelerator.compiler.trace_events", "trace_document"),  # perf compile --trace
+    "accel_presets": ("accelerator.hardware", "presets"),  # perf simulate --list
+    "accel_hardware_spec": ("accelerator.sim.spec", "hardware_spec"),  # AccelSpec -> roofline HardwareSpec
+    "gemm_report": ("accelerator.sim.timing", "gemm_report"),  # perf simulate --gemm
+    "parse_dims": ("accelerator.sim.timing", "parse_dims"),
+    "gemm_kernel_report": ("accelerator.sim.kernel", "gemm_kernel_report"),  # perf simulate --gemm --accel
     "CompileReport": ("collectors.torch_compile.report", "CompileReport"),  # perf compile-report's tables
     "compile_report_doc": ("collectors.torch_compile.report", "report_doc"),  # ... as the perfCompile JSON doc
     "CompareResult": ("collectors.torch_compile.compare", "CompareResult"),  # perf profile --compare-compile

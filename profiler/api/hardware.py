@@ -12,6 +12,19 @@ from profiler.model.trace import Trace
 DEFAULT_CPU_SPEC = "generic-x86-cpu"
 
 
+def load_hardware(name: str) -> HardwareSpec:
+    """A roofline preset or spec YAML (profiler.model.hardware.load_spec), or an accelerator
+    preset of accelerator/presets (`edge-npu`, `datacenter-npu`): the roofline spec of one of its
+    chips, derived by accelerator/sim/spec.py, so `--hardware edge-npu` floors on it."""
+    from accelerator.hardware import load_accel, presets
+    from accelerator.sim.spec import hardware_spec
+
+    key = str(name).strip().lower().replace("_", "-")
+    if key in presets():
+        return hardware_spec(load_accel(key))
+    return load_spec(name)
+
+
 def spec_resolver(trace: Trace, hardware: str | None = None) -> Callable[[int, str], HardwareSpec | None]:
     """(rank, device) -> the HardwareSpec its floors use.
 
@@ -19,7 +32,7 @@ def spec_resolver(trace: Trace, hardware: str | None = None) -> Callable[[int, s
     CPU-only trace; otherwise each GPU is matched from its recorded deviceProperties numbers
     (profiler.model.hardware_match.match_device) and a CPU gets the nominal generic-x86-cpu preset.
     """
-    override = load_spec(hardware) if hardware else None
+    override = load_hardware(hardware) if hardware else None
     cpu_only = not (trace.devices["device"] != "cpu").any()
     matched: dict[tuple[int, str], HardwareSpec | None] = {}
     for d in trace.devices.itertuples(index=False):
@@ -74,7 +87,7 @@ def is_whatif(trace: Trace, hardware: str | None) -> bool:
     perf calibrate measured) and a GPU no preset matched take the given spec as the real one."""
     if not hardware:
         return False
-    target = load_spec(hardware)
+    target = load_hardware(hardware)
     for d in trace.devices.itertuples(index=False):
         if d.device == "cpu":
             continue

@@ -17,11 +17,17 @@ from profiler.model.trace import Trace
 
 def load_trace(path: str | Path, *, max_bytes: int | None = None) -> Trace:
     """Load a trace file or a directory of per-rank files (Kineto / Chrome-trace JSON, gzip or not),
-    or a Perfetto protobuf trace (recognised by its name or first byte; collectors.perfetto).
+    or a Perfetto protobuf trace (recognised by its name or first byte; collectors.perfetto), or
+    a SCALE-Sim report folder (holding COMPUTE_REPORT.csv; collectors.scalesim).
     Only regular files are read, each at most `max_bytes` once decompressed (default: half the
     memory available; profiler.model.files)."""
     from collectors.perfetto import is_perfetto
+    from collectors.scalesim import is_scalesim
 
+    if is_scalesim(path):
+        from collectors.scalesim import load_scalesim
+
+        return load_scalesim(path)
     if is_perfetto(path):
         from collectors.perfetto import load_perfetto
 

@@ -16,12 +16,15 @@ app.add_typer(hardware_app, name="hardware")
 
 @hardware_app.command("list")
 def hardware_list() -> None:
-    """List the bundled presets."""
+    """List the bundled presets (the accelerator's too: their roofline specs are derived)."""
+    from profiler import api
     from profiler.model.hardware import load_spec, presets
 
     for name in presets():
         spec = load_spec(name)
         print(f"{name:24} {spec.kind:4} {spec.vendor}")
+    for name in api.accel_presets():
+        print(f"{name:24} npu  simulated (accelerator/presets; perf simulate)")
 
 
 @hardware_app.command("show")
@@ -29,11 +32,11 @@ def hardware_show(name: Annotated[str, typer.Argument(help="A preset name or a s
     """Show one spec: peaks, memory levels, links, minimum op time and sources."""
     from rich.table import Table
 
-    from profiler.model.hardware import load_spec
+    from profiler.api import load_hardware
     from profiler.model.hardware_describe import describe
 
     with one_line_errors(Path(name)):
-        spec = load_spec(name)
+        spec = load_hardware(name)
         table = Table(title=spec.name, title_justify="left", show_header=False)
         table.add_column(style="bold")
         table.add_column(overflow="fold")
