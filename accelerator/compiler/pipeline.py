@@ -54,7 +54,9 @@ class CompileContext:
     """What every pass may read. `precision`: the policy name (accelerator/compiler/precision.py);
     `precision_overrides`: module-path prefix -> policy (the longest prefix wins);
     `host_fallback`: an op no unit runs goes to the host partition (True) or stops the compile;
-    `dynamic`: capture with a dynamic sequence/batch dimension where the model allows."""
+    `dynamic`: capture with a dynamic sequence/batch dimension where the model allows;
+    `plan`: the fusion plan (accelerator/compiler/fusion.py) and `tiles` the tile overrides by
+    kernel name (accelerator/compiler/tiling.py)."""
 
     hardware: AccelSpec
     precision: str = "fp32"
@@ -62,6 +64,8 @@ class CompileContext:
     host_fallback: bool = True
     dynamic: bool = True
     decisions: list[Decision] = field(default_factory=list)
+    plan: Any = None  # a fusion.FusionPlan (a plan file's groups and tiles); None: the automatic plan
+    tiles: Mapping[str, Mapping[str, int]] = field(default_factory=dict)  # kernel name -> tile override
 
     def policy(self, module: str) -> str:
         """The precision policy of an op in `module`: the override of the longest module-path
@@ -90,10 +94,18 @@ class Compiled:
 def default_passes() -> list[tuple[str, PassFn]]:
     """The passes after capture, in order."""
     from accelerator.compiler.decompose import decompose
+    from accelerator.compiler.fusion import fuse
     from accelerator.compiler.legalize import legalize
     from accelerator.compiler.precision import assign_precision
+    from accelerator.compiler.tiling import tile_kernels
 
-    return [("decompose", decompose), ("precision", assign_precision), ("legalize", legalize)]
+    return [
+        ("decompose", decompose),
+        ("precision", assign_precision),
+        ("legalize", legalize),
+        ("fusion", fuse),
+        ("tiling", tile_kernels),
+    ]
 
 
 class Pipeline:
