@@ -25,32 +25,65 @@ def test_compile_json_with_check_and_ir(tmp_path):
     )
     assert r.exit_code == 0, r.output
     doc = json.loads(r.stdout)
-    assert [p["name"] for p in doc["passes"]] == ["capture", "decompose", "precision", "legalize"]
-    assert [(p["ops_before"], p["ops_after"]) for p in doc["passes"]] == [(0, 3), (3, 5), (5, 11), (11, 11)]
-    # int8 MLP: 2 qmm on the matrix unit; (quantize, dequantize, bias add) x 2 + GELU = 7 on the vector unit
-    assert sorted((k["unit"], k["fused_ops"][0]) for k in doc["kernels"] if k["unit"] == "matrix") == [
-        ("matrix", "npu.qmm"),
-        ("matrix", "npu.qmm"),
+    assert [p["name"] for p in doc["passes"]] == ["capture", "decompose", "precision", "legalize", "fusion", "tiling"]
+    assert [(p["ops_before"], p["ops_after"]) for p in doc["passes"]] == [
+        (0, 3),
+        (3, 5),
+        (5, 11),
+        (11, 11),
+        (11, 11),
+        (11, 11),
     ]
-    assert len(doc["kernels"]) == 9 and doc["host"] == []
+    # int8 MLP, 11 ops -> 2 kernels: fc1 = weight permute, quantize x, qmm, dequantize, bias add,
+    # GELU and fc2's quantize of the GELU (epilogue); fc2 = weight permute, qmm, dequantize, bias add
+    assert [(k["unit"], k["fused_ops"]) for k in doc["kernels"]] == [
+        (
+            "matrix",
+            [
+                "aten.permute.default",
+                "npu.quantize",
+                "npu.qmm",
+                "npu.dequantize",
+                "aten.add.Tensor",
+                "aten.gelu.default",
+                "npu.quantize",
+            ],
+        ),
+        ("matrix", ["aten.permute.default", "npu.qmm", "npu.dequantize", "aten.add.Tensor"]),
+    ]
+    # fc1 tile on 32x32 arrays: M=4 -> 32, N=64, K=32; local bytes (tiling.py) with a = 4 (x is
+    # loaded fp32, quantized on chip), b = 1, acc = 4 (int32), out = 1 (int8 quantized GELU):
+    # 2*(32*32*4 + 32*64*1) + 32*64*4 + 2*32*64*1 + bias 2*64*4 + weight scales 2*64*4 = 25600
+    assert doc["kernels"][0]["tile"] == {"m": 32, "n": 64, "k": 32} and doc["kernels"][0]["local_bytes"] == 25600
+    assert doc["kernels"][0]["placement"] is None and doc["host"] == []
     assert doc["check"]["max_rel_error"] <= 0.05 and {x["name"] for x in doc["check"]["layers"]} == {
         "fc1",
         "act",
         "fc2",
     }
     files = sorted(p.name for p in tmp_path.iterdir())
-    assert files == ["00-capture.mlir", "01-decompose.mlir", "02-precision.mlir", "03-legalize.mlir"]
-    text = (tmp_path / "03-legalize.mlir").read_text()
+    assert files == [
+        "00-capture.mlir",
+        "01-decompose.mlir",
+        "02-precision.mlir",
+        "03-legalize.mlir",
+        "04-fusion.mlir",
+        "05-tiling.mlir",
+    ]
+    text = (tmp_path / "05-tiling.mlir").read_text()
     assert print_module(parse_mlir(text)) == text and text.count('"npu.qmm"') == 2
+    assert text.count('kernel = "addmm_acc"') == 7 and 'tile = "m=32 n=64 k=32"' in text
 
 
 def test_compile_text_table():
     r = run("compile", "--model", "mlp", "--accel", "datacenter-npu", "--precision", "bf16")
     assert r.exit_code == 0, r.output
     assert "mlp on datacenter-npu, precision bf16" in r.stdout
-    # bf16 MLP: 2 addmm (matrix); cast of x to bf16, GELU, cast of the output to fp32 (vector);
-    # weights and biases are stored bf16, GELU of a bf16 addmm is bf16 already (no cast)
-    assert "legalize" in r.stdout and "kernels: 5 (matrix 2, vector 3), unfused" in r.stdout
+    # bf16 MLP, 7 ops: 2 weight permutes, 2 addmm; cast of x to bf16, GELU, cast of the output
+    # to fp32. Fused: fc1 = permute + cast + addmm + GELU, fc2 = permute + addmm + cast
+    assert "legalize" in r.stdout and "kernels: 2 (matrix 2) running 7 ops" in r.stdout
+    # datacenter-npu: 128 x 128 arrays, every dim (M=4, N=64/16, K=32/64) rounded up to one tile
+    assert "permute + x_to_bfloat16 + addmm + gelu" in r.stdout and "m=128 n=128 k=128" in r.stdout
 
 
 def test_user_factory_with_example_inputs(tmp_path, monkeypatch):
@@ -105,12 +138,12 @@ def test_trace_puts_the_passes_on_the_compiler_track(tmp_path):
     assert r.exit_code == 0, r.output
     passes = json.loads(r.stdout)["passes"]
     ev = load_trace(out).events
-    assert ev["kind"].astype(str).tolist() == ["compile_pass"] * 4
+    assert ev["kind"].astype(str).tolist() == ["compile_pass"] * 6
     assert set(ev["track"].astype(str)) == {"rank0/compiler"}
     assert ev["name"].astype(str).tolist() == [p["name"] for p in passes]
     # back to back from 0, each as long as its wall time (µs with 3 decimals: exact ns)
     assert ev["dur"].tolist() == [p["wall_ns"] for p in passes]
-    starts = [sum(p["wall_ns"] for p in passes[:i]) for i in range(4)]
+    starts = [sum(p["wall_ns"] for p in passes[:i]) for i in range(6)]
     assert ev["ts"].tolist() == starts
     r = run("compile", "mlp", "--accel", "edge-npu", "--trace", str(out))
     assert r.exit_code == 2 and "already exists; pass --force" in r.stderr
@@ -121,9 +154,10 @@ def test_precision_override_per_layer():
         "compile", "mlp", "--accel", "edge-npu", "--precision", "int8", "--precision-override", "fc2=fp32", "--json"
     )
     assert r.exit_code == 0, r.output
-    matrix = [k for k in json.loads(r.stdout)["kernels"] if k["fused_ops"][0] in ("npu.qmm", "aten.addmm.default")]
+    kernels = json.loads(r.stdout)["kernels"]
+    mm = [next(t for t in k["fused_ops"] if t in ("npu.qmm", "aten.addmm.default")) for k in kernels]
     # fc1 an int8 qmm on the matrix unit; fc2 an fp32 addmm, on the vector unit (no fp32 matrix on the edge)
-    assert [(k["module"], k["fused_ops"][0], k["unit"]) for k in matrix] == [
+    assert [(k["module"], t, k["unit"]) for k, t in zip(kernels, mm)] == [
         ("fc1", "npu.qmm", "matrix"),
         ("fc2", "aten.addmm.default", "vector"),
     ]

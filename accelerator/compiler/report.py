@@ -2,9 +2,12 @@
 
 passes   one object per pass: name, wall_ns, ops_before, ops_after, skipped, decisions
          (each: op, what, why)
-kernels  one per op a compute unit runs (matrix or vector), until fusion groups them:
-         name, fused_ops (the op's target), unit, dtype, tile (null: no tiling pass yet),
-         placement (null: no allocation pass yet), module, source
+kernels  one per kernel the accelerator launches (matrix, vector, dma; the fusion pass's, or one
+         per op when fusion was skipped), in launch order: name, ops (op names: a plan file
+         takes them back, fusion.load_plan), fused_ops (their targets), why (op -> the reason it
+         was fused), unit, dtype (its matrix op's, else its last op's), tile (null before
+         tiling), local_bytes (the tile's local memory), attention (whole or flash, attention
+         kernels), placement (null until allocation), module, source (of its main op)
 host     the ops of the host partition, with their diagnostic
 check    with a functional check: max_rel_error, bound, outputs, layers (name, rel_error)"""
 
@@ -14,24 +17,40 @@ from typing import Any
 
 from accelerator.compiler.check import Check
 from accelerator.compiler.pipeline import Compiled
+from accelerator.compiler.program import Kernel, Program, default_kernels
+
+
+def kernel_entries(program: Program) -> list[dict[str, Any]]:
+    """The report's `kernels` (module docstring) of the program's kernels, host kernels left out."""
+    ops = {o.name: o for o in program.ops}
+    kernels: tuple[Kernel, ...] = program.kernels or default_kernels(program)
+    out = []
+    for k in kernels:
+        if k.unit == "host":
+            continue
+        main = next((ops[o] for o in k.ops if ops[o].attrs.get("unit") == "matrix"), ops[k.ops[-1]])
+        out.append(
+            {
+                "name": k.name,
+                "ops": list(k.ops),
+                "fused_ops": [ops[o].target for o in k.ops],
+                "why": dict(k.attrs.get("fused", {})),
+                "unit": k.unit,
+                "dtype": main.attrs.get("dtype"),
+                "tile": dict(k.tile) if k.tile else None,
+                "local_bytes": k.attrs.get("local_bytes"),
+                "attention": k.attrs.get("attention"),
+                "placement": None,
+                "module": main.module,
+                "source": main.source,
+            }
+        )
+    return out
 
 
 def report(compiled: Compiled, *, model: str, accel: str, precision: str, check: Check | None = None) -> dict[str, Any]:
     program = compiled.program
-    kernels = [
-        {
-            "name": o.name,
-            "fused_ops": [o.target],
-            "unit": o.attrs.get("unit"),
-            "dtype": o.attrs.get("dtype"),
-            "tile": None,
-            "placement": None,
-            "module": o.module,
-            "source": o.source,
-        }
-        for o in program.ops
-        if o.attrs.get("unit") in ("matrix", "vector")
-    ]
+    kernels = kernel_entries(program)
     host = [
         {
             "name": o.name,

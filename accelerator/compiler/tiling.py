@@ -219,9 +219,12 @@ class _Tiler:
         return [self._root(kernel, a.name) for a in args if isinstance(a, Ref)]
 
     def _dims(self, kernel: Kernel, op: Op) -> dict[str, int]:
-        """matmul_dims with a and b at least as wide as the values the operands are loaded from."""
+        """matmul_dims with a and b at least as wide as the values the operands are loaded from,
+        out the width of the value the kernel stores."""
         d = matmul_dims(self.program, op)
         types = self.program.types()
+        last = next(tensor_types(self.ops[kernel.ops[-1]].type))
+        d["out"] = _bytes(last)  # the kernel stores its last op's value, not the accumulator
         roots = self._operands(kernel, op)
         for key, root in zip(("a", "b"), roots):
             t = types.get(root)
