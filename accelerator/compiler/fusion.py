@@ -129,7 +129,7 @@ def kind(op: Op) -> str:
     return str(unit)
 
 
-class _Graph:
+class Graph:
     """Index, producers and readers of a program, shared by the rules and the legality check."""
 
     def __init__(self, program: Program):
@@ -158,7 +158,7 @@ class _Graph:
         return k
 
 
-def check_group(graph: _Graph, ops: Iterable[str]) -> str | None:
+def check_group(graph: Graph, ops: Iterable[str]) -> str | None:
     """Why `ops` cannot be one kernel, None when they can (the rules in the module docstring)."""
     group = sorted(set(ops), key=graph.index.__getitem__)
     if len(group) <= 1:
@@ -192,7 +192,7 @@ def check_group(graph: _Graph, ops: Iterable[str]) -> str | None:
     return None
 
 
-def _prologue(graph: _Graph, group: set[str], allowed: set[str], taken: set[str]) -> set[str]:
+def _prologue(graph: Graph, group: set[str], allowed: set[str], taken: set[str]) -> set[str]:
     """The producers of `group`'s operands (in `allowed` classes, recursively) that only the
     group reads: descending program order visits every reader before its producer."""
     added: set[str] = set()
@@ -215,7 +215,7 @@ def _prologue(graph: _Graph, group: set[str], allowed: set[str], taken: set[str]
     return added
 
 
-def _grow(graph: _Graph, group: list[str], allowed: set[str], taken: set[str]) -> list[str]:
+def _grow(graph: Graph, group: list[str], allowed: set[str], taken: set[str]) -> list[str]:
     """`group` grown forward in program order by the readers of its values in `allowed`
     classes, up to the last state that `check_group` accepts."""
     best = list(group)
@@ -248,7 +248,7 @@ _WHY = {
 
 def auto_plan(program: Program, ctx: CompileContext) -> FusionPlan:
     """The automatic plan (rules in the module docstring)."""
-    graph = _Graph(program)
+    graph = Graph(program)
     taken: set[str] = set()
     groups: list[PlanGroup] = []
     epilogue = {"view", "cast", "elementwise"}
@@ -320,7 +320,7 @@ def load_plan(path: str | Path) -> FusionPlan:
 def _resolve(program: Program, plan: FusionPlan) -> list[PlanGroup]:
     """The plan's groups checked against the program and completed: every op the plan does not
     name is a group of its own; group names default to the matmul/attention op, else the first."""
-    graph = _Graph(program)
+    graph = Graph(program)
     named: dict[str, str] = {}
     out: list[PlanGroup] = []
     for g in plan.groups:
@@ -335,7 +335,8 @@ def _resolve(program: Program, plan: FusionPlan) -> list[PlanGroup]:
         problem = check_group(graph, ops)
         if problem:
             raise InputError(plan.source, f"kernel {g.name or anchor}: {problem}")
-        out.append(replace(g, name=g.name or anchor, ops=ops))
+        why = {o: g.why.get(o, f"plan {plan.source}") for o in ops}
+        out.append(replace(g, name=g.name or anchor, ops=ops, why=why))
     for o in program.ops:
         if o.name not in named:
             out.append(PlanGroup(o.name, (o.name,), {o.name: "alone"}))
@@ -349,7 +350,7 @@ def _resolve(program: Program, plan: FusionPlan) -> list[PlanGroup]:
 def kernels_of(program: Program, groups: list[PlanGroup]) -> tuple[Kernel, ...]:
     """One Kernel per group: unit matrix when it holds a matrix op, else its ops' unit; inputs
     the values it reads from outside, outputs its last op's value when read or returned."""
-    graph = _Graph(program)
+    graph = Graph(program)
     kernels = []
     for g in groups:
         members = set(g.ops)

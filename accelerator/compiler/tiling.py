@@ -26,7 +26,7 @@ Attention kernels, tile {q, kv} per (batch, head), E/Ev head dims, a operand byt
                  + bq*Ev*4 (fp32 output accumulator) + 2*bq*4 (running max and sum)
 
   Whole (bq = Lq, bk = Lk) when ws fits local memory, else shared memory; else flash-style:
-  bq, bk multiples of R maximising bq*bk (then bk) with ws <= local capacity. A tile smaller
+  bq, bk powers of two (or the whole length) maximising bq*bk (then bk) with ws <= local capacity. A tile smaller
   than the whole is a flash schedule (online softmax over kv blocks).
 
 Overrides (`ctx.tiles` and the plan file's `tiles`, by kernel name) replace the choice; one that
@@ -260,11 +260,11 @@ class _Tiler:
                 return {"q": d["lq"], "kv": d["lk"]}
             fits = [
                 (bq * bk, bk, bq)
-                for bq in _candidates(d["lq"], rows)
-                for bk in _candidates(d["lk"], rows)
+                for bq in _candidates(d["lq"], 1)
+                for bk in _candidates(d["lk"], 1)
                 if attention_bytes(d, bq, bk) <= self.local
             ]
-            _, bk, bq = max(fits, default=(0, rows, rows))
+            _, bk, bq = max(fits, default=(0, 1, 1))  # nothing fits: check() says so
             return {"q": bq, "kv": bk}
         streams = _streams(self.program, kernel, set())
         per = 2 * sum(size for _, size in streams) or 1
