@@ -86,9 +86,15 @@ def test_attention_working_set_decides_whole_or_flash():
     assert (d["lq"], d["lk"], d["e"], d["ev"], d["a"], d["mask"]) == (8, 32, 16, 16, 2, 1)
     # 2*(8*16 + 32*16 + 32*16)*2 + 2*8*32*1 (mask) + 8*32*4 (scores) + 8*16*4 (out) + 2*8*4 = 6720
     hw = load_accel("edge-npu")
-    for local, shared, want in [(8192, 8192, ("whole", "local")), (4096, 8192, ("whole", "shared")), (4096, 6000, ("flash", "local"))]:
+    for local, shared, want in [
+        (8192, 8192, ("whole", "local")),
+        (4096, 8192, ("whole", "shared")),
+        (4096, 6000, ("flash", "local")),
+    ]:
         small = replace(
-            hw, local_memory=replace(hw.local_memory, capacity_bytes=local), shared_memory=replace(hw.shared_memory, capacity_bytes=shared)
+            hw,
+            local_memory=replace(hw.local_memory, capacity_bytes=local),
+            shared_memory=replace(hw.shared_memory, capacity_bytes=shared),
         )
         ctx = CompileContext(small, "bf16")
         k = _kernels(fuse(p, ctx))["scaled_dot_product_attention"]
@@ -155,7 +161,9 @@ def test_cli_plan(tmp_path):
     # the JSON report is a plan file: its kernels' ops and tiles come back
     r = runner.invoke(app, ["compile", "mlp", "--accel", "edge-npu", "--json"])
     (tmp_path / "report.json").write_text(r.stdout)
-    r2 = runner.invoke(app, ["compile", "mlp", "--accel", "edge-npu", "--json", "--plan", str(tmp_path / "report.json")])
+    r2 = runner.invoke(
+        app, ["compile", "mlp", "--accel", "edge-npu", "--json", "--plan", str(tmp_path / "report.json")]
+    )
     assert r2.exit_code == 0, r2.output
     strip = [{k: v for k, v in x.items() if k != "why"} for x in json.loads(r.stdout)["kernels"]]
     assert [{k: v for k, v in x.items() if k != "why"} for x in json.loads(r2.stdout)["kernels"]] == strip
@@ -203,7 +211,10 @@ def _random_tiles(program, draw) -> dict:
             else:
                 sdpa = next(o for o in program.ops if o.name in k.ops and "scaled_dot" in o.target)
                 d = attention_dims(program, sdpa)
-                tiles[k.name] = {"q": math.ceil(d["lq"] / draw(st.integers(1, 3))), "kv": math.ceil(d["lk"] / draw(st.integers(1, 4)))}
+                tiles[k.name] = {
+                    "q": math.ceil(d["lq"] / draw(st.integers(1, 3))),
+                    "kv": math.ceil(d["lk"] / draw(st.integers(1, 4))),
+                }
     return tiles
 
 
@@ -216,7 +227,12 @@ def _matmul_extent(program, kernel):
     return {"m": d["m"], "n": d["n"], "k": d["k"]}
 
 
-CASES = [("mlp", "edge-npu", "fp32"), ("mlp", "datacenter-npu", "bf16"), ("vit", "datacenter-npu", "fp32"), ("llama", "edge-npu", "bf16")]
+CASES = [
+    ("mlp", "edge-npu", "fp32"),
+    ("mlp", "datacenter-npu", "bf16"),
+    ("vit", "datacenter-npu", "fp32"),
+    ("llama", "edge-npu", "bf16"),
+]
 
 
 @pytest.fixture(scope="module")

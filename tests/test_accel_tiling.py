@@ -43,10 +43,14 @@ def test_heuristic_shrinks_the_tile_to_the_capacity():
     p = tile_kernels(fuse(compiled("mlp", "edge-npu", "bf16").program, ctx), ctx)
     k = _kernel(p, "addmm")
     assert k.tile == {"m": 32, "n": 32, "k": 32} and k.attrs["local_bytes"] == 20736
-    assert any(d.op == "addmm" and d.what == "tile m=32 n=32 k=32" and "20736 B of 24576 B" in d.why for d in ctx.decisions)
+    assert any(
+        d.op == "addmm" and d.what == "tile m=32 n=32 k=32" and "20736 B of 24576 B" in d.why for d in ctx.decisions
+    )
     # 16 KiB: not even one 32x32x32 tile fits -> one line naming the kernel, tile and bytes
     ctx = CompileContext(replace(hw, local_memory=replace(hw.local_memory, capacity_bytes=16384)), "bf16")
-    with pytest.raises(InputError, match=r"kernel addmm: tile m=32 n=32 k=32 needs 20736 B of local memory, over the 16384 B"):
+    with pytest.raises(
+        InputError, match=r"kernel addmm: tile m=32 n=32 k=32 needs 20736 B of local memory, over the 16384 B"
+    ):
         tile_kernels(fuse(compiled("mlp", "edge-npu", "bf16").program, ctx), ctx)
 
 
@@ -78,7 +82,11 @@ def test_attention_tile_whole_then_flash():
     program = compiled("llama", "edge-npu", "bf16").program
     fused_small = fuse(program, ctx)
     # the matmuls' tiles do not fit 4 KiB either; give them small ones to reach the attention
-    ctx.tiles = {k.name: {"m": 8, "n": 8, "k": 8} for k in fused_small.kernels if k.unit == "matrix" and "scaled_dot" not in k.name}
+    ctx.tiles = {
+        k.name: {"m": 8, "n": 8, "k": 8}
+        for k in fused_small.kernels
+        if k.unit == "matrix" and "scaled_dot" not in k.name
+    }
     ctx.tiles |= {k.name: {"elements": 16} for k in fused_small.kernels if k.unit in ("vector", "dma")}
     t = tile_kernels(fused_small, ctx)
     k = _kernel(t, "scaled_dot_product_attention")
@@ -140,7 +148,12 @@ def test_functional_mode_runs_tile_by_tile():
     # a wrong tile loop must show: the same program with tiles forced tiny differs from op by op
     # by float rounding only (fp32: < 1e-6), and running it op by op (tiled=False) is exact
     program = compiled("mlp", "datacenter-npu", "fp32").program
-    p = fuse_and_tile(program, "datacenter-npu", "fp32", tiles={"addmm": {"m": 1, "n": 3, "k": 5}, "addmm_1": {"m": 3, "n": 2, "k": 7}})
+    p = fuse_and_tile(
+        program,
+        "datacenter-npu",
+        "fp32",
+        tiles={"addmm": {"m": 1, "n": 3, "k": 5}, "addmm_1": {"m": 3, "n": 2, "k": 7}},
+    )
     x = workload("mlp")[1]
     with torch.no_grad():
         ref, _ = run(program, x)

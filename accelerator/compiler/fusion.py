@@ -382,7 +382,9 @@ def fuse(program: Program, ctx: CompileContext) -> Program:
             ctx.decide(k.name, f"attention {decision['attention']}", decision["why"])
         if len(k.ops) > 1:
             why = k.attrs["fused"]
-            ctx.decide(k.name, f"fused {len(k.ops)} ops: {', '.join(k.ops)}", "; ".join(f"{o}: {why[o]}" for o in k.ops))
+            ctx.decide(
+                k.name, f"fused {len(k.ops)} ops: {', '.join(k.ops)}", "; ".join(f"{o}: {why[o]}" for o in k.ops)
+            )
     kernel_of = {o: k.name for k in kernels for o in k.ops}
     new_ops = [replace(o, attrs={**o.attrs, "kernel": kernel_of[o.name]}) for o in program.ops]
     ctx.decide("", f"{len(program.ops)} ops -> {len(kernels)} kernels", f"plan: {plan.source}")

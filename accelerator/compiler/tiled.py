@@ -32,7 +32,11 @@ def _acc_dtype(a: torch.Tensor, accumulate: str | None, out_dtype: torch.dtype) 
 
 
 def matmul(
-    target: str, args: tuple, kwargs: Mapping[str, Any], tile: Mapping[str, int], accumulate: str | None,
+    target: str,
+    args: tuple,
+    kwargs: Mapping[str, Any],
+    tile: Mapping[str, int],
+    accumulate: str | None,
     out_dtype: torch.dtype,
 ) -> torch.Tensor:
     bias = None

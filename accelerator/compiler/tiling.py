@@ -142,10 +142,25 @@ def attention_decision(program: Program, op: Op, hw: AccelSpec) -> dict[str, Any
     local, shared = hw.local_memory.capacity_bytes, hw.shared_memory.capacity_bytes
     head = f"q {d['lq']}x{d['e']}, k/v {d['lk']}x{d['e']}/{d['ev']}, scores {d['lq']}x{d['lk']} fp32"
     if ws <= local:
-        return {"attention": "whole", "memory": "local", "working_set_bytes": ws, "why": f"{head}: {ws} B <= local {local} B"}
+        return {
+            "attention": "whole",
+            "memory": "local",
+            "working_set_bytes": ws,
+            "why": f"{head}: {ws} B <= local {local} B",
+        }
     if ws <= shared:
-        return {"attention": "whole", "memory": "shared", "working_set_bytes": ws, "why": f"{head}: {ws} B > local {local} B, <= shared {shared} B"}
-    return {"attention": "flash", "memory": "local", "working_set_bytes": ws, "why": f"{head}: {ws} B > shared {shared} B: tiled over q and kv blocks"}
+        return {
+            "attention": "whole",
+            "memory": "shared",
+            "working_set_bytes": ws,
+            "why": f"{head}: {ws} B > local {local} B, <= shared {shared} B",
+        }
+    return {
+        "attention": "flash",
+        "memory": "local",
+        "working_set_bytes": ws,
+        "why": f"{head}: {ws} B > shared {shared} B: tiled over q and kv blocks",
+    }
 
 
 def _matmul_bytes(d: Mapping[str, int], tile: Mapping[str, int], extra: list[tuple[int, int]]) -> int:
@@ -307,7 +322,9 @@ def tile_kernels(program: Program, ctx: CompileContext) -> Program:
     unknown = next((n for n in overrides if n not in names), None)
     if unknown:
         shown = ", ".join(sorted(names)[:8]) + (", ..." if len(names) > 8 else "")
-        raise InputError(sources.get(unknown), f"tile override names kernel {unknown!r}, which the program does not have ({shown})")
+        raise InputError(
+            sources.get(unknown), f"tile override names kernel {unknown!r}, which the program does not have ({shown})"
+        )
     kernels = []
     for k in program.kernels:
         if k.unit == "host":
@@ -316,8 +333,13 @@ def tile_kernels(program: Program, ctx: CompileContext) -> Program:
         dims = tiler.dims(k)
         given = overrides.get(k.name)
         if given is not None:
-            if set(given) != set(dims) or not all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in given.values()):
-                raise InputError(sources.get(k.name), f"kernel {k.name}: tile {dict(given)} must give positive integers for {', '.join(dims)}")
+            if set(given) != set(dims) or not all(
+                isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in given.values()
+            ):
+                raise InputError(
+                    sources.get(k.name),
+                    f"kernel {k.name}: tile {dict(given)} must give positive integers for {', '.join(dims)}",
+                )
             tile = {d: int(given[d]) for d in dims}
         else:
             tile = tiler.choose(k)
@@ -332,7 +354,8 @@ def tile_kernels(program: Program, ctx: CompileContext) -> Program:
         if used > cap:
             raise InputError(
                 sources.get(k.name),
-                f"kernel {k.name}: tile {_fmt(tile)} needs {used} B of {level}, over the {cap} B of {ctx.hardware.name}",
+                f"kernel {k.name}: tile {_fmt(tile)} needs {used} B of {level}, "
+                f"over the {cap} B of {ctx.hardware.name}",
             )
         attrs.update(local_bytes=used, memory=attrs.get("memory", "local"))
         ctx.decide(k.name, f"tile {_fmt(tile)}", f"{used} B of {cap} B {level}" + (" (override)" if given else ""))
