@@ -258,3 +258,26 @@ def test_fusion_and_tiling_keep_numerics(references, case, data):
         outs, _ = run(tiled, workload(name)[1])
     for y, ref in zip(outs, references[case]):
         assert rel_error(y, ref) <= BOUNDS[policy]
+
+
+def test_fusion_and_tiling_are_skippable_and_overridable():
+    from dataclasses import replace
+
+    from accel_programs import decomposed
+
+    from accelerator.compiler.pipeline import Pipeline, default_passes
+    from accelerator.compiler.program import default_kernels
+    from accelerator.compiler.report import kernel_entries
+
+    passes = [p for p in default_passes() if p[0] != "decompose"]
+    ctx = CompileContext(load_accel("edge-npu"), "fp32")
+    c = Pipeline(passes, skip=["fusion", "tiling"]).run_program(decomposed("mlp"), ctx)
+    assert c.program.kernels == () and [r.skipped for r in c.log] == [False, False, True, True]
+    # the report then lists one kernel per op: 2 permutes (dma), 2 addmm and the GELU (vector: no fp32 matrix)
+    assert [(k["ops"], k["tile"]) for k in kernel_entries(c.program)][:2] == [(["permute"], None), (["addmm"], None)]
+
+    def one_per_op(program, ctx):
+        return replace(program, kernels=default_kernels(program))
+
+    c = Pipeline(passes, override={"fusion": one_per_op}).run_program(decomposed("mlp"), ctx)
+    assert len(c.program.kernels) == 5 and all(k.tile for k in c.program.kernels)
