@@ -290,8 +290,9 @@ def load_plan(path: str | Path) -> FusionPlan:
     from profiler.model.files import read_bounded
 
     path = Path(path)
+    raw = read_bounded(path, PLAN_MAX_BYTES)  # InputError naming the file when it cannot be read
     try:
-        text = read_bounded(path, PLAN_MAX_BYTES).decode()
+        text = raw.decode()
         if path.suffix in (".yaml", ".yml"):
             import yaml
 

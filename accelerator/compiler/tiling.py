@@ -60,6 +60,18 @@ ITEMSIZE = {
 TILED_MATMULS = {"mm", "addmm", "bmm", "npu.qmm"}  # the functional mode runs these tile by tile
 
 
+_TYPES: dict[int, tuple[Program, dict[str, Any]]] = {}
+
+
+def _types(program: Program) -> dict[str, Any]:
+    """program.types(), computed once per program (every kernel asks; programs are frozen)."""
+    hit = _TYPES.get(id(program))
+    if hit is None or hit[0] is not program:
+        _TYPES.clear()  # only the program being tiled is kept
+        hit = _TYPES[id(program)] = (program, program.types())
+    return hit[1]
+
+
 def _t(types: Mapping[str, Any], v: Any) -> TensorType | None:
     t = types.get(v.name) if isinstance(v, Ref) else None
     return t if isinstance(t, TensorType) else None
@@ -81,7 +93,7 @@ def _candidates(dim: int, unit: int) -> list[int]:
 
 def matmul_dims(program: Program, op: Op) -> dict[str, int]:
     """M, N, K, batch and the byte widths (a, b, acc, out) of a matmul-class op."""
-    types = program.types()
+    types = _types(program)
     out = next(tensor_types(op.type))
     k = op_kind(op.target)
     if k == "convolution":
@@ -110,7 +122,7 @@ def matmul_dims(program: Program, op: Op) -> dict[str, int]:
 
 def attention_dims(program: Program, op: Op) -> dict[str, int]:
     """Lq, Lk, E, Ev, operand bytes and mask bytes (0 without a mask) of an SDPA op."""
-    types = program.types()
+    types = _types(program)
     q, k, v = (_t(types, a) for a in op.args[:3])
     mask = _t(types, op.args[3]) if len(op.args) > 3 else _t(types, op.kwargs.get("attn_mask"))
     qh, kh, vh = (t.hint if t else (1, 1) for t in (q, k, v))
@@ -171,7 +183,7 @@ def _matmul_bytes(d: Mapping[str, int], tile: Mapping[str, int], extra: list[tup
 
 def _streams(program: Program, kernel: Kernel, skip: set[str], outputs: bool = True) -> list[tuple[int, int]]:
     """(elements, bytes per element) of the kernel's tensor inputs (except `skip`) and outputs."""
-    types = program.types()
+    types = _types(program)
     names = [n for n in kernel.inputs if n not in skip] + (list(kernel.outputs or kernel.ops[-1:]) if outputs else [])
     out = []
     for n in names:
@@ -237,7 +249,7 @@ class _Tiler:
         """matmul_dims with a and b at least as wide as the values the operands are loaded from,
         out the width of the value the kernel stores."""
         d = matmul_dims(self.program, op)
-        types = self.program.types()
+        types = _types(self.program)
         last = next(tensor_types(self.ops[kernel.ops[-1]].type))
         d["out"] = _bytes(last)  # the kernel stores its last op's value, not the accumulator
         roots = self._operands(kernel, op)
@@ -295,7 +307,7 @@ class _Tiler:
         """Length of the rows a reduction in the kernel reduces (0 without one)."""
         from accelerator.compiler.fusion import kind
 
-        types = self.program.types()
+        types = _types(self.program)
         for o in kernel.ops:
             op = self.ops[o]
             if kind(op) == "reduction":
