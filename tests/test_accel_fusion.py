@@ -281,3 +281,25 @@ def test_fusion_and_tiling_are_skippable_and_overridable():
 
     c = Pipeline(passes, override={"fusion": one_per_op}).run_program(decomposed("mlp"), ctx)
     assert len(c.program.kernels) == 5 and all(k.tile for k in c.program.kernels)
+
+
+ALL = [
+    (w, preset, policy)
+    for w in ("mlp", "resnet", "vit", "llama")
+    for preset in ("edge-npu", "datacenter-npu")
+    for policy in ("fp32", "bf16", "int8", "fp8")
+    if not (preset == "edge-npu" and policy == "fp8")
+]
+
+
+@pytest.mark.parametrize("name,preset,policy", ALL)
+def test_every_workload_fused_and_tiled_within_the_bound(name, preset, policy):
+    from accelerator.compiler.check import check
+
+    from accel_programs import decomposed
+
+    model, inputs = workload(name)
+    program = fused(name, preset, policy)
+    assert program.kernels and all(k.tile for k in program.kernels if k.unit != "host")
+    result = check(program, model, inputs, decomposed(name), BOUNDS[policy])
+    assert result.max_rel_error <= BOUNDS[policy], result.to_dict()
