@@ -303,3 +303,25 @@ def test_every_workload_fused_and_tiled_within_the_bound(name, preset, policy):
     assert program.kernels and all(k.tile for k in program.kernels if k.unit != "host")
     result = check(program, model, inputs, decomposed(name), BOUNDS[policy])
     assert result.max_rel_error <= BOUNDS[policy], result.to_dict()
+
+
+def test_fused_decode_after_prefill():
+    # kernel order keeps the cache writes before the attention that reads them: prefill 8 tokens,
+    # then decode one at position 8 on the same state, flash attention (kv tile 8 of the 32-entry
+    # cache) and tiled matmuls, against eager within the bf16 bound
+    import copy
+
+    model, (tokens, pos) = workload("llama")
+    program = compiled("llama", "edge-npu", "bf16").program
+    tiles = {"scaled_dot_product_attention": {"q": 4, "kv": 8}, "mm_4": {"m": 4, "n": 64, "k": 32}}
+    p = fuse_and_tile(program, "edge-npu", "bf16", tiles=tiles)
+    assert next(k for k in p.kernels if k.name == "scaled_dot_product_attention").attrs["attention"] == "flash"
+    eager = copy.deepcopy(model)
+    state = {k: v.clone() for k, v in p.state.items()}
+    with torch.no_grad():
+        run(p, (tokens, pos), state=state)
+        eager(tokens, pos)
+        step = (torch.tensor([[5]]), torch.tensor([8]))
+        (out,), _ = run(p, step, state=state)
+        ref = eager(*step)
+    assert rel_error(out, ref) <= BOUNDS["bf16"]
