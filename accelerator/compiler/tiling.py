@@ -11,8 +11,9 @@ K = Cin/groups*kh*kw), tile {m, n, k}, bytes a, b (operands), acc (accumulator),
 
   Heuristic: tm and tk multiples of the array's rows R, tn of its columns C, each a power-of-two
   multiple of R (C) or the dimension rounded up to R (C); maximise tm*tn (output reuse: each A
-  tile is read N/tn times, each B tile M/tm times), then tk (fewer accumulation steps), subject
-  to local(tm, tn, tk) <= local memory capacity.
+  tile is read N/tn times, each B tile M/tm times), then tk (fewer accumulation steps), then the
+  wider tn, subject to local(tm, tn, tk) <= local memory capacity. A matmul legalised onto the
+  vector unit (fp32 on the edge NPU) is tiled the same way.
 
 Vector and DMA kernels, tile {elements}, streams s = the kernel's tensor inputs and outputs:
 
