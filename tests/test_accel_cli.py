@@ -34,6 +34,7 @@ def test_compile_json_with_check_and_ir(tmp_path):
         (11, 11),
         (11, 11),
     ]
+    assert [p["kernels_after"] for p in doc["passes"]] == [0, 0, 0, 0, 2, 2]
     # int8 MLP, 11 ops -> 2 kernels: fc1 = weight permute, quantize x, qmm, dequantize, bias add,
     # GELU and fc2's quantize of the GELU (epilogue); fc2 = weight permute, qmm, dequantize, bias add
     assert [(k["unit"], k["fused_ops"]) for k in doc["kernels"]] == [

@@ -29,7 +29,8 @@ class Decision:
 @dataclass(frozen=True)
 class PassLog:
     """One pass's record: `wall_ns` its wall time (time.perf_counter_ns), `ops_before`/`ops_after`
-    the op count of the program it read and of the one it returned (0 before capture)."""
+    the op count of the program it read and of the one it returned (0 before capture),
+    `kernels_before`/`kernels_after` its kernel count likewise (0 before fusion)."""
 
     name: str
     wall_ns: int
@@ -37,6 +38,8 @@ class PassLog:
     ops_after: int
     decisions: tuple[Decision, ...]
     skipped: bool = False
+    kernels_before: int = 0  # len(program.kernels): 0 until fusion groups the ops
+    kernels_after: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -44,6 +47,8 @@ class PassLog:
             "wall_ns": self.wall_ns,
             "ops_before": self.ops_before,
             "ops_after": self.ops_after,
+            "kernels_before": self.kernels_before,
+            "kernels_after": self.kernels_after,
             "skipped": self.skipped,
             "decisions": [{"op": d.op, "what": d.what, "why": d.why} for d in self.decisions],
         }
@@ -159,14 +164,19 @@ class Pipeline:
         log = list(log or [])
         programs = dict(programs or {})
         for name, fn in self.passes:
-            before = len(program.ops)
+            before, kernels = len(program.ops), len(program.kernels)
             if name in self.skip:
-                log.append(PassLog(name, 0, before, before, (), skipped=True))
+                log.append(PassLog(name, 0, before, before, (), True, kernels, kernels))
                 continue
             ctx.decisions = []
             t0 = time.perf_counter_ns()
             program = self.override.get(name, fn)(program, ctx)
-            log.append(PassLog(name, time.perf_counter_ns() - t0, before, len(program.ops), tuple(ctx.decisions)))
+            wall = time.perf_counter_ns() - t0
+            log.append(
+                PassLog(
+                    name, wall, before, len(program.ops), tuple(ctx.decisions), False, kernels, len(program.kernels)
+                )
+            )
             programs[name] = program
         return Compiled(program, tuple(log), programs)
 

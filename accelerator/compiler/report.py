@@ -1,6 +1,7 @@
 """The compile result as a JSON-able document (`perf compile --json`):
 
-passes   one object per pass: name, wall_ns, ops_before, ops_after, skipped, decisions
+passes   one object per pass: name, wall_ns, ops_before, ops_after, kernels_before,
+         kernels_after, skipped, decisions
          (each: op, what, why)
 kernels  one per kernel the accelerator launches (matrix, vector, dma; the fusion pass's, or one
          per op when fusion was skipped), in launch order: name, ops (op names: a plan file

@@ -43,10 +43,11 @@ KERNELS_SHOWN = 40
 
 def _print_text(doc: dict) -> None:
     print(f"{doc['model']} on {doc['accel']}, precision {doc['precision']}")
-    print(f"{'pass':<12}{'ms':>10}{'ops before':>12}{'ops after':>11}  decisions")
+    print(f"{'pass':<12}{'ms':>10}{'ops before':>12}{'ops after':>11}{'kernels':>9}  decisions")
     for p in doc["passes"]:
         ms = "skipped" if p["skipped"] else f"{p['wall_ns'] / 1e6:.1f}"
-        print(f"{p['name']:<12}{ms:>10}{p['ops_before']:>12}{p['ops_after']:>11}  {len(p['decisions'])}")
+        kernels = p.get("kernels_after") or "-"
+        print(f"{p['name']:<12}{ms:>10}{p['ops_before']:>12}{p['ops_after']:>11}{kernels:>9}  {len(p['decisions'])}")
         for d in p["decisions"][:5]:
             print(f"    {d['op'] + ': ' if d['op'] else ''}{d['what']} ({d['why']})")
         if len(p["decisions"]) > 5:
