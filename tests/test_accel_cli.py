@@ -52,10 +52,11 @@ def test_compile_json_with_check_and_ir(tmp_path):
         ),
         ("matrix", ["aten.permute.default", "npu.qmm", "npu.dequantize", "aten.add.Tensor"]),
     ]
-    # fc1 tile on 32x32 arrays: M=4 -> 32, N=64, K=32; local bytes (tiling.py) with a = 4 (x is
-    # loaded fp32, quantized on chip), b = 1, acc = 4 (int32), out = 1 (int8 quantized GELU):
-    # 2*(32*32*4 + 32*64*1) + 32*64*4 + 2*32*64*1 + bias 2*64*4 + weight scales 2*64*4 = 25600
-    assert doc["kernels"][0]["tile"] == {"m": 32, "n": 64, "k": 32} and doc["kernels"][0]["local_bytes"] == 25600
+    # fc1 tile on 32x32 arrays: M=4 (shorter than the array: not padded), N=64, K=32; local bytes
+    # (tiling.py) with a = 4 (x is loaded fp32, quantized on chip), b = 1, acc = 4 (int32),
+    # out = 1 (int8 quantized GELU): 2*(4*32*4 + 32*64*1) + 4*64*4 + 2*4*64*1 + bias 2*64*4
+    # + weight scales 2*64*4 = 5120 + 1024 + 512 + 512 + 512 = 7680
+    assert doc["kernels"][0]["tile"] == {"m": 4, "n": 64, "k": 32} and doc["kernels"][0]["local_bytes"] == 7680
     assert doc["kernels"][0]["placement"] is None and doc["host"] == []
     assert doc["check"]["max_rel_error"] <= 0.05 and {x["name"] for x in doc["check"]["layers"]} == {
         "fc1",
@@ -73,7 +74,7 @@ def test_compile_json_with_check_and_ir(tmp_path):
     ]
     text = (tmp_path / "05-tiling.mlir").read_text()
     assert print_module(parse_mlir(text)) == text and text.count('"npu.qmm"') == 2
-    assert text.count('kernel = "addmm_acc"') == 7 and 'tile = "m=32 n=64 k=32"' in text
+    assert text.count('kernel = "addmm_acc"') == 7 and 'tile = "m=4 n=64 k=32"' in text
 
 
 def test_compile_text_table():
@@ -83,8 +84,8 @@ def test_compile_text_table():
     # bf16 MLP, 7 ops: 2 weight permutes, 2 addmm; cast of x to bf16, GELU, cast of the output
     # to fp32. Fused: fc1 = permute + cast + addmm + GELU, fc2 = permute + addmm + cast
     assert "legalize" in r.stdout and "kernels: 2 (matrix 2) running 7 ops" in r.stdout
-    # datacenter-npu: 128 x 128 arrays, every dim (M=4, N=64/16, K=32/64) rounded up to one tile
-    assert "permute + x_to_bfloat16 + addmm + gelu" in r.stdout and "m=128 n=128 k=128" in r.stdout
+    # datacenter-npu: 128 x 128 arrays, every dim (M=4, N=64, K=32) within one tile
+    assert "permute + x_to_bfloat16 + addmm + gelu" in r.stdout and "m=4 n=64 k=32" in r.stdout
 
 
 def test_user_factory_with_example_inputs(tmp_path, monkeypatch):

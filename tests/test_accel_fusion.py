@@ -175,7 +175,7 @@ def test_fused_program_prints_as_mlir():
     text = to_mlir(fused("llama", "edge-npu", "bf16"))
     assert print_module(parse_mlir(text)) == text
     mm = next(t for t in text.splitlines() if t.strip().startswith("%mm ="))
-    assert 'kernel = "mm"' in mm and 'tile = "m=32 n=64 k=64"' in mm
+    assert 'kernel = "mm"' in mm and 'tile = "m=8 n=64 k=64"' in mm  # M = 8 prefill tokens
 
 
 # --- must hold: fusion and tiling never change numerics beyond the precision bound -------------

@@ -22,19 +22,19 @@ def _kernel(program, name):
 
 
 def test_matmul_tile_and_its_local_bytes():
-    # bf16 MLP fc1 on the edge NPU (32 x 32 arrays): M = 4 -> 32, N = 64, K = 32 -> one tile.
-    # a = 4 (x is loaded fp32 and cast on chip), b = 2 (bf16 weight), acc = 4 (fp32),
-    # out = 2 (bf16 GELU), bias 64 bf16:
-    # 2*(32*32*4 + 32*64*2) + 32*64*4 + 2*32*64*2 + 2*64*2 = 16384 + 8192 + 8192 + 256 = 33024
+    # bf16 MLP fc1 on the edge NPU (32 x 32 arrays): M = 4 (shorter than the array: not padded),
+    # N = 64, K = 32. a = 4 (x is loaded fp32 and cast on chip), b = 2 (bf16 weight),
+    # acc = 4 (fp32), out = 2 (bf16 GELU), bias 64 bf16 (min(64, 4*64) per buffer):
+    # 2*(4*32*4 + 32*64*2) + 4*64*4 + 2*4*64*2 + 2*64*2 = 9216 + 1024 + 1024 + 256 = 11520
     k = _kernel(fused("mlp", "edge-npu", "bf16"), "addmm")
-    assert k.tile == {"m": 32, "n": 64, "k": 32} and k.attrs["local_bytes"] == 33024
+    assert k.tile == {"m": 4, "n": 64, "k": 32} and k.attrs["local_bytes"] == 11520
 
 
 def test_heuristic_shrinks_the_tile_to_the_capacity():
-    # with 24 KiB of local memory the 32x64 output tile (33024 B) no longer fits; 32x32 does:
-    # 2*(32*32*4 + 32*32*2) + 32*32*4 + 2*32*32*2 + 256 = 12288 + 4096 + 4096 + 256 = 20736
+    # with 8 KiB of local memory the 4x64 output tile (11520 B) no longer fits; 4x32 does:
+    # 2*(4*32*4 + 32*32*2) + 4*32*4 + 2*4*32*2 + 2*64*2 = 5120 + 512 + 512 + 256 = 6400
     hw = load_accel("edge-npu")
-    small = replace(hw, local_memory=replace(hw.local_memory, capacity_bytes=24576))
+    small = replace(hw, local_memory=replace(hw.local_memory, capacity_bytes=8192))
     from accelerator.compiler.fusion import fuse
     from accelerator.compiler.pipeline import CompileContext
     from accelerator.compiler.tiling import tile_kernels
@@ -42,14 +42,14 @@ def test_heuristic_shrinks_the_tile_to_the_capacity():
     ctx = CompileContext(small, "bf16")
     p = tile_kernels(fuse(compiled("mlp", "edge-npu", "bf16").program, ctx), ctx)
     k = _kernel(p, "addmm")
-    assert k.tile == {"m": 32, "n": 32, "k": 32} and k.attrs["local_bytes"] == 20736
+    assert k.tile == {"m": 4, "n": 32, "k": 32} and k.attrs["local_bytes"] == 6400
     assert any(
-        d.op == "addmm" and d.what == "tile m=32 n=32 k=32" and "20736 B of 24576 B" in d.why for d in ctx.decisions
+        d.op == "addmm" and d.what == "tile m=4 n=32 k=32" and "6400 B of 8192 B" in d.why for d in ctx.decisions
     )
-    # 16 KiB: not even one 32x32x32 tile fits -> one line naming the kernel, tile and bytes
-    ctx = CompileContext(replace(hw, local_memory=replace(hw.local_memory, capacity_bytes=16384)), "bf16")
+    # 4 KiB: not even the smallest tile fits -> one line naming the kernel, tile and bytes
+    ctx = CompileContext(replace(hw, local_memory=replace(hw.local_memory, capacity_bytes=4096)), "bf16")
     with pytest.raises(
-        InputError, match=r"kernel addmm: tile m=32 n=32 k=32 needs 20736 B of local memory, over the 16384 B"
+        InputError, match=r"kernel addmm: tile m=4 n=32 k=32 needs 6400 B of local memory, over the 4096 B"
     ):
         tile_kernels(fuse(compiled("mlp", "edge-npu", "bf16").program, ctx), ctx)
 

@@ -10,7 +10,8 @@ K = Cin/groups*kh*kw), tile {m, n, k}, bytes a, b (operands), acc (accumulator),
                           of 2*min(numel(e), tm*max(tn, tk))*bytes(e)
 
   Heuristic: tm and tk multiples of the array's rows R, tn of its columns C, each a power-of-two
-  multiple of R (C) or the dimension rounded up to R (C); maximise tm*tn (output reuse: each A
+  multiple of R (C) or the dimension rounded up to R (C), or the dimension itself when it is no
+  larger than R (C): 8 decode rows are not padded to 128 in memory; maximise tm*tn (output reuse: each A
   tile is read N/tn times, each B tile M/tm times), then tk (fewer accumulation steps), then the
   wider tn, subject to local(tm, tn, tk) <= local memory capacity. A matmul legalised onto the
   vector unit (fp32 on the edge NPU) is tiled the same way.
@@ -19,7 +20,7 @@ Vector and DMA kernels, tile {elements}, streams s = the kernel's tensor inputs 
 
     local(n) = 2 * n * sum_s bytes(s);  n = capacity / (2 * sum_s bytes(s)), rounded down to a
     multiple of the vector lanes (of a row's length when the kernel reduces rows), at most the
-    largest value's element count.
+    largest value's element count (a value smaller than the lanes is one partial tile).
 
 Attention kernels, tile {q, kv} per (batch, head), E/Ev head dims, a operand bytes:
 
@@ -83,8 +84,11 @@ def _bytes(t: TensorType | None) -> int:
 
 
 def _candidates(dim: int, unit: int) -> list[int]:
-    """Power-of-two multiples of `unit` below `dim` rounded up to `unit`, and that rounded dim."""
-    top = -(-max(dim, 1) // unit) * unit
+    """Power-of-two multiples of `unit` below `dim` rounded up to `unit`, and that rounded dim;
+    just `dim` when it is no larger than `unit` (a short dimension is not padded in memory)."""
+    if dim <= unit:
+        return [max(dim, 1)]
+    top = -(-dim // unit) * unit
     out, c = {top}, unit
     while c < top:
         out.add(c)
@@ -279,8 +283,12 @@ class _Tiler:
                             key = (tm * tn, tk, -tm, tn)
                             if best is None or key > best:
                                 best = key
-            if best is None:
-                return {"m": rows, "n": cols, "k": rows}  # the smallest; check() reports it does not fit
+            if best is None:  # the smallest; tile_kernels reports that it does not fit
+                return {
+                    "m": _candidates(d["m"], rows)[0],
+                    "n": _candidates(d["n"], cols)[0],
+                    "k": _candidates(d["k"], rows)[0],
+                }
             return {"m": -best[2], "n": best[3], "k": best[1]}
         if k == "attention" and op is not None:
             d = attention_dims(self.program, op)
@@ -302,7 +310,7 @@ class _Tiler:
         if row:
             unit = row  # a reduction needs whole rows
         n = max(unit, (self.local // per) // unit * unit)
-        return {"elements": min(n, -(-most // unit) * unit)}
+        return {"elements": min(n, most)}
 
     def _row(self, kernel: Kernel) -> int:
         """Length of the rows a reduction in the kernel reduces (0 without one)."""
