@@ -42,3 +42,18 @@ def compile_from_decomposed(name: str, preset: str, policy: str, **kw) -> Compil
 @cache
 def compiled(name: str, preset: str, policy: str) -> Compiled:
     return compile_from_decomposed(name, preset, policy)
+
+
+def fuse_and_tile(program, preset: str, policy: str, **kw):
+    """The fusion and tiling passes over a legalised `program` (CompileContext fields in `kw`)."""
+    from accelerator.compiler.fusion import fuse
+    from accelerator.compiler.tiling import tile_kernels
+
+    ctx = CompileContext(load_accel(preset), policy, **kw)
+    return tile_kernels(fuse(program, ctx), ctx)
+
+
+@cache
+def fused(name: str, preset: str, policy: str):
+    """The workload after the default fusion and tiling passes."""
+    return fuse_and_tile(compiled(name, preset, policy).program, preset, policy)

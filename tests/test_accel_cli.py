@@ -26,15 +26,35 @@ def test_compile_json_with_check_and_ir(tmp_path):
     )
     assert r.exit_code == 0, r.output
     doc = json.loads(r.stdout)
-    names = ["capture", "decompose", "precision", "legalize", "allocate", "schedule"]
+    names = ["capture", "decompose", "precision", "legalize", "fusion", "tiling", "allocate", "schedule"]
     assert [p["name"] for p in doc["passes"]] == names
-    assert [(p["ops_before"], p["ops_after"]) for p in doc["passes"]] == [(0, 3), (3, 5), (5, 11)] + [(11, 11)] * 3
-    # int8 MLP: 2 qmm on the matrix unit; (quantize, dequantize, bias add) x 2 + GELU = 7 on the vector unit
-    assert sorted((k["unit"], k["fused_ops"][0]) for k in doc["kernels"] if k["unit"] == "matrix") == [
-        ("matrix", "npu.qmm"),
-        ("matrix", "npu.qmm"),
+    assert [(p["ops_before"], p["ops_after"]) for p in doc["passes"]] == [(0, 3), (3, 5), (5, 11)] + [(11, 11)] * 5
+    assert [p["kernels_after"] for p in doc["passes"]] == [0, 0, 0, 0, 2, 2, 2, 2]
+    # int8 MLP, 11 ops -> 2 kernels: fc1 = weight permute, quantize x, qmm, dequantize, bias add,
+    # GELU and fc2's quantize of the GELU (epilogue); fc2 = weight permute, qmm, dequantize, bias add
+    assert [(k["unit"], k["fused_ops"]) for k in doc["kernels"]] == [
+        (
+            "matrix",
+            [
+                "aten.permute.default",
+                "npu.quantize",
+                "npu.qmm",
+                "npu.dequantize",
+                "aten.add.Tensor",
+                "aten.gelu.default",
+                "npu.quantize",
+            ],
+        ),
+        ("matrix", ["aten.permute.default", "npu.qmm", "npu.dequantize", "aten.add.Tensor"]),
     ]
-    assert len(doc["kernels"]) == 9 and doc["host"] == []
+    # fc1 tile on 32x32 arrays: M=4 (shorter than the array: not padded), N=64, K=32; local bytes
+    # (tiling.py) with a = 4 (x is loaded fp32, quantized on chip), b = 1, acc = 4 (int32),
+    # out = 1 (int8 quantized GELU): 2*(4*32*4 + 32*64*1) + 4*64*4 + 2*4*64*1 + bias 2*64*4
+    # + weight scales 2*64*4 = 5120 + 1024 + 512 + 512 + 512 = 7680
+    assert doc["kernels"][0]["tile"] == {"m": 4, "n": 64, "k": 32} and doc["kernels"][0]["local_bytes"] == 7680
+    # fc1 hands fc2 its quantized GELU, 4 x 64 int8 = 256 B, kept on chip in shared memory
+    assert doc["kernels"][0]["placement"] == [{"value": "addmm_1_xq", "level": "shared", "offset": 0, "bytes": 256}]
+    assert doc["host"] == []
     assert doc["check"]["max_rel_error"] <= 0.05 and {x["name"] for x in doc["check"]["layers"]} == {
         "fc1",
         "act",
@@ -44,7 +64,8 @@ def test_compile_json_with_check_and_ir(tmp_path):
     assert mem["capacity"] == {"local": 524288, "shared": 4194304, "hbm": 8589934592}
     placed = [p for k in doc["kernels"] for p in k["placement"] or []]
     assert mem["peak_onchip_bytes"] == max(p["offset"] + p["bytes"] for p in placed if p["level"] == "shared")
-    out = next(k for k in doc["kernels"] if k["name"] == "addmm_1")  # the output: the host reads it from HBM
+    # fc2's kernel (named after its matmul) ends in the output: the host reads it from HBM
+    out = next(k for k in doc["kernels"] if k["name"] == "addmm_1_acc")
     assert out["placement"] == [
         {"value": "addmm_1", "level": "hbm", "offset": out["placement"][0]["offset"], "bytes": 256}
     ]
@@ -52,19 +73,21 @@ def test_compile_json_with_check_and_ir(tmp_path):
     assert moves["by_route"]["local->hbm"] == 4 * 16 * 4 and moves["total_bytes"] == sum(moves["by_route"].values())
     files = sorted(p.name for p in tmp_path.iterdir())
     assert files == [f"{i:02d}-{n}.mlir" for i, n in enumerate(names)]
-    text = (tmp_path / "03-legalize.mlir").read_text()
+    text = (tmp_path / "05-tiling.mlir").read_text()
     assert print_module(parse_mlir(text)) == text and text.count('"npu.qmm"') == 2
+    assert text.count('kernel = "addmm_acc"') == 7 and 'tile = "m=4 n=64 k=32"' in text
 
 
 def test_compile_text_table():
     r = run("compile", "--model", "mlp", "--accel", "datacenter-npu", "--precision", "bf16")
     assert r.exit_code == 0, r.output
     assert "mlp on datacenter-npu, precision bf16" in r.stdout
-    # bf16 MLP: 2 addmm (matrix); cast of x to bf16, GELU, cast of the output to fp32 (vector);
-    # weights and biases are stored bf16, GELU of a bf16 addmm is bf16 already (no cast)
-    assert "legalize" in r.stdout and "kernels: 5 (matrix 2, vector 3), unfused" in r.stdout
+    # bf16 MLP, 7 ops: 2 weight permutes, 2 addmm; cast of x to bf16, GELU, cast of the output
+    # to fp32. Fused: fc1 = permute + cast + addmm + GELU, fc2 = permute + addmm + cast
+    assert "legalize" in r.stdout and "kernels: 2 (matrix 2) running 7 ops" in r.stdout
+    # datacenter-npu: 128 x 128 arrays, every dim (M=4, N=64, K=32) within one tile
+    assert "permute + x_to_bfloat16 + addmm + gelu" in r.stdout and "m=4 n=64 k=32" in r.stdout
     assert "memory: peak on-chip " in r.stdout and " of 128.0 MiB shared, peak HBM " in r.stdout
-    assert "addmm_1_to_float32 hbm@" in r.stdout  # the output (cast back to fp32) lives in HBM
 
 
 def test_user_factory_with_example_inputs(tmp_path, monkeypatch):
@@ -115,7 +138,7 @@ def test_bad_input_is_one_line_exit_2(tmp_path):
     )
     r = run("compile", "mlp", "--accel", str(small))
     assert r.exit_code == 2 and r.stderr.strip().count("\n") == 0
-    assert "buffer p_fc2_weight (4096 B, live over kernels 0..4) does not fit in edge-npu's HBM of 10000 B" in r.stderr
+    assert "buffer p_fc2_weight (4096 B, live over kernels 0..1) does not fit in edge-npu's HBM of 10000 B" in r.stderr
 
 
 def test_trace_puts_the_passes_on_the_compiler_track(tmp_path):
@@ -142,9 +165,10 @@ def test_precision_override_per_layer():
         "compile", "mlp", "--accel", "edge-npu", "--precision", "int8", "--precision-override", "fc2=fp32", "--json"
     )
     assert r.exit_code == 0, r.output
-    matrix = [k for k in json.loads(r.stdout)["kernels"] if k["fused_ops"][0] in ("npu.qmm", "aten.addmm.default")]
+    kernels = json.loads(r.stdout)["kernels"]
+    mm = [next(t for t in k["fused_ops"] if t in ("npu.qmm", "aten.addmm.default")) for k in kernels]
     # fc1 an int8 qmm on the matrix unit; fc2 an fp32 addmm, on the vector unit (no fp32 matrix on the edge)
-    assert [(k["module"], k["fused_ops"][0], k["unit"]) for k in matrix] == [
+    assert [(k["module"], t, k["unit"]) for k, t in zip(kernels, mm)] == [
         ("fc1", "npu.qmm", "matrix"),
         ("fc2", "aten.addmm.default", "vector"),
     ]

@@ -1,8 +1,12 @@
-"""Running a `Program` with torch, op by op: the functional mode's executor, and (on the meta
-device) the dtype/shape propagation passes use after they change dtypes.
+"""Running a `Program` with torch: the functional mode's executor, and (on the meta device) the
+dtype/shape propagation passes use after they change dtypes.
 
 `run(program, inputs)` returns the user outputs and every value by name. Buffers are cloned
-first, so a run never changes the program's state (a KV cache update writes into the clone)."""
+first, so a run never changes the program's state (a KV cache update writes into the clone).
+A program with kernels (after fusion) runs kernel by kernel in their order, each kernel's ops in
+program order; a tiled matmul (mm, addmm, bmm, npu.qmm) runs tile by tile with its accumulation
+in the accumulate dtype, and attention with a tile smaller than the whole runs flash-style
+(accelerator/compiler/tiled.py). Without kernels (or with `tiled=False`) it runs op by op."""
 
 from __future__ import annotations
 
@@ -16,7 +20,8 @@ from typing import Any
 import torch
 
 from accelerator.compiler import npu_ops
-from accelerator.compiler.program import Program, TensorType, map_refs
+from accelerator.compiler import tiled as tiled_exec
+from accelerator.compiler.program import Op, Program, TensorType, map_refs
 
 
 @cache
@@ -34,8 +39,37 @@ def resolve(target: str) -> Callable[..., Any]:
     return getattr(getattr(getattr(torch.ops, ns), name), overload)
 
 
+def _schedule(program: Program, device: str | None, tiled_: bool) -> list[tuple[Op, Any]]:
+    """(op, the tile of its kernel when it runs tiled, else None) in execution order."""
+    names = [o for k in program.kernels for o in k.ops]
+    if device is not None or not program.kernels or sorted(names) != sorted(o.name for o in program.ops):
+        return [(op, None) for op in program.ops]
+    ops = {o.name: o for o in program.ops}
+    out = []
+    for k in program.kernels:
+        for name in k.ops:
+            op = ops[name]
+            tile = k.tile if tiled_ and k.tile else None
+            if tile and not (
+                ("m" in tile and op.target in _TILED)
+                or ("q" in tile and op.target == _SDPA and k.attrs.get("attention") == "flash")
+            ):
+                tile = None
+            out.append((op, tile))
+    return out
+
+
+_TILED = {"aten.mm.default", "aten.addmm.default", "aten.bmm.default", "npu.qmm"}
+_SDPA = "aten.scaled_dot_product_attention.default"
+
+
 def run(
-    program: Program, inputs: Sequence[Any], *, device: str | None = None, state: dict[str, Any] | None = None
+    program: Program,
+    inputs: Sequence[Any],
+    *,
+    device: str | None = None,
+    state: dict[str, Any] | None = None,
+    tiled: bool = True,
 ) -> tuple[list[Any], dict[str, Any]]:
     """(user outputs, values by name) of `program` on `inputs` (the forward's arguments).
 
@@ -52,9 +86,12 @@ def run(
         if i.kind != "user":
             t = state[i.name]
             env[i.name] = t.to(device) if device else (t.clone() if clone and i.kind == "buffer" else t)
-    for op in program.ops:
+    for op, tile in _schedule(program, device, tiled):
         args = map_refs(op.args, lambda r: env[r.name])
         kwargs = {k: map_refs(v, lambda r: env[r.name]) for k, v in op.kwargs.items()}
+        if tile is not None:
+            env[op.name] = _run_tiled(op, args, kwargs, tile)
+            continue
         if device == "meta" and "device" in kwargs:
             kwargs["device"] = torch.device("meta")
         target = op.target
@@ -64,6 +101,14 @@ def run(
             target = "aten.reshape.default"
         env[op.name] = resolve(target)(*args, **kwargs)
     return [env[o.name] for o in program.outputs if o.kind == "user"], env
+
+
+def _run_tiled(op: Op, args: tuple, kwargs: dict[str, Any], tile: Any) -> Any:
+    if "q" in tile:
+        return tiled_exec.attention(args, kwargs, tile["q"], tile["kv"])
+    out = op.type if isinstance(op.type, TensorType) else None
+    dtype = npu_ops.dtype_of(out.dtype) if out else args[-1].dtype
+    return tiled_exec.matmul(op.target, args, kwargs, tile, op.attrs.get("accumulate"), dtype)
 
 
 def _meta_input(t: TensorType) -> torch.Tensor:

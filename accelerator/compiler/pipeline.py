@@ -29,7 +29,8 @@ class Decision:
 @dataclass(frozen=True)
 class PassLog:
     """One pass's record: `wall_ns` its wall time (time.perf_counter_ns), `ops_before`/`ops_after`
-    the op count of the program it read and of the one it returned (0 before capture)."""
+    the op count of the program it read and of the one it returned (0 before capture),
+    `kernels_before`/`kernels_after` its kernel count likewise (0 before fusion)."""
 
     name: str
     wall_ns: int
@@ -37,6 +38,8 @@ class PassLog:
     ops_after: int
     decisions: tuple[Decision, ...]
     skipped: bool = False
+    kernels_before: int = 0  # len(program.kernels): 0 until fusion groups the ops
+    kernels_after: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -44,6 +47,8 @@ class PassLog:
             "wall_ns": self.wall_ns,
             "ops_before": self.ops_before,
             "ops_after": self.ops_after,
+            "kernels_before": self.kernels_before,
+            "kernels_after": self.kernels_after,
             "skipped": self.skipped,
             "decisions": [{"op": d.op, "what": d.what, "why": d.why} for d in self.decisions],
         }
@@ -54,7 +59,9 @@ class CompileContext:
     """What every pass may read. `precision`: the policy name (accelerator/compiler/precision.py);
     `precision_overrides`: module-path prefix -> policy (the longest prefix wins);
     `host_fallback`: an op no unit runs goes to the host partition (True) or stops the compile;
-    `dynamic`: capture with a dynamic sequence/batch dimension where the model allows."""
+    `dynamic`: capture with a dynamic sequence/batch dimension where the model allows;
+    `plan`: the fusion plan (accelerator/compiler/fusion.py) and `tiles` the tile overrides by
+    kernel name (accelerator/compiler/tiling.py)."""
 
     hardware: AccelSpec
     precision: str = "fp32"
@@ -62,6 +69,8 @@ class CompileContext:
     host_fallback: bool = True
     dynamic: bool = True
     decisions: list[Decision] = field(default_factory=list)
+    plan: Any = None  # a fusion.FusionPlan (a plan file's groups and tiles); None: the automatic plan
+    tiles: Mapping[str, Mapping[str, int]] = field(default_factory=dict)  # kernel name -> tile override
 
     def policy(self, module: str) -> str:
         """The precision policy of an op in `module`: the override of the longest module-path
@@ -91,14 +100,18 @@ def default_passes() -> list[tuple[str, PassFn]]:
     """The passes after capture, in order."""
     from accelerator.compiler.allocate import allocate
     from accelerator.compiler.decompose import decompose
+    from accelerator.compiler.fusion import fuse
     from accelerator.compiler.legalize import legalize
     from accelerator.compiler.precision import assign_precision
     from accelerator.compiler.schedule import schedule
+    from accelerator.compiler.tiling import tile_kernels
 
     return [
         ("decompose", decompose),
         ("precision", assign_precision),
         ("legalize", legalize),
+        ("fusion", fuse),
+        ("tiling", tile_kernels),
         ("allocate", allocate),  # last passes: they place and order whatever kernels fusion/tiling made
         ("schedule", schedule),
     ]
@@ -155,14 +168,19 @@ class Pipeline:
         log = list(log or [])
         programs = dict(programs or {})
         for name, fn in self.passes:
-            before = len(program.ops)
+            before, kernels = len(program.ops), len(program.kernels)
             if name in self.skip:
-                log.append(PassLog(name, 0, before, before, (), skipped=True))
+                log.append(PassLog(name, 0, before, before, (), True, kernels, kernels))
                 continue
             ctx.decisions = []
             t0 = time.perf_counter_ns()
             program = self.override.get(name, fn)(program, ctx)
-            log.append(PassLog(name, time.perf_counter_ns() - t0, before, len(program.ops), tuple(ctx.decisions)))
+            wall = time.perf_counter_ns() - t0
+            log.append(
+                PassLog(
+                    name, wall, before, len(program.ops), tuple(ctx.decisions), False, kernels, len(program.kernels)
+                )
+            )
             programs[name] = program
         return Compiled(program, tuple(log), programs)
 

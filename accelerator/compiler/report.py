@@ -1,11 +1,15 @@
 """The compile result as a JSON-able document (`perf compile --json`):
 
-passes   one object per pass: name, wall_ns, ops_before, ops_after, skipped, decisions
+passes   one object per pass: name, wall_ns, ops_before, ops_after, kernels_before,
+         kernels_after, skipped, decisions
          (each: op, what, why)
-kernels  one per op a compute unit runs (matrix or vector), until fusion groups them:
-         name, fused_ops (the op's target), unit, dtype, tile (null: no tiling pass yet),
-         placement (where its outputs live: a list of value, level, offset, bytes; null
-         before allocation or when it hands nothing to another kernel), module, source
+kernels  one per kernel the accelerator launches (matrix, vector, dma; the fusion pass's, or one
+         per op when fusion was skipped), in launch order: name, ops (op names: a plan file
+         takes them back, fusion.load_plan), fused_ops (their targets), why (op -> the reason it
+         was fused), unit, dtype (its matrix op's, else its last op's), tile (null before
+         tiling), local_bytes (the tile's local memory), attention (whole or flash, attention
+         kernels), placement (where its outputs live: a list of value, level, offset, bytes; null
+         before allocation or when it hands nothing to another kernel), module, source (of its main op)
 memory   peak_onchip_bytes (shared memory's high-water mark, max offset + size),
          peak_hbm_bytes, capacity (bytes per level: local per core, shared, hbm per chip)
 transfers count, total_bytes, by_route (src->dst: bytes) of the schedule's DMA transfers
@@ -19,9 +23,37 @@ from typing import Any
 from accelerator.compiler.allocate import peak_bytes
 from accelerator.compiler.check import Check
 from accelerator.compiler.pipeline import Compiled
-from accelerator.compiler.program import Program
+from accelerator.compiler.program import Kernel, Program, default_kernels
 from accelerator.compiler.schedule import route_bytes
 from accelerator.hardware import AccelSpec
+
+
+def kernel_entries(program: Program) -> list[dict[str, Any]]:
+    """The report's `kernels` (module docstring) of the program's kernels, host kernels left out."""
+    ops = {o.name: o for o in program.ops}
+    kernels: tuple[Kernel, ...] = program.kernels or default_kernels(program)
+    out = []
+    for k in kernels:
+        if k.unit == "host":
+            continue
+        main = next((ops[o] for o in k.ops if ops[o].attrs.get("unit") == "matrix"), ops[k.ops[-1]])
+        out.append(
+            {
+                "name": k.name,
+                "ops": list(k.ops),
+                "fused_ops": [ops[o].target for o in k.ops],
+                "why": dict(k.attrs.get("fused", {})),
+                "unit": k.unit,
+                "dtype": main.attrs.get("dtype"),
+                "tile": dict(k.tile) if k.tile else None,
+                "local_bytes": k.attrs.get("local_bytes"),
+                "attention": k.attrs.get("attention"),
+                "placement": placement_of(program, list(k.outputs)),
+                "module": main.module,
+                "source": main.source,
+            }
+        )
+    return out
 
 
 def placement_of(program: Program, values: list[str]) -> list[dict[str, Any]] | None:
@@ -65,20 +97,7 @@ def report(
 ) -> dict[str, Any]:
     """The document; `memory` only with `hardware` (its capacities)."""
     program = compiled.program
-    kernels = [
-        {
-            "name": o.name,
-            "fused_ops": [o.target],
-            "unit": o.attrs.get("unit"),
-            "dtype": o.attrs.get("dtype"),
-            "tile": None,
-            "placement": placement_of(program, [o.name]),
-            "module": o.module,
-            "source": o.source,
-        }
-        for o in program.ops
-        if o.attrs.get("unit") in ("matrix", "vector")
-    ]
+    kernels = kernel_entries(program)
     host = [
         {
             "name": o.name,

@@ -75,6 +75,7 @@ FACADE: dict[str, tuple[str, str]] = {
     "accel_check": ("accelerator.compiler.check", "check"),
     "accel_bounds": ("accelerator.compiler.check", "BOUNDS"),
     "accel_report": ("accelerator.compiler.report", "report"),
+    "accel_load_plan": ("accelerator.compiler.fusion", "load_plan"),  # perf compile --plan
     "to_mlir": ("accelerator.compiler.mlir", "to_mlir"),
     "accel_trace_document": ("accelerator.compiler.trace_events", "trace_document"),  # perf compile --trace
     "accel_presets": ("accelerator.hardware", "presets"),  # perf simulate --list

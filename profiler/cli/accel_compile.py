@@ -1,7 +1,8 @@
 """`perf compile MODEL --accel PRESET_OR_YAML [--input SHAPE] [--precision POLICY] [--dump-ir DIR]
-[--precision-override MODULE=POLICY]... [--no-host-fallback] [--check] [--json] [--trace FILE]`:
-lower a model onto the accelerator (accelerator/compiler) and print the pass table, the kernels,
-and with --check the functional error per layer.
+[--precision-override MODULE=POLICY]... [--no-host-fallback] [--plan PLAN] [--check] [--json] [--trace FILE]`:
+lower a model onto the accelerator (accelerator/compiler) and print the pass table, the kernels
+(their fused ops and tiles), and with --check the functional error per layer. `--plan` reads a
+fusion plan (JSON or YAML: groups of op names, optional tiles; accelerator/compiler/fusion.py).
 
 MODEL: a built-in workload (`mlp`, `resnet`, `vit`, `llama`) or `pkg.module:factory` (as `perf profile --model`):
 a factory called with no arguments that returns an nn.Module, its inputs from `--input` or, without
@@ -37,12 +38,16 @@ def _model_and_inputs(model: str, inputs: list[str]) -> tuple[Any, tuple]:
     return m.eval(), xs
 
 
+KERNELS_SHOWN = 40
+
+
 def _print_text(doc: dict) -> None:
     print(f"{doc['model']} on {doc['accel']}, precision {doc['precision']}")
-    print(f"{'pass':<12}{'ms':>10}{'ops before':>12}{'ops after':>11}  decisions")
+    print(f"{'pass':<12}{'ms':>10}{'ops before':>12}{'ops after':>11}{'kernels':>9}  decisions")
     for p in doc["passes"]:
         ms = "skipped" if p["skipped"] else f"{p['wall_ns'] / 1e6:.1f}"
-        print(f"{p['name']:<12}{ms:>10}{p['ops_before']:>12}{p['ops_after']:>11}  {len(p['decisions'])}")
+        kernels = p.get("kernels_after") or "-"
+        print(f"{p['name']:<12}{ms:>10}{p['ops_before']:>12}{p['ops_after']:>11}{kernels:>9}  {len(p['decisions'])}")
         for d in p["decisions"][:5]:
             print(f"    {d['op'] + ': ' if d['op'] else ''}{d['what']} ({d['why']})")
         if len(p["decisions"]) > 5:
@@ -50,7 +55,21 @@ def _print_text(doc: dict) -> None:
     units: dict[str, int] = {}
     for k in doc["kernels"]:
         units[k["unit"]] = units.get(k["unit"], 0) + 1
-    print(f"kernels: {len(doc['kernels'])} (" + ", ".join(f"{u} {n}" for u, n in sorted(units.items())) + "), unfused")
+    fused = sum(len(k["ops"]) for k in doc["kernels"])
+    print(
+        f"kernels: {len(doc['kernels'])} ("
+        + ", ".join(f"{u} {n}" for u, n in sorted(units.items()))
+        + f") running {fused} ops"
+    )
+    shown = [k for k in doc["kernels"] if k["unit"] != "dma" or len(k["ops"]) > 1]
+    for k in shown[:KERNELS_SHOWN]:
+        tile = " ".join(f"{d}={v}" for d, v in k["tile"].items()) if k["tile"] else "-"
+        local = f"{k['local_bytes'] / 1024:.1f} KiB" if k["local_bytes"] is not None else ""
+        flash = f" [{k['attention']} attention]" if k["attention"] else ""
+        print(f"    {k['name']:<24} {k['unit']:<7} {tile:<21}{local:>11}  {' + '.join(k['ops'])}{flash}")
+    hidden = len(doc["kernels"]) - min(len(shown), KERNELS_SHOWN)
+    if hidden:
+        print(f"    ... {hidden} more (single data-movement kernels and the rest; --json has them all)")
     _print_memory(doc)
     for h in doc["host"]:
         if h["diagnostic"]:
@@ -105,6 +124,9 @@ def register(app: typer.Typer) -> None:
         no_host_fallback: Annotated[
             bool, typer.Option("--no-host-fallback", help="Stop on an op the accelerator cannot run.")
         ] = False,
+        plan: Annotated[
+            Path | None, typer.Option("--plan", help="Fusion plan (JSON/YAML: groups of op names, tiles).")
+        ] = None,
         dump_ir: Annotated[Path | None, typer.Option("--dump-ir", help="Write the MLIR after every pass here.")] = None,
         check: Annotated[bool, typer.Option("--check", help="Run it op by op and compare with eager.")] = False,
         json: Annotated[bool, typer.Option("--json", help="Write the result as JSON.")] = False,
@@ -114,7 +136,7 @@ def register(app: typer.Typer) -> None:
         force: Annotated[bool, typer.Option("--force", help="Overwrite files in --dump-ir and --trace.")] = False,
     ) -> None:
         """Lower a model onto the accelerator: capture, decomposition, precision, legalisation,
-        memory allocation and scheduling."""
+        fusion, tiling, memory allocation and scheduling."""
         from profiler.cli.common import fail, one_line_errors, require_torch
 
         name = model or model_opt
@@ -135,9 +157,16 @@ def register(app: typer.Typer) -> None:
                 if not sep or not module or not policy:
                     raise InputError(None, f"--precision-override {item}: expected MODULE=POLICY, e.g. lm_head=fp32")
                 overrides[module] = policy
+            fusion_plan = api.accel_load_plan(plan) if plan is not None else None
             m, xs = _model_and_inputs(name, input)
             compiled = api.compile_model(
-                m, xs, hw, precision, precision_overrides=overrides, host_fallback=not no_host_fallback
+                m,
+                xs,
+                hw,
+                precision,
+                precision_overrides=overrides,
+                host_fallback=not no_host_fallback,
+                plan=fusion_plan,
             )
             result = None
             if check:
