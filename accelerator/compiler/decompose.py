@@ -16,6 +16,7 @@ from dataclasses import replace
 
 import torch
 
+from accelerator.compiler.blocks import expand
 from accelerator.compiler.capture import from_exported
 from accelerator.compiler.pipeline import CompileContext
 from accelerator.compiler.program import Op, Program, rename_uses
@@ -38,6 +39,15 @@ def decompose(program: Program, ctx: CompileContext) -> Program:
         ctx.decide("", f"kept {op} whole", "the accelerator runs it as one op")
     ep = program.exported.run_decompositions(table)
     out = from_exported(ep, program.name, program.example_inputs)
+    if program.repeat is not None:  # the exported graph holds two of the blocks: instantiate them all
+        rep = program.repeat
+        out, n = expand(out, rep)
+        out = replace(out, exported=ep, repeat=rep)
+        ctx.decide(
+            rep.block(0),
+            f"decomposed once ({n} ops), reused x{rep.count - 1}",
+            f"{rep.count} identical {rep.cls} blocks",
+        )
     return cache_updates_in_place(out, ctx)
 
 

@@ -54,13 +54,17 @@ class CompileContext:
     """What every pass may read. `precision`: the policy name (accelerator/compiler/precision.py);
     `precision_overrides`: module-path prefix -> policy (the longest prefix wins);
     `host_fallback`: an op no unit runs goes to the host partition (True) or stops the compile;
-    `dynamic`: capture with a dynamic sequence/batch dimension where the model allows."""
+    `dynamic`: capture with a dynamic sequence/batch dimension where the model allows;
+    `reuse_blocks`: identical blocks traced and decomposed once (accelerator/compiler/blocks.py);
+    `chips`: chips the program is partitioned over (accelerator/compiler/partition.py)."""
 
     hardware: AccelSpec
     precision: str = "fp32"
     precision_overrides: Mapping[str, str] = field(default_factory=dict)
     host_fallback: bool = True
     dynamic: bool = True
+    reuse_blocks: bool = True
+    chips: int = 1
     decisions: list[Decision] = field(default_factory=list)
 
     def policy(self, module: str) -> str:

@@ -146,6 +146,7 @@ class Program:
     kernels: tuple[Kernel, ...] = ()  # empty until fusion groups ops (default_kernels: one per op)
     placement: Mapping[str, Placement] = field(default_factory=dict)  # value -> where it lives (allocation)
     transfers: tuple[Transfer, ...] = ()  # the DMA transfers the schedule issues (scheduling)
+    repeat: Any = None  # blocks.Repeat: `exported` holds 2 of its identical blocks, the ops all of them
 
     def types(self) -> dict[str, TensorType | tuple[TensorType, ...]]:
         """The type of every value by name."""

@@ -1,0 +1,101 @@
+"""Identical blocks compiled once and reused (accelerator/compiler/blocks.py)."""
+
+from __future__ import annotations
+
+from functools import cache
+
+import pytest
+import torch
+
+from accelerator.compiler.blocks import find_repeat
+from accelerator.compiler.check import BOUNDS, check
+from accelerator.compiler.pipeline import compile_model
+from accelerator.hardware import load_accel
+from accelerator.workloads.llama import LlamaConfig, tiny_llama
+
+LAYERS = 4
+
+
+@cache
+def four_layers():
+    model, inputs = tiny_llama(cfg=LlamaConfig(n_layers=LAYERS))
+    hw = load_accel("datacenter-npu")
+    reused = compile_model(model, inputs, hw, "fp32")
+    whole = compile_model(model, inputs, hw, "fp32", reuse_blocks=False)
+    return model, inputs, reused, whole
+
+
+def _layer_ops(program, k: int) -> int:
+    return sum(o.module == f"layers.{k}" or o.module.startswith(f"layers.{k}.") for o in program.ops)
+
+
+def test_finds_the_decoder_layers_and_not_a_two_layer_model():
+    model, _ = tiny_llama(cfg=LlamaConfig(n_layers=LAYERS))
+    rep = find_repeat(model)
+    assert rep is not None and (rep.path, rep.count, rep.cls) == ("layers", LAYERS, "DecoderLayer")
+    # 2 layers: nothing to reuse (block 1 is traced to check block 0 anyway)
+    assert find_repeat(tiny_llama()[0]) is None
+
+
+def test_a_block_that_differs_is_not_reused():
+    model, _ = tiny_llama(cfg=LlamaConfig(n_layers=LAYERS))
+    model.layers[3].input_norm.eps = 1e-3  # a plain attribute the ops bake in as a constant
+    assert find_repeat(model) is None
+    model, _ = tiny_llama(cfg=LlamaConfig(n_layers=LAYERS))
+    model.layers[2].mlp.up_proj = torch.nn.Linear(64, 176, bias=True)  # one more parameter
+    assert find_repeat(model) is None
+
+
+def test_log_says_compiled_once_and_reused():
+    _, _, reused, whole = four_layers()
+    capture, decompose = reused.log[0], reused.log[1]
+    assert any("compiled once, reused x3" in d.what for d in capture.decisions)
+    assert any("decomposed once" in d.what and "reused x3" in d.what for d in decompose.decisions)
+    assert not any("reused" in d.what for r in whole.log for d in r.decisions)
+
+
+def test_op_count_is_blocks_times_block_ops_plus_the_rest():
+    _, _, reused, whole = four_layers()
+    for name in ("capture", "decompose"):
+        program = reused.programs[name]
+        block = _layer_ops(program, 0)
+        per_layer = [_layer_ops(program, k) for k in range(LAYERS)]
+        rest = len(program.ops) - sum(per_layer)
+        assert per_layer == [block] * LAYERS
+        # the rest: embedding, rope tables, mask, final norm, lm_head (ops outside layers.*)
+        assert rest == sum(not o.module.startswith("layers.") for o in whole.programs[name].ops)
+        # and the whole-model export has the same ops: LAYERS x block + rest
+        assert len(program.ops) == LAYERS * block + rest == len(whole.programs[name].ops)
+        assert program.op_counts() == whole.programs[name].op_counts()
+
+
+def test_instances_read_their_own_layer_weights_and_the_previous_layer():
+    _, _, reused, _ = four_layers()
+    program = reused.programs["decompose"]
+    targets = {i.name: i.target for i in program.inputs}
+    for k in range(LAYERS):
+        ops = [o for o in program.ops if o.module.startswith(f"layers.{k}.")]
+        weights = {targets[r] for o in ops for r in o.refs() if r in targets and targets[r].startswith("layers.")}
+        assert weights and all(t.startswith(f"layers.{k}.") for t in weights)
+    # every layer's KV cache is written in place (2 caches per layer)
+    assert program.op_counts()["aten.index_copy_.default"] == 2 * LAYERS
+
+
+@pytest.mark.parametrize("policy", ["fp32", "bf16"])
+def test_reused_program_matches_eager_within_the_bound(policy):
+    model, inputs, reused, _ = four_layers()
+    c = reused if policy == "fp32" else compile_model(model, inputs, load_accel("datacenter-npu"), policy)
+    result = check(c.program, model, inputs, c.programs["decompose"], BOUNDS[policy])
+    assert result.ok, result.to_dict()
+    # every layer's module path is checked, the last layer's too
+    assert any(x.name.startswith(f"layers.{LAYERS - 1}.") for x in result.layers)
+
+
+def test_reused_and_whole_programs_give_the_same_logits():
+    _, inputs, reused, whole = four_layers()
+    from accelerator.compiler.execute import run
+
+    with torch.no_grad():
+        (a,), _ = run(reused.program, inputs)
+        (b,), _ = run(whole.program, inputs)
+    assert torch.equal(a, b)
