@@ -6,7 +6,8 @@ off-chip memory (`hbm`: capacity, bandwidth, latency) and shared on-chip memory;
 systolic matrix unit (rows x cols, dataflow os/ws/is, MACs per cycle per dtype), a vector unit
 (lanes, ops per lane per cycle per dtype and op class add_mul/exp/reciprocal), local memory
 (capacity, bandwidth) and DMA engines (count, bandwidth, setup latency); clock; kernel dispatch
-overhead. Units: bytes, bytes/s, seconds, Hz.
+overhead; optionally `host_link` (bandwidth per direction, latency) between the accelerator and
+the host that runs the host partition. Units: bytes, bytes/s, seconds, Hz.
 
 Bad input raises `InputError(path, one line naming the field)`; the CLI prints it and exits 2."""
 
@@ -84,6 +85,7 @@ class AccelSpec:
     vector: VectorUnit
     local_memory: Memory
     dma: Dma
+    host_link: Link | None = None  # accelerator <-> host (the host partition's transfers), per direction
 
     def matrix_dtypes(self) -> tuple[str, ...]:
         return tuple(d for d, v in self.matrix.macs_per_cycle.items() if v > 0)
@@ -186,6 +188,10 @@ def from_dict(doc: Any) -> AccelSpec:
         _num(dd, "bandwidth", "chip.core.dma."),
         _num(dd, "setup_latency_s", "chip.core.dma.", allow_zero=True),
     )
+    host_link = None
+    if "host_link" in doc:
+        hl = _section(doc, "host_link", "")
+        host_link = Link(_num(hl, "bandwidth", "host_link."), _num(hl, "latency_s", "host_link.", allow_zero=True))
     host_fallback = doc.get("host_fallback", True)
     if not isinstance(host_fallback, bool):
         raise _Problem(f"host_fallback must be true or false, not {host_fallback!r}")
@@ -205,6 +211,7 @@ def from_dict(doc: Any) -> AccelSpec:
         vector=vector,
         local_memory=_memory(core, "local_memory", "chip.core."),
         dma=dma,
+        host_link=host_link,
     )
 
 

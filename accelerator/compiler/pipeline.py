@@ -95,9 +95,15 @@ def default_passes() -> list[tuple[str, PassFn]]:
     """The passes after capture, in order."""
     from accelerator.compiler.decompose import decompose
     from accelerator.compiler.legalize import legalize
+    from accelerator.compiler.partition import partition
     from accelerator.compiler.precision import assign_precision
 
-    return [("decompose", decompose), ("precision", assign_precision), ("legalize", legalize)]
+    return [
+        ("decompose", decompose),
+        ("precision", assign_precision),
+        ("legalize", legalize),
+        ("partition", partition),  # right after legalize: fusion, tiling, allocation are per chip
+    ]
 
 
 class Pipeline:

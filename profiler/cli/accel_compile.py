@@ -1,11 +1,12 @@
 """`perf compile MODEL --accel PRESET_OR_YAML [--input SHAPE] [--precision POLICY] [--dump-ir DIR]
-[--precision-override MODULE=POLICY]... [--no-host-fallback] [--check] [--json] [--trace FILE]`:
+[--precision-override MODULE=POLICY]... [--no-host-fallback] [--chips N] [--check] [--json] [--trace FILE]`:
 lower a model onto the accelerator (accelerator/compiler) and print the pass table, the kernels,
 and with --check the functional error per layer.
 
-MODEL: a built-in workload (`mlp`, `resnet`, `vit`, `llama`) or `pkg.module:factory` (as `perf profile --model`):
-a factory called with no arguments that returns an nn.Module, its inputs from `--input` or, without
-it, from the module's `example_inputs` tuple. Registered on the CLI by `register(app)`."""
+MODEL: a built-in workload (`mlp`, `resnet`, `vit`, `llama`; `llama2-7b`, `llama3-8b` on the meta
+device, compile only) or `pkg.module:factory` (as `perf profile --model`): a factory called
+with no arguments that returns an nn.Module, its inputs from `--input` or, without it, from the
+module's `example_inputs` tuple. Registered on the CLI by `register(app)`."""
 
 from __future__ import annotations
 
@@ -76,6 +77,7 @@ def register(app: typer.Typer) -> None:
         no_host_fallback: Annotated[
             bool, typer.Option("--no-host-fallback", help="Stop on an op the accelerator cannot run.")
         ] = False,
+        chips: Annotated[int, typer.Option("--chips", help="Tensor-parallel over N chips of the preset.")] = 1,
         dump_ir: Annotated[Path | None, typer.Option("--dump-ir", help="Write the MLIR after every pass here.")] = None,
         check: Annotated[bool, typer.Option("--check", help="Run it op by op and compare with eager.")] = False,
         json: Annotated[bool, typer.Option("--json", help="Write the result as JSON.")] = False,
@@ -107,7 +109,7 @@ def register(app: typer.Typer) -> None:
                 overrides[module] = policy
             m, xs = _model_and_inputs(name, input)
             compiled = api.compile_model(
-                m, xs, hw, precision, precision_overrides=overrides, host_fallback=not no_host_fallback
+                m, xs, hw, precision, precision_overrides=overrides, host_fallback=not no_host_fallback, chips=chips
             )
             result = None
             if check:
