@@ -25,8 +25,8 @@ def test_compile_json_with_check_and_ir(tmp_path):
     )
     assert r.exit_code == 0, r.output
     doc = json.loads(r.stdout)
-    assert [p["name"] for p in doc["passes"]] == ["capture", "decompose", "precision", "legalize"]
-    assert [(p["ops_before"], p["ops_after"]) for p in doc["passes"]] == [(0, 3), (3, 5), (5, 11), (11, 11)]
+    assert [p["name"] for p in doc["passes"]] == ["capture", "decompose", "precision", "legalize", "partition"]
+    assert [(p["ops_before"], p["ops_after"]) for p in doc["passes"]] == [(0, 3), (3, 5), (5, 11), (11, 11), (11, 11)]
     # int8 MLP: 2 qmm on the matrix unit; (quantize, dequantize, bias add) x 2 + GELU = 7 on the vector unit
     assert sorted((k["unit"], k["fused_ops"][0]) for k in doc["kernels"] if k["unit"] == "matrix") == [
         ("matrix", "npu.qmm"),
@@ -39,7 +39,13 @@ def test_compile_json_with_check_and_ir(tmp_path):
         "fc2",
     }
     files = sorted(p.name for p in tmp_path.iterdir())
-    assert files == ["00-capture.mlir", "01-decompose.mlir", "02-precision.mlir", "03-legalize.mlir"]
+    assert files == [
+        "00-capture.mlir",
+        "01-decompose.mlir",
+        "02-precision.mlir",
+        "03-legalize.mlir",
+        "04-partition.mlir",
+    ]
     text = (tmp_path / "03-legalize.mlir").read_text()
     assert print_module(parse_mlir(text)) == text and text.count('"npu.qmm"') == 2
 
@@ -90,7 +96,10 @@ def test_bad_input_is_one_line_exit_2(tmp_path):
     assert r.exit_code == 2 and r.stderr.strip().count("\n") == 0
     assert f"{bad}: invalid accelerator description: chip is missing" in r.stderr
     r = run("compile", "resnet9000", "--accel", "edge-npu")
-    assert r.exit_code == 2 and "resnet9000: not a workload (mlp, resnet, vit, llama) nor MODULE:FACTORY" in r.stderr
+    assert (
+        r.exit_code == 2
+        and "resnet9000: not a workload (mlp, resnet, vit, llama, llama2-7b, llama3-8b) nor MODULE:FACTORY" in r.stderr
+    )
     r = run("compile", "mlp", "--accel", "edge-npu", "--precision", "fp8")
     assert r.exit_code == 2 and "edge-npu: precision fp8: the matrix unit has no fp8" in r.stderr
     r = run("compile", "mlp")
@@ -105,12 +114,12 @@ def test_trace_puts_the_passes_on_the_compiler_track(tmp_path):
     assert r.exit_code == 0, r.output
     passes = json.loads(r.stdout)["passes"]
     ev = load_trace(out).events
-    assert ev["kind"].astype(str).tolist() == ["compile_pass"] * 4
+    assert ev["kind"].astype(str).tolist() == ["compile_pass"] * len(passes) and len(passes) >= 4
     assert set(ev["track"].astype(str)) == {"rank0/compiler"}
     assert ev["name"].astype(str).tolist() == [p["name"] for p in passes]
     # back to back from 0, each as long as its wall time (µs with 3 decimals: exact ns)
     assert ev["dur"].tolist() == [p["wall_ns"] for p in passes]
-    starts = [sum(p["wall_ns"] for p in passes[:i]) for i in range(4)]
+    starts = [sum(p["wall_ns"] for p in passes[:i]) for i in range(len(passes))]
     assert ev["ts"].tolist() == starts
     r = run("compile", "mlp", "--accel", "edge-npu", "--trace", str(out))
     assert r.exit_code == 2 and "already exists; pass --force" in r.stderr
