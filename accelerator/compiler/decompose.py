@@ -58,11 +58,12 @@ def cache_updates_in_place(program: Program, ctx: CompileContext) -> Program:
     mutated = {o.name: o for o in program.outputs if o.kind == "buffer"}
     renames: dict[str, str] = {}
     ops: list[Op] = []
+    last_read = {r: i for i, op in enumerate(program.ops) for r in op.refs()}  # one walk, not one per op
     for i, op in enumerate(program.ops):
         buf = op.args[0].name if op.args and hasattr(op.args[0], "name") else None
         out = mutated.get(op.name)
         # In place is only right when nothing later still reads the old value of the buffer.
-        old_read_later = any(buf in later.refs() for later in program.ops[i + 1 :])
+        old_read_later = buf is not None and last_read.get(buf, -1) > i
         if op.target in IN_PLACE and out and buf in inputs and inputs[buf].target == out.target and not old_read_later:
             ops.append(replace(op, target=IN_PLACE[op.target], attrs={**op.attrs, "in_place": buf}))
             renames[op.name] = buf
