@@ -56,7 +56,7 @@ def test_log_says_compiled_once_and_reused():
 
 def test_op_count_is_blocks_times_block_ops_plus_the_rest():
     _, _, reused, whole = four_layers()
-    for name in ("capture", "decompose"):
+    for name in ("capture", "decompose", "legalize"):
         program = reused.programs[name]
         block = _layer_ops(program, 0)
         per_layer = [_layer_ops(program, k) for k in range(LAYERS)]

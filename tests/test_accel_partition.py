@@ -13,6 +13,7 @@ from accelerator.compiler.check import BOUNDS, check
 from accelerator.compiler.execute import run
 from accelerator.compiler.pipeline import CompileContext, Pipeline, compile_model
 from accelerator.hardware import load_accel
+from accelerator.workloads import WORKLOADS
 from accelerator.workloads.llama import LlamaConfig, tiny_llama
 from accelerator.workloads.mlp import tiny_mlp
 from profiler.model.errors import InputError
@@ -43,6 +44,29 @@ def test_two_chips_match_eager_within_the_bound(name, policy):
     result = check(c.program, model, inputs, c.programs["decompose"], BOUNDS[policy])
     assert result.ok, result.to_dict()
     assert len(result.layers) > 2  # the layers are compared too (their values merged over the chips)
+
+
+@pytest.mark.parametrize("name,chips", [("vit", 2), ("resnet", 2), ("llama", 4)])
+def test_splits_that_do_not_divide_are_gathered_and_still_match_eager(name, chips):
+    # ViT's fused qkv (3 x heads) and the tiny Llama's 2 KV heads on 4 chips cannot stay split
+    # through their reshapes: the split values are all-gathered (a decision) and the op runs whole
+    model, inputs = WORKLOADS[name]()
+    c = compile_model(model, inputs, load_accel(HW), "fp32", chips=chips)
+    result = check(c.program, model, inputs, c.programs["decompose"], BOUNDS["fp32"])
+    assert result.ok, result.to_dict()
+    if name != "resnet":
+        assert collectives(c.program, "all_gather")
+        assert any(d.what == "all-gather its operands first" for d in c.log[-1].decisions)
+
+
+def test_partitioned_program_prints_as_mlir_that_parses_back():
+    from accelerator.compiler.mlir import parse_mlir, print_module, to_mlir
+
+    _, _, c = compiled("llama", "fp32", 2)
+    text = to_mlir(c.program)
+    assert text.count('"npu.all_reduce"') == 4 and text.count('"npu.all_gather"') == 1
+    assert 'collective = "all_reduce", bytes = "2048", chips = "2"' in text
+    assert print_module(parse_mlir(text)) == text
 
 
 def test_mlp_column_then_row_parallel_with_one_all_reduce():

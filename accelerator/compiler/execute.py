@@ -59,15 +59,16 @@ def run(
     return [env[o.name] for o in program.outputs if o.kind == "user"], env
 
 
-def _call(op: Op, env: dict[str, Any], device: str | None) -> Any:
+def _call(op: Op, env: dict[str, Any], device: str | None, reshape_views: bool = False) -> Any:
     args = map_refs(op.args, lambda r: env[r.name])
     kwargs = {k: map_refs(v, lambda r: env[r.name]) for k, v in op.kwargs.items()}
     if device == "meta" and "device" in kwargs:
         kwargs["device"] = torch.device("meta")
     target = op.target
-    if device == "meta" and target == "aten.view.default":
+    if (device == "meta" or reshape_views) and target == "aten.view.default":
         # Meta kernels may lay a result out differently from the CPU kernel export traced
-        # (SDPA's output); for dtypes and shapes a reshape is the same.
+        # (SDPA's output), and so may an op reading a collective's (contiguous) result;
+        # for values a reshape is the same.
         target = "aten.reshape.default"
     return resolve(target)(*args, **kwargs)
 
@@ -106,7 +107,7 @@ def _run_chips(
                 env[op.name] = out
         else:
             for env in envs:
-                env[op.name] = _call(op, env, device)
+                env[op.name] = _call(op, env, device, reshape_views=True)
         d = op.attrs.get("split")
         if isinstance(d, int):
             merged[op.name] = torch.cat([env[op.name] for env in envs], d)
