@@ -155,3 +155,22 @@ def test_host_cut_costs_the_bytes_over_the_host_link():
     # and the two-chip program still runs it (the host op on the gathered value) within the bound
     c2 = compile_model(model, (x,), hw, "fp32", chips=2)
     assert check(c2.program, model, (x,), c2.programs["decompose"], BOUNDS["fp32"]).ok
+
+
+def test_perf_compile_chips_json_and_bad_chip_count():
+    import json
+
+    from typer.testing import CliRunner
+
+    from profiler.cli import app
+
+    runner = CliRunner()
+    r = runner.invoke(app, ["compile", "mlp", "--accel", HW, "--chips", "2", "--check", "--json"])
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.stdout)
+    assert doc["passes"][-1]["name"] == "partition" and doc["chips"] == 2
+    # one all-reduce of fc2's 4 x 16 fp32 output: 2 x (2 - 1) / 2 x 256 B = 256 B per chip
+    assert doc["collectives"] == [{"name": "addmm_1_reduced", "op": "all_reduce", "bytes": 256, "module": "fc2"}]
+    assert doc["check"]["max_rel_error"] <= BOUNDS["fp32"]
+    r = runner.invoke(app, ["compile", "mlp", "--accel", HW, "--chips", "9"])
+    assert r.exit_code == 2 and "datacenter-npu has 8 chip(s)" in r.stderr and r.stderr.strip().count("\n") == 0

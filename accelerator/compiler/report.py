@@ -5,7 +5,11 @@ passes   one object per pass: name, wall_ns, ops_before, ops_after, skipped, dec
 kernels  one per op a compute unit runs (matrix or vector), until fusion groups them:
          name, fused_ops (the op's target), unit, dtype, tile (null: no tiling pass yet),
          placement (null: no allocation pass yet), module, source
-host     the ops of the host partition, with their diagnostic
+host     the ops of the host partition, with their diagnostic and the bytes each moves over
+         the host link (cut_in_bytes to the host, cut_out_bytes back; partition.py)
+chips    chips the program is partitioned over (1: not partitioned)
+collectives  the all-reduces and all-gathers partitioning inserted: name, op, bytes (sent per
+         chip), module
 check    with a functional check: max_rel_error, bound, outputs, layers (name, rel_error)"""
 
 from __future__ import annotations
@@ -39,6 +43,8 @@ def report(compiled: Compiled, *, model: str, accel: str, precision: str, check:
             "module": o.module,
             "source": o.source,
             "diagnostic": o.attrs.get("diagnostic"),
+            "cut_in_bytes": o.attrs.get("cut_in_bytes", 0),
+            "cut_out_bytes": o.attrs.get("cut_out_bytes", 0),
         }
         for o in program.ops
         if o.attrs.get("unit") == "host"
@@ -52,6 +58,12 @@ def report(compiled: Compiled, *, model: str, accel: str, precision: str, check:
         "passes": [row.to_dict() for row in compiled.log],
         "kernels": kernels,
         "host": host,
+        "chips": program.chips,
+        "collectives": [
+            {"name": o.name, "op": o.attrs["collective"], "bytes": o.attrs["bytes"], "module": o.module}
+            for o in program.ops
+            if "collective" in o.attrs
+        ],
     }
     if check is not None:
         doc["check"] = check.to_dict()

@@ -54,7 +54,12 @@ def _print_text(doc: dict) -> None:
     print(f"kernels: {len(doc['kernels'])} (" + ", ".join(f"{u} {n}" for u, n in sorted(units.items())) + "), unfused")
     for h in doc["host"]:
         if h["diagnostic"]:
-            print(f"host: {h['diagnostic']}")
+            print(f"host: {h['diagnostic']}; cut {h['cut_in_bytes']} B to the host, {h['cut_out_bytes']} B back")
+    if doc["chips"] > 1:
+        kinds = [c["op"] for c in doc["collectives"]]
+        sent = sum(c["bytes"] for c in doc["collectives"])
+        reduces, gathers = kinds.count("all_reduce"), kinds.count("all_gather")
+        print(f"chips: {doc['chips']}, {reduces} all-reduce, {gathers} all-gather, {sent} B sent per chip")
     if "check" in doc:
         c = doc["check"]
         verdict = "within" if c["max_rel_error"] <= c["bound"] else "OVER"
