@@ -1,11 +1,6 @@
 """Partitioning: the host cuts, and tensor parallelism over `ctx.chips` chips.
 
-Host cuts: every op legalisation sent to the host (unit host) whose tensor operands the
-accelerator produced (or holds: weights) is a cut; each such value crosses the host link to
-the host, and each host result an accelerator op reads crosses back. Cost of a cut, a decision
-on the host op (attrs `cut_in_bytes`, `cut_out_bytes`):
-
-    bytes = numel x itemsize;   time = bytes / host_link.bandwidth + host_link.latency_s
+Host cuts (cuts.py): every host op's crossings of the host link, costed, at any chip count.
 
 Tensor parallelism (Shoeybi et al. 2019, "Megatron-LM", section 3): the program becomes the one
 every chip runs (SPMD), with per-chip shapes. A linear (mm/addmm of a weight from a parameter)
@@ -33,9 +28,10 @@ from dataclasses import replace
 from typing import Any
 
 from accelerator.compiler import npu_ops
+from accelerator.compiler.cuts import SCALARS, host_cuts, value_bytes
 from accelerator.compiler.legalize import op_kind
 from accelerator.compiler.pipeline import CompileContext
-from accelerator.compiler.program import Op, Program, Ref, TensorType, map_refs, tensor_types
+from accelerator.compiler.program import Op, Program, Ref, TensorType, map_refs
 from profiler.model.errors import InputError
 
 LINEARS = {"mm", "addmm"}
@@ -47,7 +43,6 @@ ELEMENTWISE = {
 }  # fmt: skip
 VIEWS = {"view", "_unsafe_view", "reshape"}
 WEIGHT_CHAIN = {"permute", "t", "npu.cast", "_to_copy", "clone"}
-_SCALARS = {"symint", "symfloat", "symbool", "none"}
 
 
 def partition(program: Program, ctx: CompileContext) -> Program:
@@ -59,48 +54,6 @@ def partition(program: Program, ctx: CompileContext) -> Program:
         ctx.decide("", "one chip", "chips 1: nothing to split")
         return program
     return _TensorParallel(program, ctx, n).run()
-
-
-def _nbytes(t: Any) -> int:
-    return sum(x.numel * npu_ops.dtype_of(x.dtype).itemsize for x in tensor_types(t) if x.dtype not in _SCALARS)
-
-
-def host_cuts(program: Program, ctx: CompileContext) -> Program:
-    """Every host op annotated with the bytes it moves over the host link, a decision per cut."""
-    link = ctx.hardware.host_link
-    producers = program.producers()
-    kinds = {i.name: i.kind for i in program.inputs}
-    types = program.types()
-    users = program.users()
-
-    def on_host(name: str) -> bool:
-        op = producers.get(name)
-        return kinds.get(name) == "user" if op is None else op.attrs.get("unit") == "host"
-
-    def cost(nbytes: int) -> str:
-        if link is None:
-            return f"{nbytes} B ({ctx.hardware.name} gives no host_link bandwidth)"
-        us = (nbytes / link.bandwidth + link.latency_s) * 1e6
-        return f"{nbytes} B / {link.bandwidth / 1e9:g} GB/s + {link.latency_s * 1e6:g} us = {us:.3g} us"
-
-    ops = []
-    for op in program.ops:
-        if op.attrs.get("unit") != "host" or not _nbytes(op.type) and not any(_nbytes(types[r]) for r in op.refs()):
-            ops.append(op)
-            continue
-        cut_in = 0
-        for r in dict.fromkeys(op.refs()):
-            b = _nbytes(types[r])
-            if b and not on_host(r):
-                cut_in += b
-                ctx.decide(op.name, f"cut: {r} to the host", f"{op.target} runs on the host; {cost(b)}")
-        out = _nbytes(op.type)
-        readers = [u.name for u in users.get(op.name, []) if u.attrs.get("unit") != "host"]
-        cut_out = out if readers else 0
-        if cut_out:
-            ctx.decide(op.name, f"cut: {op.name} back to the accelerator", f"read by {readers[0]}; {cost(out)}")
-        ops.append(replace(op, attrs={**op.attrs, "cut_in_bytes": cut_in, "cut_out_bytes": cut_out}))
-    return program.with_ops(ops)
 
 
 def _norm(d: int, rank: int) -> int:
@@ -125,7 +78,7 @@ class _TensorParallel:
 
     def ttype(self, name: str) -> TensorType | None:
         t = self.types.get(name)
-        return t if isinstance(t, TensorType) and t.dtype not in _SCALARS else None
+        return t if isinstance(t, TensorType) and t.dtype not in SCALARS else None
 
     def divisible(self, name: str, d: int) -> bool:
         t = self.ttype(name)
@@ -297,7 +250,7 @@ class _TensorParallel:
         return replace(t, shape=shape, hint=hint)
 
     def collective(self, kind: str, value: str, name: str, near: Op, full: TensorType, dim: int | None) -> Op:
-        nbytes = _nbytes(full)
+        nbytes = value_bytes(full)
         if kind == "all_reduce":
             args: tuple = (Ref(value), self.n)
             sent = npu_ops.all_reduce_bytes(nbytes, self.n)
