@@ -105,6 +105,14 @@ def test_llama_all_reduces_after_o_proj_and_down_proj():
     assert {o.type.hint for o in sdpa} == {(1, 2, 8, 16)}
 
 
+def test_bf16_logits_are_gathered_before_the_cast_to_fp32():
+    _, _, c = compiled("llama", "bf16", 2)
+    (gather,) = collectives(c.program, "all_gather")
+    # 8 x 128 bf16 logits = 2048 B, (2 - 1) / 2 x 2048 = 1024 B per chip (fp32 after the cast would be 2048)
+    assert gather.type.dtype == "bfloat16" and gather.attrs["bytes"] == 1024
+    assert c.program.producers()[c.program.outputs[0].name].target == "npu.cast"
+
+
 def test_four_chips_on_a_repeated_llama_with_a_decode_step():
     cfg = LlamaConfig(n_layers=4, n_heads=4, n_kv_heads=4)
     model, (tokens, pos) = tiny_llama(cfg=cfg)
@@ -172,5 +180,7 @@ def test_perf_compile_chips_json_and_bad_chip_count():
     # one all-reduce of fc2's 4 x 16 fp32 output: 2 x (2 - 1) / 2 x 256 B = 256 B per chip
     assert doc["collectives"] == [{"name": "addmm_1_reduced", "op": "all_reduce", "bytes": 256, "module": "fc2"}]
     assert doc["check"]["max_rel_error"] <= BOUNDS["fp32"]
+    r = runner.invoke(app, ["compile", "llama2-7b", "--accel", HW, "--check"])  # meta weights: compile only
+    assert r.exit_code == 2 and "--check needs real weights" in r.stderr
     r = runner.invoke(app, ["compile", "mlp", "--accel", HW, "--chips", "9"])
     assert r.exit_code == 2 and "datacenter-npu has 8 chip(s)" in r.stderr and r.stderr.strip().count("\n") == 0

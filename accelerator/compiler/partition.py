@@ -239,6 +239,15 @@ class _TensorParallel:
                         self.gather[op.name] = g
                         self.why[op.name] = f"{k} cannot run on a slice of {', '.join(sorted(g))}"
             self.read.update(op.refs())
+        for o in self.p.outputs:  # gather before a cast that widens an output: fewer bytes on the links
+            cast = self.producers.get(o.name)
+            if o.kind != "user" or cast is None or cast.target != "npu.cast" or self.users.get(o.name):
+                continue
+            src = cast.refs()[0]
+            if o.name in self.split and src in self.split and value_bytes(self.types[src]) < value_bytes(cast.type):
+                del self.split[o.name]
+                self.gather[cast.name] = {src}
+                self.why[cast.name] = f"the output is gathered in {self.types[src].dtype}, before it widens"
 
     # -- emitting --------------------------------------------------------------------------
 

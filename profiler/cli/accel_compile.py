@@ -113,6 +113,8 @@ def register(app: typer.Typer) -> None:
                     raise InputError(None, f"--precision-override {item}: expected MODULE=POLICY, e.g. lm_head=fp32")
                 overrides[module] = policy
             m, xs = _model_and_inputs(name, input)
+            if check and any(t.is_meta for t in (*m.parameters(), *m.buffers())):
+                raise InputError(None, f"{name}: --check needs real weights; this model's are on the meta device")
             compiled = api.compile_model(
                 m, xs, hw, precision, precision_overrides=overrides, host_fallback=not no_host_fallback, chips=chips
             )
