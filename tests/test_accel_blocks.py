@@ -99,3 +99,55 @@ def test_reused_and_whole_programs_give_the_same_logits():
         (a,), _ = run(reused.program, inputs)
         (b,), _ = run(whole.program, inputs)
     assert torch.equal(a, b)
+
+
+class _Wrapped(torch.nn.Module):
+    """The decoder one level down (`model.layers`, as Hugging Face nests it)."""
+
+    def __init__(self, model):
+        super().__init__()
+        self.model = model
+
+    def forward(self, tokens, pos):
+        return self.model(tokens, pos)
+
+
+class _Parallel(torch.nn.Module):
+    """Three identical Linears whose outputs are summed (not a sequence of blocks), or, with
+    `indexed`, a forward that names the third block (two blocks cannot be exported)."""
+
+    def __init__(self, indexed: bool):
+        super().__init__()
+        self.indexed = indexed
+        self.layers = torch.nn.ModuleList(torch.nn.Linear(8, 8) for _ in range(3))
+
+    def forward(self, x):
+        if self.indexed:
+            return self.layers[0](x) + self.layers[1](x) + self.layers[2](x)
+        y = self.layers[0](x)
+        for layer in self.layers[1:]:
+            y = y + layer(x)
+        return y
+
+
+def test_nested_block_list_is_reused_and_matches_eager():
+    model, inputs = tiny_llama(cfg=LlamaConfig(n_layers=3))
+    wrapped = _Wrapped(model).eval()
+    c = compile_model(wrapped, inputs, load_accel("datacenter-npu"), "fp32")
+    assert any("reused x2" in d.what for d in c.log[0].decisions)
+    assert any(i.target == "model.layers.2.attn.q_proj.weight" for i in c.program.inputs)
+    assert check(c.program, wrapped, inputs, c.programs["decompose"], BOUNDS["fp32"]).ok
+
+
+@pytest.mark.parametrize(
+    "indexed,why", [(False, "ops after the blocks read layers.0"), (True, "index 2 is out of range")]
+)
+def test_blocks_that_two_cannot_stand_for_fall_back_to_the_whole_export(indexed, why):
+    torch.manual_seed(0)
+    model, x = _Parallel(indexed).eval(), torch.randn(2, 8)
+    c = compile_model(model, (x,), load_accel("datacenter-npu"), "fp32")
+    (fallback,) = [d for d in c.log[0].decisions if "exported one by one" in d.what]
+    assert why in fallback.why
+    assert c.program.op_counts()["aten.addmm.default"] == 3
+    assert len(model.layers) == 3  # the model is given back as it came
+    assert check(c.program, model, (x,), c.programs["decompose"], BOUNDS["fp32"]).ok

@@ -38,14 +38,14 @@ def capture(model: torch.nn.Module, example_inputs: tuple, ctx: CompileContext) 
     name = type(model).__name__
     rep = find_repeat(model) if ctx.reuse_blocks and isinstance(model, torch.nn.Module) else None
     if rep is not None:
-        with two_blocks(model, rep):
-            decisions = len(ctx.decisions)
-            ep = _export(model, example_inputs, ctx)
+        decisions = len(ctx.decisions)
         try:
+            with two_blocks(model, rep):
+                ep = _export(model, example_inputs, ctx)
             program, n = expand(from_exported(ep, name, tuple(example_inputs)), rep)
-        except ValueError as e:
+        except (InputError, ValueError) as e:  # two blocks do not stand for all of them
             del ctx.decisions[decisions:]
-            ctx.decide("", f"{rep.path}: {rep.count} blocks exported one by one", f"blocks not identical: {e}")
+            ctx.decide("", f"{rep.path}: {rep.count} blocks exported one by one", f"blocks not reusable: {e}")
             rep = None
         else:
             program = replace(program, exported=ep, repeat=rep)
