@@ -124,10 +124,8 @@ class _Parallel(torch.nn.Module):
     def forward(self, x):
         if self.indexed:
             return self.layers[0](x) + self.layers[1](x) + self.layers[2](x)
-        y = self.layers[0](x)
-        for layer in self.layers[1:]:
-            y = y + layer(x)
-        return y
+        outs = [layer(x) for layer in self.layers]
+        return torch.stack(outs).sum(0)
 
 
 def test_nested_block_list_is_reused_and_matches_eager():
