@@ -6,7 +6,8 @@ off-chip memory (`hbm`: capacity, bandwidth, latency) and shared on-chip memory;
 systolic matrix unit (rows x cols, dataflow os/ws/is, MACs per cycle per dtype), a vector unit
 (lanes, ops per lane per cycle per dtype and op class add_mul/exp/reciprocal), local memory
 (capacity, bandwidth) and DMA engines (count, bandwidth, setup latency); clock; kernel dispatch
-overhead. Units: bytes, bytes/s, seconds, Hz.
+overhead; optionally `host_link` (bandwidth per direction, latency) between the accelerator and
+the host that runs the host partition. Units: bytes, bytes/s, seconds, Hz.
 
 Bad input raises `InputError(path, one line naming the field)`; the CLI prints it and exits 2."""
 
@@ -84,6 +85,7 @@ class AccelSpec:
     vector: VectorUnit
     local_memory: Memory
     dma: Dma
+    host_link: Link | None = None  # accelerator <-> host (the host partition's transfers), per direction
 
     def matrix_dtypes(self) -> tuple[str, ...]:
         return tuple(d for d, v in self.matrix.macs_per_cycle.items() if v > 0)
@@ -121,11 +123,16 @@ def _num(doc: Mapping, key: str, where: str, *, integer: bool = False, allow_zer
     return int(x) if integer else x
 
 
+def _int(doc: Mapping, key: str, where: str, *, allow_zero: bool = False) -> int:
+    """`_num` for a count: a non-negative whole number."""
+    return int(_num(doc, key, where, integer=True, allow_zero=allow_zero))
+
+
 def _memory(doc: Mapping, key: str, where: str, latency: bool = False) -> Memory:
     m = _section(doc, key, where)
     w = f"{where}{key}."
     lat = _num(m, "latency_s", w, allow_zero=True) if latency else 0.0
-    return Memory(_num(m, "capacity_bytes", w, integer=True), _num(m, "bandwidth", w), lat)
+    return Memory(_int(m, "capacity_bytes", w), _num(m, "bandwidth", w), lat)
 
 
 def _dtype_table(doc: Mapping, where: str) -> dict[str, Any]:
@@ -143,7 +150,7 @@ def from_dict(doc: Any) -> AccelSpec:
     if not isinstance(name, str) or not name.strip():
         raise _Problem("name is missing (a non-empty string)")
     chips_doc = _section(doc, "chips", "")
-    chips = _num(chips_doc, "count", "chips.", integer=True)
+    chips = _int(chips_doc, "count", "chips.")
     topology = chips_doc.get("topology")
     if topology not in TOPOLOGIES:
         raise _Problem(f"chips.topology must be one of {', '.join(TOPOLOGIES)}, not {topology!r}")
@@ -164,8 +171,8 @@ def from_dict(doc: Any) -> AccelSpec:
     if not any(macs.values()):
         raise _Problem("chip.core.matrix.macs_per_cycle has no dtype with a positive rate")
     matrix = MatrixUnit(
-        _num(mx, "rows", "chip.core.matrix.", integer=True),
-        _num(mx, "cols", "chip.core.matrix.", integer=True),
+        _int(mx, "rows", "chip.core.matrix."),
+        _int(mx, "cols", "chip.core.matrix."),
         dataflow,
         macs,
     )
@@ -179,13 +186,17 @@ def from_dict(doc: Any) -> AccelSpec:
         ops[dt] = {c: _num(classes, c, w, allow_zero=True) for c in OP_CLASSES}
     if ops.get("fp32", {}).get("add_mul", 0) <= 0:
         raise _Problem("chip.core.vector.ops_per_cycle.fp32.add_mul must be positive (fp32 is every op's fallback)")
-    vector = VectorUnit(_num(vx, "lanes", "chip.core.vector.", integer=True), ops)
+    vector = VectorUnit(_int(vx, "lanes", "chip.core.vector."), ops)
     dd = _section(core, "dma", "chip.core.")
     dma = Dma(
-        _num(dd, "engines", "chip.core.dma.", integer=True),
+        _int(dd, "engines", "chip.core.dma."),
         _num(dd, "bandwidth", "chip.core.dma."),
         _num(dd, "setup_latency_s", "chip.core.dma.", allow_zero=True),
     )
+    host_link = None
+    if "host_link" in doc:
+        hl = _section(doc, "host_link", "")
+        host_link = Link(_num(hl, "bandwidth", "host_link."), _num(hl, "latency_s", "host_link.", allow_zero=True))
     host_fallback = doc.get("host_fallback", True)
     if not isinstance(host_fallback, bool):
         raise _Problem(f"host_fallback must be true or false, not {host_fallback!r}")
@@ -200,11 +211,12 @@ def from_dict(doc: Any) -> AccelSpec:
         link=link,
         hbm=_memory(chip, "hbm", "chip.", latency=True),
         shared_memory=_memory(chip, "shared_memory", "chip."),
-        cores=_num(chip, "cores", "chip.", integer=True),
+        cores=_int(chip, "cores", "chip."),
         matrix=matrix,
         vector=vector,
         local_memory=_memory(core, "local_memory", "chip.core."),
         dma=dma,
+        host_link=host_link,
     )
 
 

@@ -272,7 +272,7 @@ def test_fusion_and_tiling_are_skippable_and_overridable():
     passes = [p for p in default_passes() if p[0] != "decompose"]
     ctx = CompileContext(load_accel("edge-npu"), "fp32")
     c = Pipeline(passes, skip=["fusion", "tiling"]).run_program(decomposed("mlp"), ctx)
-    assert [r.skipped for r in c.log] == [False, False, True, True, False, False]
+    assert [r.skipped for r in c.log] == [False, False, False, True, True, False, False]
     # no fusion: allocation places one kernel per op (default_kernels), in program order
     assert c.program.kernels == default_kernels(c.program)
     # the report then lists one kernel per op: 2 permutes (dma), 2 addmm and the GELU (vector: no fp32 matrix)

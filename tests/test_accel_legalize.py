@@ -102,10 +102,10 @@ def test_pipeline_log_skip_and_override():
 
     pipe = Pipeline(capture=lambda m, a, c: captured("mlp"), override={"precision": my_precision}, skip=["legalize"])
     c = pipe.run(None, (), ctx)
-    names = ["capture", "decompose", "precision", "legalize", "fusion", "tiling", "allocate", "schedule"]
+    names = ["capture", "decompose", "precision", "legalize", "partition", "fusion", "tiling", "allocate", "schedule"]
     assert [row.name for row in c.log] == names
     # op counts chain: capture 3 (linear, gelu, linear) -> decompose 5 (2 permute, 2 addmm, gelu)
-    assert [(r.ops_before, r.ops_after) for r in c.log] == [(0, 3), (3, 5)] + [(5, 5)] * 6
+    assert [(r.ops_before, r.ops_after) for r in c.log] == [(0, 3), (3, 5)] + [(5, 5)] * 7
     assert seen == [5] and c.log[3].skipped and c.log[3].wall_ns == 0
     assert all(r.wall_ns > 0 for r in c.log[:3])
     assert not any("unit" in o.attrs for o in c.program.ops)  # legalisation did not run

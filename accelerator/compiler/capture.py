@@ -15,6 +15,7 @@ from __future__ import annotations
 import operator
 import os
 import re
+from dataclasses import replace
 from typing import Any
 
 import torch
@@ -29,8 +30,40 @@ _INPUT_KINDS = {"PARAMETER": "param", "BUFFER": "buffer", "CONSTANT_TENSOR": "co
 
 
 def capture(model: torch.nn.Module, example_inputs: tuple, ctx: CompileContext) -> Program:
-    """`model(*example_inputs)` exported and converted; raises InputError when export rejects it."""
+    """`model(*example_inputs)` exported and converted; raises InputError when export rejects it.
+    With `ctx.reuse_blocks`, a model with N identical blocks is exported with two of them and
+    the program instantiates block 0 N times (accelerator/compiler/blocks.py)."""
+    from accelerator.compiler.blocks import expand, find_repeat, two_blocks
+
     name = type(model).__name__
+    rep = find_repeat(model) if ctx.reuse_blocks and isinstance(model, torch.nn.Module) else None
+    if rep is not None:
+        decisions = len(ctx.decisions)
+        try:
+            with two_blocks(model, rep):
+                ep = _export(model, example_inputs, ctx)
+            program, n = expand(from_exported(ep, name, tuple(example_inputs)), rep)
+        except (InputError, ValueError) as e:  # two blocks do not stand for all of them
+            del ctx.decisions[decisions:]
+            ctx.decide("", f"{rep.path}: {rep.count} blocks exported one by one", f"blocks not reusable: {e}")
+            rep = None
+        else:
+            program = replace(program, exported=ep, repeat=rep)
+            ctx.decide(
+                rep.block(0),
+                f"{rep.count} identical {rep.cls} blocks: {n} ops compiled once, reused x{rep.count - 1}",
+                "same class, parameter shapes/dtypes and op sequence (block 1 traced to check it)",
+            )
+    if rep is None:
+        program = from_exported(_export(model, example_inputs, ctx), name, tuple(example_inputs))
+    dyn = sorted({d for i in program.inputs if i.kind == "user" for d in i.type.shape if isinstance(d, str)})
+    ctx.decide("", f"dynamic dims: {', '.join(dyn) or 'none'}", "Dim.AUTO: export keeps dynamic what the model allows")
+    return program
+
+
+def _export(model: torch.nn.Module, example_inputs: tuple, ctx: CompileContext) -> Any:
+    """torch.export's program, dynamic where the model allows, else static; InputError when
+    export rejects the model either way."""
     ep = None
     if ctx.dynamic:
         auto = tuple(
@@ -45,11 +78,8 @@ def capture(model: torch.nn.Module, example_inputs: tuple, ctx: CompileContext) 
         try:
             ep = torch.export.export(model, tuple(example_inputs))
         except Exception as e:
-            raise InputError(name, f"torch.export rejected the model: {_first_line(e)}") from None
-    program = from_exported(ep, name, tuple(example_inputs))
-    dyn = sorted({d for i in program.inputs if i.kind == "user" for d in i.type.shape if isinstance(d, str)})
-    ctx.decide("", f"dynamic dims: {', '.join(dyn) or 'none'}", "Dim.AUTO: export keeps dynamic what the model allows")
-    return program
+            raise InputError(type(model).__name__, f"torch.export rejected the model: {_first_line(e)}") from None
+    return ep
 
 
 def _first_line(e: BaseException) -> str:

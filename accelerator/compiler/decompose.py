@@ -16,6 +16,7 @@ from dataclasses import replace
 
 import torch
 
+from accelerator.compiler.blocks import expand
 from accelerator.compiler.capture import from_exported
 from accelerator.compiler.pipeline import CompileContext
 from accelerator.compiler.program import Op, Program, rename_uses
@@ -38,6 +39,15 @@ def decompose(program: Program, ctx: CompileContext) -> Program:
         ctx.decide("", f"kept {op} whole", "the accelerator runs it as one op")
     ep = program.exported.run_decompositions(table)
     out = from_exported(ep, program.name, program.example_inputs)
+    if program.repeat is not None:  # the exported graph holds two of the blocks: instantiate them all
+        rep = program.repeat
+        out, n = expand(out, rep)
+        out = replace(out, exported=ep, repeat=rep)
+        ctx.decide(
+            rep.block(0),
+            f"decomposed once ({n} ops), reused x{rep.count - 1}",
+            f"{rep.count} identical {rep.cls} blocks",
+        )
     return cache_updates_in_place(out, ctx)
 
 
@@ -48,11 +58,12 @@ def cache_updates_in_place(program: Program, ctx: CompileContext) -> Program:
     mutated = {o.name: o for o in program.outputs if o.kind == "buffer"}
     renames: dict[str, str] = {}
     ops: list[Op] = []
+    last_read = {r: i for i, op in enumerate(program.ops) for r in op.refs()}  # one walk, not one per op
     for i, op in enumerate(program.ops):
         buf = op.args[0].name if op.args and hasattr(op.args[0], "name") else None
         out = mutated.get(op.name)
         # In place is only right when nothing later still reads the old value of the buffer.
-        old_read_later = any(buf in later.refs() for later in program.ops[i + 1 :])
+        old_read_later = buf is not None and last_read.get(buf, -1) > i
         if op.target in IN_PLACE and out and buf in inputs and inputs[buf].target == out.target and not old_read_later:
             ops.append(replace(op, target=IN_PLACE[op.target], attrs={**op.attrs, "in_place": buf}))
             renames[op.name] = buf

@@ -81,25 +81,20 @@ def run(
     user = [i for i in program.inputs if i.kind == "user"]
     if len(user) != len(inputs):
         raise ValueError(f"{program.name} takes {len(user)} inputs, got {len(inputs)}")
+    if program.chips > 1:
+        return _run_chips(program, inputs, device, state, clone)
     env: dict[str, Any] = {i.name: x for i, x in zip(user, inputs)}
     for i in program.inputs:
         if i.kind != "user":
             t = state[i.name]
             env[i.name] = t.to(device) if device else (t.clone() if clone and i.kind == "buffer" else t)
     for op, tile in _schedule(program, device, tiled):
-        args = map_refs(op.args, lambda r: env[r.name])
-        kwargs = {k: map_refs(v, lambda r: env[r.name]) for k, v in op.kwargs.items()}
         if tile is not None:
+            args = map_refs(op.args, lambda r: env[r.name])
+            kwargs = {k: map_refs(v, lambda r: env[r.name]) for k, v in op.kwargs.items()}
             env[op.name] = _run_tiled(op, args, kwargs, tile)
             continue
-        if device == "meta" and "device" in kwargs:
-            kwargs["device"] = torch.device("meta")
-        target = op.target
-        if device == "meta" and target == "aten.view.default":
-            # Meta kernels may lay a result out differently from the CPU kernel export traced
-            # (SDPA's output); for dtypes and shapes a reshape is the same.
-            target = "aten.reshape.default"
-        env[op.name] = resolve(target)(*args, **kwargs)
+        env[op.name] = _call(op, env, device)
     return [env[o.name] for o in program.outputs if o.kind == "user"], env
 
 
@@ -109,6 +104,64 @@ def _run_tiled(op: Op, args: tuple, kwargs: dict[str, Any], tile: Any) -> Any:
     out = op.type if isinstance(op.type, TensorType) else None
     dtype = npu_ops.dtype_of(out.dtype) if out else args[-1].dtype
     return tiled_exec.matmul(op.target, args, kwargs, tile, op.attrs.get("accumulate"), dtype)
+
+
+def _call(op: Op, env: dict[str, Any], device: str | None, reshape_views: bool = False) -> Any:
+    args = map_refs(op.args, lambda r: env[r.name])
+    kwargs = {k: map_refs(v, lambda r: env[r.name]) for k, v in op.kwargs.items()}
+    if device == "meta" and "device" in kwargs:
+        kwargs["device"] = torch.device("meta")
+    target = op.target
+    if (device == "meta" or reshape_views) and target == "aten.view.default":
+        # Meta kernels may lay a result out differently from the CPU kernel export traced
+        # (SDPA's output), and so may an op reading a collective's (contiguous) result;
+        # for values a reshape is the same.
+        target = "aten.reshape.default"
+    return resolve(target)(*args, **kwargs)
+
+
+def _run_chips(
+    program: Program, inputs: Sequence[Any], device: str | None, state: dict[str, Any], clone: bool
+) -> tuple[list[Any], dict[str, Any]]:
+    """A partitioned program on `program.chips` simulated chips, op by op in lock step: each chip
+    holds its slice of every split input (`program.shards`; a state tensor already of the
+    per-chip size is taken as every chip's slice) and runs every op on its own values; a
+    collective reads every chip's operand. The values returned are the logical ones: a value
+    split along a dim (attrs['split']) concatenated over the chips, a partial sum summed, the
+    others chip 0's."""
+    n = program.chips
+    envs: list[dict[str, Any]] = [{} for _ in range(n)]
+    user = [i for i in program.inputs if i.kind == "user"]
+    for i, x in zip(user, inputs):
+        for env in envs:
+            env[i.name] = x
+    for i in program.inputs:
+        if i.kind == "user":
+            continue
+        t = state[i.name]
+        t = t.to(device) if device else (t.clone() if clone and i.kind == "buffer" else t)
+        d = program.shards.get(i.name)
+        full = d is not None and t.shape[d] == n * i.type.hint[d] and n * i.type.hint[d] != i.type.hint[d]
+        parts = t.chunk(n, d) if full else [t] * n  # chunk: views, so an in-place update writes t
+        for env, part in zip(envs, parts):
+            env[i.name] = part
+    merged: dict[str, Any] = {}
+    for op in program.ops:
+        if op.target in npu_ops.COLLECTIVES:
+            operands = [env[op.args[0].name] for env in envs]
+            out = npu_ops.COLLECTIVES[op.target](operands, *op.args[1:])
+            for env in envs:
+                env[op.name] = out
+        else:
+            for env in envs:
+                env[op.name] = _call(op, env, device, reshape_views=True)
+        d = op.attrs.get("split")
+        if isinstance(d, int):
+            merged[op.name] = torch.cat([env[op.name] for env in envs], d)
+        elif op.attrs.get("partial"):
+            merged[op.name] = npu_ops.all_reduce([env[op.name] for env in envs], n)
+    values = {**envs[0], **merged}
+    return [values[o.name] for o in program.outputs if o.kind == "user"], values
 
 
 def _meta_input(t: TensorType) -> torch.Tensor:

@@ -61,13 +61,17 @@ class CompileContext:
     `host_fallback`: an op no unit runs goes to the host partition (True) or stops the compile;
     `dynamic`: capture with a dynamic sequence/batch dimension where the model allows;
     `plan`: the fusion plan (accelerator/compiler/fusion.py) and `tiles` the tile overrides by
-    kernel name (accelerator/compiler/tiling.py)."""
+    kernel name (accelerator/compiler/tiling.py);
+    `reuse_blocks`: identical blocks traced and decomposed once (accelerator/compiler/blocks.py);
+    `chips`: chips the program is partitioned over (accelerator/compiler/partition.py)."""
 
     hardware: AccelSpec
     precision: str = "fp32"
     precision_overrides: Mapping[str, str] = field(default_factory=dict)
     host_fallback: bool = True
     dynamic: bool = True
+    reuse_blocks: bool = True
+    chips: int = 1
     decisions: list[Decision] = field(default_factory=list)
     plan: Any = None  # a fusion.FusionPlan (a plan file's groups and tiles); None: the automatic plan
     tiles: Mapping[str, Mapping[str, int]] = field(default_factory=dict)  # kernel name -> tile override
@@ -102,6 +106,7 @@ def default_passes() -> list[tuple[str, PassFn]]:
     from accelerator.compiler.decompose import decompose
     from accelerator.compiler.fusion import fuse
     from accelerator.compiler.legalize import legalize
+    from accelerator.compiler.partition import partition
     from accelerator.compiler.precision import assign_precision
     from accelerator.compiler.schedule import schedule
     from accelerator.compiler.tiling import tile_kernels
@@ -110,6 +115,7 @@ def default_passes() -> list[tuple[str, PassFn]]:
         ("decompose", decompose),
         ("precision", assign_precision),
         ("legalize", legalize),
+        ("partition", partition),  # right after legalize: fusion, tiling, allocation are per chip
         ("fusion", fuse),
         ("tiling", tile_kernels),
         ("allocate", allocate),  # last passes: they place and order whatever kernels fusion/tiling made

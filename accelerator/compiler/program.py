@@ -146,6 +146,9 @@ class Program:
     kernels: tuple[Kernel, ...] = ()  # empty until fusion groups ops (default_kernels: one per op)
     placement: Mapping[str, Placement] = field(default_factory=dict)  # value -> where it lives (allocation)
     transfers: tuple[Transfer, ...] = ()  # the DMA transfers the schedule issues (scheduling)
+    repeat: Any = None  # blocks.Repeat: `exported` holds 2 of its identical blocks, the ops all of them
+    chips: int = 1  # chips the program runs on, one copy per chip (partition.py); types are per chip
+    shards: Mapping[str, int] = field(default_factory=dict)  # input -> dim its state tensor is split along
 
     def types(self) -> dict[str, TensorType | tuple[TensorType, ...]]:
         """The type of every value by name."""

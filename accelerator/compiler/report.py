@@ -13,7 +13,11 @@ kernels  one per kernel the accelerator launches (matrix, vector, dma; the fusio
 memory   peak_onchip_bytes (shared memory's high-water mark, max offset + size),
          peak_hbm_bytes, capacity (bytes per level: local per core, shared, hbm per chip)
 transfers count, total_bytes, by_route (src->dst: bytes) of the schedule's DMA transfers
-host     the ops of the host partition, with their diagnostic
+host     the ops of the host partition, with their diagnostic and the bytes each moves over
+         the host link (cut_in_bytes to the host, cut_out_bytes back; partition.py)
+chips    chips the program is partitioned over (1: not partitioned)
+collectives  the all-reduces and all-gathers partitioning inserted: name, op, bytes (sent per
+         chip), module
 check    with a functional check: max_rel_error, bound, outputs, layers (name, rel_error)"""
 
 from __future__ import annotations
@@ -105,6 +109,8 @@ def report(
             "module": o.module,
             "source": o.source,
             "diagnostic": o.attrs.get("diagnostic"),
+            "cut_in_bytes": o.attrs.get("cut_in_bytes", 0),
+            "cut_out_bytes": o.attrs.get("cut_out_bytes", 0),
         }
         for o in program.ops
         if o.attrs.get("unit") == "host"
@@ -118,6 +124,12 @@ def report(
         "passes": [row.to_dict() for row in compiled.log],
         "kernels": kernels,
         "host": host,
+        "chips": program.chips,
+        "collectives": [
+            {"name": o.name, "op": o.attrs["collective"], "bytes": o.attrs["bytes"], "module": o.module}
+            for o in program.ops
+            if "collective" in o.attrs
+        ],
     }
     if hardware is not None:
         doc["memory"] = memory(program, hardware)

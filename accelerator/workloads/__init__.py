@@ -1,11 +1,12 @@
-"""Built-in workloads the accelerator compiler is tested on (tiny sizes; real shapes later)."""
+"""Built-in workloads of the accelerator compiler: tiny ones the tests run, and the Llama-2-7B and
+Llama-3-8B shapes on the meta device (compile only)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from typing import Any
 
-from accelerator.workloads.llama import LlamaConfig, TinyLlama, tiny_llama
+from accelerator.workloads.llama import LlamaConfig, TinyLlama, llama2_7b, llama3_8b, tiny_llama
 from accelerator.workloads.mlp import MLP, tiny_mlp
 from accelerator.workloads.resnet import SmallResNet, tiny_resnet
 from accelerator.workloads.vit import TinyViT, tiny_vit
@@ -16,6 +17,8 @@ WORKLOADS: dict[str, Callable[[], tuple[Any, tuple]]] = {
     "resnet": tiny_resnet,
     "vit": tiny_vit,
     "llama": tiny_llama,
+    "llama2-7b": llama2_7b,
+    "llama3-8b": llama3_8b,
 }
 
 __all__ = [

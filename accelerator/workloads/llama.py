@@ -136,3 +136,29 @@ def tiny_llama(prompt: int = 8, seed: int = 0, cfg: LlamaConfig | None = None):
     model = TinyLlama(cfg).eval()
     tokens = torch.randint(0, cfg.vocab, (cfg.batch, prompt))
     return model, (tokens, torch.arange(prompt))
+
+
+#: Llama-2-7B (Touvron et al. 2023, "Llama 2", table 1; the released params.json / HF config:
+#: dim 4096, 32 layers, 32 heads, no GQA, SwiGLU 11008, vocab 32000, context 4096).
+LLAMA2_7B = LlamaConfig(vocab=32000, dim=4096, n_layers=32, n_heads=32, n_kv_heads=32, hidden=11008, max_seq=4096)
+#: Llama-3-8B (Meta's released params.json / HF config: dim 4096, 32 layers, 32 heads, 8 KV heads,
+#: intermediate 14336 = 1024-rounded 1.3 x 8/3 x 4096, vocab 128256, context 8192, rope theta 500000).
+LLAMA3_8B = LlamaConfig(
+    vocab=128256, dim=4096, n_layers=32, n_heads=32, n_kv_heads=8, hidden=14336, max_seq=8192, rope_theta=500000.0
+)
+
+
+def meta_llama(cfg: LlamaConfig, prompt: int = 128):
+    """A decoder of `cfg` with its weights on the meta device (compile only: never materialised,
+    so no functional check) and a prefill input of `prompt` tokens."""
+    with torch.device("meta"):
+        model = TinyLlama(cfg).eval()
+        return model, (torch.zeros(cfg.batch, prompt, dtype=torch.long), torch.arange(prompt))
+
+
+def llama2_7b():
+    return meta_llama(LLAMA2_7B)
+
+
+def llama3_8b():
+    return meta_llama(LLAMA3_8B)

@@ -1,12 +1,14 @@
 """`perf compile MODEL --accel PRESET_OR_YAML [--input SHAPE] [--precision POLICY] [--dump-ir DIR]
-[--precision-override MODULE=POLICY]... [--no-host-fallback] [--plan PLAN] [--check] [--json] [--trace FILE]`:
+[--precision-override MODULE=POLICY]... [--no-host-fallback] [--plan PLAN] [--chips N] [--check] [--json]
+[--trace FILE]`:
 lower a model onto the accelerator (accelerator/compiler) and print the pass table, the kernels
 (their fused ops and tiles), and with --check the functional error per layer. `--plan` reads a
 fusion plan (JSON or YAML: groups of op names, optional tiles; accelerator/compiler/fusion.py).
 
-MODEL: a built-in workload (`mlp`, `resnet`, `vit`, `llama`) or `pkg.module:factory` (as `perf profile --model`):
-a factory called with no arguments that returns an nn.Module, its inputs from `--input` or, without
-it, from the module's `example_inputs` tuple. Registered on the CLI by `register(app)`."""
+MODEL: a built-in workload (`mlp`, `resnet`, `vit`, `llama`; `llama2-7b`, `llama3-8b` on the meta
+device, compile only) or `pkg.module:factory` (as `perf profile --model`): a factory called
+with no arguments that returns an nn.Module, its inputs from `--input` or, without it, from the
+module's `example_inputs` tuple. Registered on the CLI by `register(app)`."""
 
 from __future__ import annotations
 
@@ -73,7 +75,12 @@ def _print_text(doc: dict) -> None:
     _print_memory(doc)
     for h in doc["host"]:
         if h["diagnostic"]:
-            print(f"host: {h['diagnostic']}")
+            print(f"host: {h['diagnostic']}; cut {h['cut_in_bytes']} B to the host, {h['cut_out_bytes']} B back")
+    if doc["chips"] > 1:
+        kinds = [c["op"] for c in doc["collectives"]]
+        sent = sum(c["bytes"] for c in doc["collectives"])
+        reduces, gathers = kinds.count("all_reduce"), kinds.count("all_gather")
+        print(f"chips: {doc['chips']}, {reduces} all-reduce, {gathers} all-gather, {sent} B sent per chip")
     if "check" in doc:
         c = doc["check"]
         verdict = "within" if c["max_rel_error"] <= c["bound"] else "OVER"
@@ -127,6 +134,7 @@ def register(app: typer.Typer) -> None:
         plan: Annotated[
             Path | None, typer.Option("--plan", help="Fusion plan (JSON/YAML: groups of op names, tiles).")
         ] = None,
+        chips: Annotated[int, typer.Option("--chips", help="Tensor-parallel over N chips of the preset.")] = 1,
         dump_ir: Annotated[Path | None, typer.Option("--dump-ir", help="Write the MLIR after every pass here.")] = None,
         check: Annotated[bool, typer.Option("--check", help="Run it op by op and compare with eager.")] = False,
         json: Annotated[bool, typer.Option("--json", help="Write the result as JSON.")] = False,
@@ -159,6 +167,8 @@ def register(app: typer.Typer) -> None:
                 overrides[module] = policy
             fusion_plan = api.accel_load_plan(plan) if plan is not None else None
             m, xs = _model_and_inputs(name, input)
+            if check and any(t.is_meta for t in (*m.parameters(), *m.buffers())):
+                raise InputError(None, f"{name}: --check needs real weights; this model's are on the meta device")
             compiled = api.compile_model(
                 m,
                 xs,
@@ -167,6 +177,7 @@ def register(app: typer.Typer) -> None:
                 precision_overrides=overrides,
                 host_fallback=not no_host_fallback,
                 plan=fusion_plan,
+                chips=chips,
             )
             result = None
             if check:
