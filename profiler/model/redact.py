@@ -76,7 +76,8 @@ def _redact_items(items: list[Any] | tuple[Any, ...]) -> list[Any]:
                 out.append(REDACTED)
                 hide_next = False
                 continue
-            hide_next = v.startswith("-") and "=" not in v and is_secret_key(v)
+            # a flag is one token: '-Passwd <redacted>' (a redacted '-Passwd x=') is not one
+            hide_next = v.startswith("-") and "=" not in v and not any(c.isspace() for c in v) and is_secret_key(v)
             out.append(redact_text(v))
         else:
             hide_next = False
