@@ -114,7 +114,10 @@ def good_doc(tmp_path_factory):
         (lambda good: good[: len(good) // 2], "not a saved program: not JSON"),  # truncated
         (lambda good: b"\x00\x01garbage", "not a saved program: not JSON"),
         (lambda good: gzip.compress(good)[:40], ""),  # truncated gzip: read_bounded's message
-        (lambda good: json.dumps({"schema": "perf.accel_compile", "version": 1}).encode(), "schema 'perf.accel_compile'"),
+        (
+            lambda good: json.dumps({"schema": "perf.accel_compile", "version": 1}).encode(),
+            "schema 'perf.accel_compile'",
+        ),
         (lambda good: json.dumps([1, 2]).encode(), "schema 'list'"),
         (lambda good: good.replace(b'"version":1', b'"version":7'), "saved program version 7"),
         (lambda good: good.replace(b'"ops":', b'"opz":'), "lacks the key 'ops'"),
@@ -151,4 +154,3 @@ def test_perf_compile_writes_the_program_and_refuses_to_overwrite(tmp_path):
     r = runner.invoke(app, ["compile", "mlp", "--accel", "edge-npu", "-o", str(out), "--force"])
     assert r.exit_code == 0, r.output
     assert load_program(out).precision == "fp32"
-

@@ -94,7 +94,7 @@ def _decode(v: Any) -> Any:
         return v
     if len(v) != 1:
         raise ValueError(f"a tagged value has one key, not {sorted(v)}")
-    (tag, x), = v.items()
+    ((tag, x),) = v.items()
     if tag == "ref":
         return Ref(_str(x))
     if tag == "tuple":
@@ -168,7 +168,9 @@ def to_document(
         "hardware": {"name": hardware_name, "source": hardware_source or hardware_name},
         "precision": precision,
         "chips": program.chips,
-        "inputs": [{"name": i.name, "kind": i.kind, "target": i.target, "type": _type_doc(i.type)} for i in program.inputs],
+        "inputs": [
+            {"name": i.name, "kind": i.kind, "target": i.target, "type": _type_doc(i.type)} for i in program.inputs
+        ],
         "ops": [
             {
                 "name": o.name,
@@ -252,7 +254,9 @@ def from_document(doc: Any) -> SavedProgram:
             for p in (_map(p),)
         },
         transfers=tuple(
-            Transfer(_str(t["value"]), _str(t["src"]), _str(t["dst"]), _int(t["bytes"]), _int(t["before"]), _int(t["after"]))
+            Transfer(
+                _str(t["value"]), _str(t["src"]), _str(t["dst"]), _int(t["bytes"]), _int(t["before"]), _int(t["after"])
+            )
             for t in map(_map, _list(doc["transfers"]))
         ),
         chips=_int(doc["chips"]),
@@ -316,7 +320,9 @@ def load_program(path: str | Path) -> SavedProgram:
         raise InputError(path, f"not a saved program: not JSON ({str(e).splitlines()[0]})") from None
     if not isinstance(doc, dict) or doc.get("schema") != SCHEMA:
         found = doc.get("schema") if isinstance(doc, dict) else type(doc).__name__
-        raise InputError(path, f"not a saved program: schema {found!r}, expected {SCHEMA!r} (perf compile -o writes it)")
+        raise InputError(
+            path, f"not a saved program: schema {found!r}, expected {SCHEMA!r} (perf compile -o writes it)"
+        )
     if doc.get("version") != VERSION:
         raise InputError(path, f"saved program version {doc.get('version')!r}; this perf reads version {VERSION}")
     try:
