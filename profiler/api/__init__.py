@@ -78,6 +78,8 @@ FACADE: dict[str, tuple[str, str]] = {
     "accel_load_plan": ("accelerator.compiler.fusion", "load_plan"),  # perf compile --plan
     "to_mlir": ("accelerator.compiler.mlir", "to_mlir"),
     "accel_trace_document": ("accelerator.compiler.trace_events", "trace_document"),  # perf compile --trace
+    "save_program": ("accelerator.compiler.saved", "save_program"),  # perf compile -o
+    "load_program": ("accelerator.compiler.saved", "load_program"),  # perf simulate PROGRAM.json
     "accel_presets": ("accelerator.hardware", "presets"),  # perf simulate --list
     "accel_hardware_spec": ("accelerator.sim.spec", "hardware_spec"),  # AccelSpec -> roofline HardwareSpec
     "gemm_report": ("accelerator.sim.timing", "gemm_report"),  # perf simulate --gemm

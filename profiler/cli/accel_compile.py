@@ -1,8 +1,9 @@
 """`perf compile MODEL --accel PRESET_OR_YAML [--input SHAPE] [--precision POLICY] [--dump-ir DIR]
 [--precision-override MODULE=POLICY]... [--no-host-fallback] [--plan PLAN] [--chips N] [--check] [--json]
-[--trace FILE]`:
+[--trace FILE] [-o PROGRAM.json[.gz]]`:
 lower a model onto the accelerator (accelerator/compiler) and print the pass table, the kernels
-(their fused ops and tiles), and with --check the functional error per layer. `--plan` reads a
+(their fused ops and tiles), and with --check the functional error per layer. `-o` saves the
+compiled program, without weights, for `perf simulate` (accelerator/compiler/saved.py). `--plan` reads a
 fusion plan (JSON or YAML: groups of op names, optional tiles; accelerator/compiler/fusion.py).
 
 MODEL: a built-in workload (`mlp`, `resnet`, `vit`, `llama`; `llama2-7b`, `llama3-8b` on the meta
@@ -141,7 +142,13 @@ def register(app: typer.Typer) -> None:
         trace: Annotated[
             Path | None, typer.Option("--trace", help="Write the passes as a trace (.json or .json.gz).")
         ] = None,
-        force: Annotated[bool, typer.Option("--force", help="Overwrite files in --dump-ir and --trace.")] = False,
+        output: Annotated[
+            Path | None,
+            typer.Option("-o", "--output", help="Save the compiled program (.json or .json.gz) for perf simulate."),
+        ] = None,
+        force: Annotated[
+            bool, typer.Option("--force", help="Overwrite files in --dump-ir, --trace and --output.")
+        ] = False,
     ) -> None:
         """Lower a model onto the accelerator: capture, decomposition, precision, legalisation,
         fusion, tiling, memory allocation and scheduling."""
@@ -156,8 +163,10 @@ def register(app: typer.Typer) -> None:
         with one_line_errors(Path(name)):
             from profiler import api
             from profiler.model.errors import InputError
-            from profiler.model.files import write_atomic
+            from profiler.model.files import check_writable, write_atomic
 
+            if output is not None:  # before the compile, which may take a while
+                check_writable(output, force=force, inputs=[plan] if plan is not None else [])
             hw = api.load_accel(accel)
             overrides = {}
             for item in override:
@@ -191,6 +200,16 @@ def register(app: typer.Typer) -> None:
 
                 data = orjson.dumps(api.accel_trace_document(compiled.log, doc))
                 write_atomic(trace, gzip.compress(data) if trace.name.endswith(".gz") else data, force=force)
+            if output is not None:
+                api.save_program(
+                    compiled,
+                    output,
+                    hardware_name=hw.name,
+                    hardware_source=accel,
+                    precision=precision,
+                    model=name,
+                    force=force,
+                )
             if dump_ir is not None:
                 dump_ir.mkdir(parents=True, exist_ok=True)
                 for i, (pass_name, program) in enumerate(compiled.programs.items()):
