@@ -3,7 +3,8 @@ chip (with `program.chips` > 1, the same kernels on every chip, each collective 
 topology), each kernel timed from accelerator/sim/timing.py. Formulas (docs/accelerator.md,
 "Simulating a program"):
 
-    matrix kernel: sum over its GEMMs of batch x chip_gemm_cycles(M, N, K) / clock
+    matrix kernel: sum over its GEMMs of batch x chip_gemm_cycles(M, N, K) / clock (a GEMM the
+                   legaliser put on the vector unit: 2 x batch x M x N x K add_mul ops there)
                    (mm/addmm/qmm: M x K times K x N; bmm: batch x GEMM; SDPA per batch x head:
                    QK^T (L x S, K=D) and PV (L x D, K=S), its softmax on the vector unit);
                    its other ops (the fused epilogue) on the vector unit alongside:
@@ -212,12 +213,15 @@ def simulate(program, accel: AccelSpec) -> SimRun:
         for op in ops:
             gemms = _gemms(op, types)
             if gemms:
-                mdt = dtype if mx.macs_per_cycle.get(dtype) else accel.matrix_dtypes()[0]
-                rate = mx.macs_per_cycle[mdt] / (mx.rows * mx.cols)
+                on_matrix = k.unit == "matrix" and mx.macs_per_cycle.get(dtype, 0) > 0
                 for batch, m, n, kk in gemms:
-                    cycles = chip_gemm_cycles(m, n, kk, mx.rows, mx.cols, mx.dataflow, accel.cores, rate)
-                    matrix_s += batch * cycles / accel.clock_hz
                     flops += 2 * batch * m * n * kk
+                    if on_matrix:
+                        rate = mx.macs_per_cycle[dtype] / (mx.rows * mx.cols)
+                        cycles = chip_gemm_cycles(m, n, kk, mx.rows, mx.cols, mx.dataflow, accel.cores, rate)
+                        matrix_s += batch * cycles / accel.clock_hz
+                    else:  # legalised to the vector unit (no matrix dtype): a multiply and an add per MAC
+                        vector_s += _vector_seconds(accel, 2 * batch * m * n * kk, "add_mul", dtype)
                 family = "attention" if op.target == SDPA else "gemm"
                 if op.target == SDPA:  # the softmax over the L x S scores, per batch x head
                     b, lq, s, _ = gemms[0]

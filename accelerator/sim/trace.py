@@ -6,8 +6,8 @@ complete ('X') event per kernel, category `kernel` (the Kineto reader puts it on
 rank0/gpu<chip>/stream0), args {unit, ops (the fused op names), targets, flops, hbm_read,
 hbm_written, shared_bytes, dtype, family, limiter, stall_cycles {cause: cycles}, compute_ns,
 matrix_ns, vector_ns, collective}; tid 1 'dma' one event per DMA transfer, category `dma` (name 'DMA <route> <value>', args
-{route, bytes}; a category the Kineto reader keeps as kind other: the transfers are part of
-their kernel's time, not units of work of their own). Counters ('C' events, per chip, sampled at each
+{route, bytes}; the Kineto reader reads it as kind `dma` on the chip's stream 1, not a unit of
+work: a transfer's time is part of its kernel's). Counters ('C' events, per chip, sampled at each
 kernel's start and set to 0 at its end): 'matrix utilisation (%)', 'vector utilisation (%)'
 (busy seconds of the unit / kernel seconds), 'HBM bandwidth (GB/s)' (HBM bytes / kernel seconds).
 Times: integer ns on the simulated clock (each kernel's duration rounded up), written in µs with
