@@ -3,7 +3,8 @@ chip (with `program.chips` > 1, the same kernels on every chip, each collective 
 topology), each kernel timed from accelerator/sim/timing.py. Formulas (docs/accelerator.md,
 "Simulating a program"):
 
-    matrix kernel: sum over its GEMMs of batch x chip_gemm_cycles(M, N, K) / clock (a GEMM the
+    matrix kernel: sum over its GEMMs of batch x chip_gemm_cycles(M, N, K) / clock, or of the
+                   transposed GEMM (N x M) if the array finishes that first (a GEMM the
                    legaliser put on the vector unit: 2 x batch x M x N x K add_mul ops there)
                    (mm/addmm/qmm: M x K times K x N; bmm: batch x GEMM; SDPA per batch x head:
                    QK^T (L x S, K=D) and PV (L x D, K=S), its softmax on the vector unit);
@@ -33,7 +34,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from accelerator.hardware import AccelSpec
-from accelerator.sim.timing import KernelTime, chip_gemm_cycles, collective_seconds, double_buffered, vector_cycles
+from accelerator.sim.timing import (
+    KernelTime,
+    chip_gemm_cycles,
+    collective_seconds,
+    double_buffered,
+    gemm_cycles,
+    vector_cycles,
+)
 
 #: torch dtype name -> the accelerator's dtype names (accelerator/presets).
 DTYPES = {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16", "int8": "int8", "float8_e4m3fn": "fp8"}
@@ -164,6 +172,19 @@ def _dtype(ops: list, types: Mapping) -> str:
     return "fp32"
 
 
+def _array_cycles(accel: AccelSpec, m: int, n: int, k: int, dtype: str) -> int:
+    """Cycles of one GEMM on the chip's arrays, mapped as it is or transposed (C^T = B^T A^T:
+    M and N swap), whichever finishes first; both split the N x M output's larger side over
+    the cores (timing.chip_gemm_cycles splits N): a compiler's choice for a GEMV (M = 1), which
+    a weight-stationary array otherwise runs one row per fold."""
+    mx = accel.matrix
+    rate = mx.macs_per_cycle[dtype] / (mx.rows * mx.cols)
+    as_is = chip_gemm_cycles(m, n, k, mx.rows, mx.cols, mx.dataflow, accel.cores, rate)
+    transposed = chip_gemm_cycles(n, m, k, mx.rows, mx.cols, mx.dataflow, accel.cores, rate)
+    split_rows = math.ceil(gemm_cycles(math.ceil(n / accel.cores), m, k, mx.rows, mx.cols, mx.dataflow) / rate)
+    return min(as_is, transposed, split_rows)
+
+
 def _vector_seconds(accel: AccelSpec, elements: int, cls: str, dtype: str) -> float:
     rates = accel.vector.ops_per_cycle.get(dtype) or accel.vector.ops_per_cycle.get("fp32") or {}
     rate = rates.get(cls) or rates.get("add_mul", 1.0)
@@ -217,9 +238,7 @@ def simulate(program, accel: AccelSpec) -> SimRun:
                 for batch, m, n, kk in gemms:
                     flops += 2 * batch * m * n * kk
                     if on_matrix:
-                        rate = mx.macs_per_cycle[dtype] / (mx.rows * mx.cols)
-                        cycles = chip_gemm_cycles(m, n, kk, mx.rows, mx.cols, mx.dataflow, accel.cores, rate)
-                        matrix_s += batch * cycles / accel.clock_hz
+                        matrix_s += batch * _array_cycles(accel, m, n, kk, dtype) / accel.clock_hz
                     else:  # legalised to the vector unit (no matrix dtype): a multiply and an add per MAC
                         vector_s += _vector_seconds(accel, 2 * batch * m * n * kk, "add_mul", dtype)
                 family = "attention" if op.target == SDPA else "gemm"
