@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import math
 from collections import Counter
-from pathlib import Path
 
 import orjson
 import pytest
@@ -137,7 +136,9 @@ def test_perf_simulate_cli_json_and_trace(tmp_path):
     from profiler.cli import app
 
     out = tmp_path / "sim.json.gz"
-    res = CliRunner().invoke(app, ["simulate", "mlp", "--accel", "edge-npu", "--precision", "bf16", "-o", str(out), "--json"])
+    res = CliRunner().invoke(
+        app, ["simulate", "mlp", "--accel", "edge-npu", "--precision", "bf16", "-o", str(out), "--json"]
+    )
     assert res.exit_code == 0, res.output
     doc = json.loads(res.stdout)
     assert [k["name"] for k in doc["kernels"]] == ["addmm", "addmm_1"]

@@ -270,17 +270,26 @@ def simulate(program, accel: AccelSpec) -> SimRun:
         load_s = sum(t.bytes / _level_bandwidth(accel, t.src) for t in loads.get(idx, []))
         store_s = mem_s - load_s
         if k.tile and n_tiles > 1:
-            loop = double_buffered([compute_s / n_tiles] * n_tiles, [load_s / n_tiles] * n_tiles, [store_s / n_tiles] * n_tiles)
+            loop = double_buffered(
+                [compute_s / n_tiles] * n_tiles, [load_s / n_tiles] * n_tiles, [store_s / n_tiles] * n_tiles
+            )
             busy = loop.total
         else:
             busy = max(compute_s, mem_s)
         dma_lat = accel.dma.setup_latency_s if moves else 0.0
         dispatch = accel.dispatch_overhead_s
-        stalls = {f"memory:{level}": busy - compute_s, "dma_latency": dma_lat, "dispatch": dispatch, "communication": comm_s}
+        stalls = {
+            f"memory:{level}": busy - compute_s,
+            "dma_latency": dma_lat,
+            "dispatch": dispatch,
+            "communication": comm_s,
+        }
         parts = {"compute": compute_s, f"memory:{level}": mem_s, "dma_latency": dma_lat, "dispatch": dispatch}
         parts["communication"] = comm_s
         limiter = max(parts, key=lambda p: parts[p])
-        kt = KernelTime(dispatch + dma_lat + busy + comm_s, compute_s, limiter, {c: s for c, s in stalls.items() if s > 0})
+        kt = KernelTime(
+            dispatch + dma_lat + busy + comm_s, compute_s, limiter, {c: s for c, s in stalls.items() if s > 0}
+        )
         start = clock_s + dispatch + dma_lat
         sim_moves, load_at, store_at = [], start, start + busy - store_s
         for t in moves:

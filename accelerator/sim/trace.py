@@ -5,10 +5,10 @@ Layout: one process per chip (pid = chip, named '<accel> chip N'); tid 0 'kernel
 complete ('X') event per kernel, category `kernel` (the Kineto reader puts it on
 rank0/gpu<chip>/stream0), args {unit, ops (the fused op names), targets, flops, hbm_read,
 hbm_written, shared_bytes, dtype, family, limiter, stall_cycles {cause: cycles}, compute_ns,
-matrix_ns, vector_ns, collective}; tid 1 'dma' one event per DMA transfer, category `dma` (name 'DMA <route> <value>', args
-{route, bytes}; the Kineto reader reads it as kind `dma` on the chip's stream 1, not a unit of
-work: a transfer's time is part of its kernel's). Counters ('C' events, per chip, sampled at each
-kernel's start and set to 0 at its end): 'matrix utilisation (%)', 'vector utilisation (%)'
+matrix_ns, vector_ns, collective}; tid 1 'dma' one event per DMA transfer, category `dma`
+(name 'DMA <route> <value>', args {route, bytes}; the Kineto reader reads it as kind `dma` on
+the chip's stream 1, not a unit of work: a transfer's time is part of its kernel's).
+Counters ('C' events, per chip, sampled at each kernel's start and set to 0 at its end): 'matrix utilisation (%)', 'vector utilisation (%)'
 (busy seconds of the unit / kernel seconds), 'HBM bandwidth (GB/s)' (HBM bytes / kernel seconds).
 Times: integer ns on the simulated clock (each kernel's duration rounded up), written in µs with
 3 decimals, exact to the ns.
@@ -105,7 +105,9 @@ def trace_events(run: SimRun) -> list[dict[str, Any]]:
     clock = run.accel.clock_hz
     events: list[dict[str, Any]] = []
     for chip in range(run.chips):
-        events.append({"ph": "M", "name": "process_name", "pid": chip, "args": {"name": f"{run.accel.name} chip {chip}"}})
+        events.append(
+            {"ph": "M", "name": "process_name", "pid": chip, "args": {"name": f"{run.accel.name} chip {chip}"}}
+        )
         events.append({"ph": "M", "name": "thread_name", "pid": chip, "tid": 0, "args": {"name": "kernels"}})
         events.append({"ph": "M", "name": "thread_name", "pid": chip, "tid": 1, "args": {"name": "dma"}})
     for s, (start, dur) in zip(run.kernels, timeline_ns(run), strict=True):
@@ -159,7 +161,9 @@ def trace_events(run: SimRun) -> list[dict[str, Any]]:
             "HBM bandwidth (GB/s)": (s.hbm_read + s.hbm_written) / seconds / 1e9,
         }
         for name, value in samples.items():
-            events.append({"ph": "C", "name": name, "pid": s.chip, "ts": _us(start), "args": {"value": round(value, 3)}})
+            events.append(
+                {"ph": "C", "name": name, "pid": s.chip, "ts": _us(start), "args": {"value": round(value, 3)}}
+            )
             events.append({"ph": "C", "name": name, "pid": s.chip, "ts": _us(start + dur), "args": {"value": 0}})
     return events
 

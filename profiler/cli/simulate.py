@@ -56,7 +56,9 @@ def _write_trace(path: Path, doc: dict, force: bool) -> Path:
     return write_atomic(path, gzip.compress(data) if path.name.endswith(".gz") else data, force=force)
 
 
-def _simulate_model(model: str, accel: str, precision: str, chips: int, out: Path | None, force: bool, json: bool) -> None:
+def _simulate_model(
+    model: str, accel: str, precision: str, chips: int, out: Path | None, force: bool, json: bool
+) -> None:
     """Compile, simulate, print the summary and the analysis of the simulated trace (module docstring)."""
     import tempfile
     import time
