@@ -8,8 +8,10 @@ hbm_written, shared_bytes, dtype, family, limiter, stall_cycles {cause: cycles},
 matrix_ns, vector_ns, collective}; tid 1 'dma' one event per DMA transfer, category `dma`
 (name 'DMA <route> <value>', args {route, bytes}; the Kineto reader reads it as kind `dma` on
 the chip's stream 1, not a unit of work: a transfer's time is part of its kernel's).
-Counters ('C' events, per chip, sampled at each kernel's start and set to 0 at its end): 'matrix utilisation (%)', 'vector utilisation (%)'
-(busy seconds of the unit / kernel seconds), 'HBM bandwidth (GB/s)' (HBM bytes / kernel seconds).
+Counters ('C' events, per chip, sampled at each kernel's start and set to 0 at its end):
+'matrix utilisation (%)', 'vector utilisation (%)' (busy seconds of the unit / kernel
+seconds), 'HBM bandwidth (GB/s)' (HBM bytes / kernel seconds); Perfetto and chrome://tracing
+draw them (the Kineto reader does not read 'C' events).
 Times: integer ns on the simulated clock (each kernel's duration rounded up), written in µs with
 3 decimals, exact to the ns.
 
