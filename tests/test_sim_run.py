@@ -150,3 +150,27 @@ def test_perf_simulate_cli_json_and_trace(tmp_path):
     assert set(trace.devices["name"]) == {"edge-npu"}
     text = CliRunner().invoke(app, ["simulate", "mlp", "--accel", "edge-npu"]).stdout
     assert "kernels/s" in text and "Verdict" in text
+
+
+def test_two_chips_all_reduce_is_the_ring_formula_and_analysis_reads_it(tmp_path):
+    """Tiny Llama tensor-parallel over 2 datacenter-npu chips (ring, 50 GB/s links, 1 us per
+    hop): each all-reduce kernel's communication is
+    2(p-1)/p x n / B + 2(p-1) x alpha with p = 2, n = its message bytes, and `perf analyze` calls
+    the kernel communication bound on the same numbers."""
+    hw = load_accel("datacenter-npu")
+    model, xs = WORKLOADS["llama"]()
+    run = simulate(compile_model(model, xs, hw, "bf16", chips=2).program, hw)
+    assert run.chips == 2 and {s.chip for s in run.kernels} == {0, 1}
+    reduces = [s for s in run.kernels if s.collective == "all_reduce"]
+    assert reduces
+    for s in reduces:
+        n = s.comm_elements * 2  # bf16
+        ring = 2 * 1 / 2 * n / hw.link.bandwidth + 2 * 1 * hw.link.latency_s
+        assert s.time.stalls["communication"] == pytest.approx(ring, rel=1e-12)
+        assert s.time.limiter == "communication"
+    path = tmp_path / "tp2.json"
+    path.write_bytes(orjson.dumps(trace_document(run)))
+    units = api.analyze(api.load_trace(path)).units
+    comm = units[units["collective"] != ""]
+    assert len(comm) == sum(1 for s in run.kernels if s.collective)
+    assert (comm["bound"] == "communication").all()

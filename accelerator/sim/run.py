@@ -94,6 +94,7 @@ class SimKernel:
     vector_s: float
     transfers: tuple[SimTransfer, ...] = ()
     collective: str = ""
+    comm_elements: int = 0  # elements of the collective's message (its result), 0 for other kernels
 
     @property
     def end_s(self) -> float:
@@ -229,7 +230,7 @@ def simulate(program, accel: AccelSpec) -> SimRun:
         dtype = _dtype(ops, types)
         matrix_s = vector_s = flops = 0.0
         family = "elementwise"
-        collective, comm_s = "", 0.0
+        collective, comm_s, comm_elements = "", 0.0, 0
         mx = accel.matrix
         for op in ops:
             gemms = _gemms(op, types)
@@ -249,6 +250,7 @@ def simulate(program, accel: AccelSpec) -> SimRun:
                 continue
             if op.target in COLLECTIVE_OPS and chips > 1 and link is not None:
                 collective = COLLECTIVE_OPS[op.target]
+                comm_elements += _numel(getattr(op.type, "hint", ()))
                 nbytes = _numel(getattr(op.type, "hint", ())) * ITEMSIZE.get(dtype, 4)
                 comm_s += collective_seconds(collective, nbytes, chips, link.bandwidth, link.latency_s, accel.topology)
                 continue
@@ -309,7 +311,7 @@ def simulate(program, accel: AccelSpec) -> SimRun:
         per_chip.append(
             SimKernel(
                 name, k.unit, tuple(k.ops), tuple(o.target for o in ops), 0, clock_s, kt, flops,
-                hbm_read, hbm_written, shared, dtype, family, matrix_s, vector_s, tuple(sim_moves), collective,
+                hbm_read, hbm_written, shared, dtype, family, matrix_s, vector_s, tuple(sim_moves), collective, comm_elements,
             )
         )  # fmt: skip
         clock_s += kt.total

@@ -102,6 +102,23 @@ def fusion_rows(run: SimRun) -> list[dict[str, Any]]:
     ]
 
 
+#: Kineto's names of a collective's dtype ('dtype' arg of NCCL records).
+KINETO_DTYPES = {"fp32": "Float", "bf16": "BFloat16", "fp16": "Half", "int8": "Char", "fp8": "Float8_e4m3fn"}
+
+
+def _collective_args(s, chips: int) -> dict[str, Any]:
+    """The args a Kineto collective kernel carries, so the analysis costs it as one: its kind,
+    message elements (in = out: an all-reduce's; an all-gather's whole result), group, dtype."""
+    return {
+        "collective": s.collective,
+        "Collective name": s.collective.replace("_", ""),
+        "In msg nelems": s.comm_elements,
+        "Out msg nelems": s.comm_elements,
+        "Group size": chips,
+        "dtype": KINETO_DTYPES.get(s.dtype, "Float"),
+    }
+
+
 def trace_events(run: SimRun) -> list[dict[str, Any]]:
     """The Chrome events of `run` (module docstring)."""
     clock = run.accel.clock_hz
@@ -138,7 +155,7 @@ def trace_events(run: SimRun) -> list[dict[str, Any]]:
                     "compute_ns": round(kt.compute * 1e9, 3),
                     "matrix_ns": round(s.matrix_s * 1e9, 3),
                     "vector_ns": round(s.vector_s * 1e9, 3),
-                    **({"collective": s.collective} if s.collective else {}),
+                    **(_collective_args(s, run.chips) if s.collective else {}),
                 },
             }
         )
