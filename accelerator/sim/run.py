@@ -310,8 +310,8 @@ def simulate(program, accel: AccelSpec) -> SimRun:
         shared = sum(t.bytes for t in moves if "shared" in (t.src, t.dst))
         per_chip.append(
             SimKernel(
-                name, k.unit, tuple(k.ops), tuple(o.target for o in ops), 0, clock_s, kt, flops,
-                hbm_read, hbm_written, shared, dtype, family, matrix_s, vector_s, tuple(sim_moves), collective, comm_elements,
+                name, k.unit, tuple(k.ops), tuple(o.target for o in ops), 0, clock_s, kt, flops, hbm_read,
+                hbm_written, shared, dtype, family, matrix_s, vector_s, tuple(sim_moves), collective, comm_elements,
             )
         )  # fmt: skip
         clock_s += kt.total
