@@ -4,7 +4,8 @@ topology), each kernel timed from accelerator/sim/timing.py. Formulas (docs/acce
 "Simulating a program"):
 
     matrix kernel: sum over its GEMMs of batch x chip_gemm_cycles(M, N, K) / clock, or of the
-                   transposed GEMM (N x M) if the array finishes that first (a GEMM the
+                   transposed GEMM (N x M) if the array finishes that first, or with the batch
+                   spread over the cores, ceil(batch / cores) GEMMs per array (a GEMM the
                    legaliser put on the vector unit: 2 x batch x M x N x K add_mul ops there)
                    (mm/addmm/qmm: M x K times K x N; bmm: batch x GEMM; SDPA per batch x head:
                    QK^T (L x S, K=D) and PV (L x D, K=S), its softmax on the vector unit);
@@ -186,6 +187,20 @@ def _array_cycles(accel: AccelSpec, m: int, n: int, k: int, dtype: str) -> int:
     return min(as_is, transposed, split_rows)
 
 
+def _batched_cycles(accel: AccelSpec, batch: int, m: int, n: int, k: int, dtype: str) -> int:
+    """`batch` independent GEMMs (bmm, attention heads): each on all cores in turn (`batch x
+    _array_cycles`), or whole GEMMs spread over the cores (`ceil(batch / cores)` rounds of one
+    GEMM on one array, as given or transposed), whichever finishes first."""
+    mx = accel.matrix
+    rate = mx.macs_per_cycle[dtype] / (mx.rows * mx.cols)
+    one_core = min(
+        gemm_cycles(m, n, k, mx.rows, mx.cols, mx.dataflow), gemm_cycles(n, m, k, mx.rows, mx.cols, mx.dataflow)
+    )
+    return min(
+        batch * _array_cycles(accel, m, n, k, dtype), math.ceil(batch / accel.cores) * math.ceil(one_core / rate)
+    )
+
+
 def _vector_seconds(accel: AccelSpec, elements: int, cls: str, dtype: str) -> float:
     rates = accel.vector.ops_per_cycle.get(dtype) or accel.vector.ops_per_cycle.get("fp32") or {}
     rate = rates.get(cls) or rates.get("add_mul", 1.0)
@@ -239,7 +254,7 @@ def simulate(program, accel: AccelSpec) -> SimRun:
                 for batch, m, n, kk in gemms:
                     flops += 2 * batch * m * n * kk
                     if on_matrix:
-                        matrix_s += batch * _array_cycles(accel, m, n, kk, dtype) / accel.clock_hz
+                        matrix_s += _batched_cycles(accel, batch, m, n, kk, dtype) / accel.clock_hz
                     else:  # legalised to the vector unit (no matrix dtype): a multiply and an add per MAC
                         vector_s += _vector_seconds(accel, 2 * batch * m * n * kk, "add_mul", dtype)
                 family = "attention" if op.target == SDPA else "gemm"

@@ -96,10 +96,11 @@ def _simulate_model(
         if out is not None:
             print(f"trace: {out}")
         with tempfile.TemporaryDirectory() as tmp:
-            raw = Path(tmp) / "sim.json"
-            import orjson
+            raw = out if out is not None and out.name.endswith((".json", ".json.gz")) else Path(tmp) / "sim.json"
+            if raw != out:
+                import orjson
 
-            raw.write_bytes(orjson.dumps(doc))
+                raw.write_bytes(orjson.dumps(doc))
             result = api.analyze(api.load_trace(raw))
         from profiler.render import console
         from profiler.render.text import render_short
