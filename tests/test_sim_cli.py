@@ -1,5 +1,5 @@
 """`perf simulate --gemm` (SCALE-Sim's closed forms through the CLI), `--list`, and the one-line
-errors (exit 2), including `perf simulate MODEL` until the compiler schedules programs."""
+errors (exit 2), including those of `perf simulate MODEL` (tests/test_sim_run.py runs it)."""
 
 from __future__ import annotations
 
@@ -80,7 +80,9 @@ def test_bad_input_is_one_line_exit_2():
         ),
         (("simulate", "--gemm", "64x64x64"), "--gemm needs --array"),
         (("simulate",), "give one of MODEL, --gemm"),
-        (("simulate", "mlp"), "needs the compiler's scheduled programs"),
+        (("simulate", "mlp"), "MODEL needs --accel"),
+        (("simulate", "mlp", "--accel", "edge-npu", "--chips", "0"), "--chips 0"),
+        (("simulate", "nosuch", "--accel", "edge-npu"), "nosuch: not a workload"),
     ]
     for args, needle in cases:
         res = run(*args)

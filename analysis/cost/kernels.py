@@ -44,7 +44,7 @@ from analysis.cost.memory import NORM_OPS, REDUCTION_OPS
 #: The fusion-map columns this module reads (collectors/torch_compile/fusion_map.py KERNEL_COLUMNS;
 #: `flops` from its `work`, `with_flops`, or as a file written before `work` carries it).
 FUSION_COLUMNS = ("runtime_name", "kind", "flops", "bytes_read", "bytes_written", "dtype", "family")
-_GENERATED = ("cpp", "triton")
+_GENERATED = ("cpp", "triton", "npu")  # npu: the simulated accelerator's kernels (accelerator/sim/trace.py)
 # ops whose presence makes a fused kernel a reduction (the post-grad graph decomposes softmax
 # and norms into amax/sum/var_mean, but keep the whole names too)
 _REDUCING = set(REDUCTION_OPS) | set(NORM_OPS) | {"_softmax", "_log_softmax", "softmax", "log_softmax"}

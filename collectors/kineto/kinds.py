@@ -26,11 +26,12 @@ CATEGORY_KIND: dict[str, Kind] = {
     "mtia_runtime": Kind.RUNTIME,
     "mtia_ccp_events": Kind.KERNEL,
     "compile_pass": Kind.COMPILE_PASS,  # torch.compile steps perf profile writes (collectors/torch_compile/embed.py)
+    "dma": Kind.DMA,  # the simulated accelerator's transfers (accelerator/sim/trace.py): inside their kernel's time
 }
 
 #: Categories whose events run on a device rather than a host thread.
 DEVICE_CATEGORIES = frozenset(
-    {"kernel", "gpu_memcpy", "memcpy", "gpu_memset", "memset", "gpu_user_annotation", "mtia_ccp_events"}
+    {"kernel", "gpu_memcpy", "memcpy", "gpu_memset", "memset", "gpu_user_annotation", "mtia_ccp_events", "dma"}
 )
 
 #: Flow-event categories that join a runtime launch to its device work (recomputed from

@@ -85,6 +85,9 @@ FACADE: dict[str, tuple[str, str]] = {
     "gemm_report": ("accelerator.sim.timing", "gemm_report"),  # perf simulate --gemm
     "parse_dims": ("accelerator.sim.timing", "parse_dims"),
     "gemm_kernel_report": ("accelerator.sim.kernel", "gemm_kernel_report"),  # perf simulate --gemm --accel
+    "accel_simulate": ("accelerator.sim.run", "simulate"),  # perf simulate MODEL: a compiled program's kernels
+    "accel_sim_summary": ("accelerator.sim.trace", "summary"),  # ... its times and limiters (--json)
+    "accel_sim_document": ("accelerator.sim.trace", "trace_document"),  # ... as a Kineto-shaped trace (-o)
     "CompileReport": ("collectors.torch_compile.report", "CompileReport"),  # perf compile-report's tables
     "compile_report_doc": ("collectors.torch_compile.report", "report_doc"),  # ... as the perfCompile JSON doc
     "CompareResult": ("collectors.torch_compile.compare", "CompareResult"),  # perf profile --compare-compile

@@ -25,6 +25,15 @@ def load_hardware(name: str) -> HardwareSpec:
     return load_spec(name)
 
 
+def accel_by_name(name: str) -> HardwareSpec | None:
+    """The derived spec of the accelerator preset a simulated trace names its chips after
+    (accelerator/sim/trace.py records the preset's name in deviceProperties), else None."""
+    from accelerator.hardware import presets
+
+    key = str(name or "").strip().lower()
+    return load_hardware(key) if key in presets() else None
+
+
 def spec_resolver(trace: Trace, hardware: str | None = None) -> Callable[[int, str], HardwareSpec | None]:
     """(rank, device) -> the HardwareSpec its floors use.
 
@@ -40,8 +49,10 @@ def spec_resolver(trace: Trace, hardware: str | None = None) -> Callable[[int, s
         if d.device == "cpu":
             spec = override if (override and cpu_only) else load_spec(DEFAULT_CPU_SPEC)
         else:
-            spec = override or match_device(
-                d.name, int(max(d.sm_count, 0)), d.compute_capability, int(max(d.memory_bytes, 0))
+            spec = (
+                override
+                or accel_by_name(d.name)  # a simulated chip names its accelerator preset exactly
+                or match_device(d.name, int(max(d.sm_count, 0)), d.compute_capability, int(max(d.memory_bytes, 0)))
             )
         matched[(int(d.rank), str(d.device))] = spec
     return lambda rank, device: matched.get((rank, device))
@@ -64,7 +75,7 @@ def hardware_notes(trace: Trace, hardware: str | None = None) -> tuple[str, ...]
                     "run perf calibrate and pass --hardware FILE"
                 )
             continue
-        if hardware:
+        if hardware or accel_by_name(d.name) is not None:
             continue
         _, note = match_note(d.name, int(max(d.sm_count, 0)), d.compute_capability, int(max(d.memory_bytes, 0)))
         if note:

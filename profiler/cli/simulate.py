@@ -3,12 +3,16 @@ one systolic array (SCALE-Sim's closed forms, accelerator/sim/timing.py), with `
 [--dtype D]` also on all cores of one chip (accelerator/sim/kernel.py); `perf simulate --list
 [--json]`: the built-in workloads and the accelerator presets.
 
-`perf simulate MODEL`, running a compiled program, waits for the compiler's scheduled programs
-(issue 12): until then it says so in one line, exit 2. Registered on the CLI by `register(app)`."""
+`perf simulate MODEL --accel PRESET [--precision P] [--chips C] [-o TRACE] [--force] [--json]`:
+compile MODEL (a workload or pkg.module:factory, as `perf compile`), run its scheduled kernels
+on the simulated accelerator (accelerator/sim/run.py), print the time by limiter and the
+`perf analyze` verdict of the simulated trace, and write the trace to TRACE (.json, .json.gz;
+.perfetto-trace / .pftrace as Perfetto). Registered on the CLI by `register(app)`."""
 
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -32,11 +36,89 @@ def _listing() -> dict:
     return {"workloads": workloads, "presets": api.accel_presets()}
 
 
+def _write_trace(path: Path, doc: dict, force: bool) -> Path:
+    """The simulated trace to `path`: Chrome JSON (gzip for .gz), or Perfetto by extension."""
+    import gzip
+    import tempfile
+
+    import orjson
+
+    from profiler import api
+    from profiler.model.files import write_atomic
+
+    data = orjson.dumps(doc)
+    if path.name.endswith((".perfetto-trace", ".pftrace")):
+        with tempfile.TemporaryDirectory() as tmp:
+            raw = Path(tmp) / "sim.json"
+            raw.write_bytes(data)
+            api.write_perfetto(api.load_trace(raw), path, force=force)
+        return path
+    return write_atomic(path, gzip.compress(data) if path.name.endswith(".gz") else data, force=force)
+
+
+def _simulate_model(
+    model: str, accel: str, precision: str, chips: int, out: Path | None, force: bool, json: bool
+) -> None:
+    """Compile, simulate, print the summary and the analysis of the simulated trace (module docstring)."""
+    import tempfile
+    import time
+
+    from profiler import api
+    from profiler.cli.accel_compile import _model_and_inputs
+    from profiler.cli.common import one_line_errors, require_torch
+
+    require_torch("simulate")
+    with one_line_errors(Path(model)):
+        hw = api.load_accel(accel)
+        m, xs = _model_and_inputs(model, [])
+        t0 = time.perf_counter()
+        compiled = api.compile_model(m, xs, hw, precision, chips=chips)
+        compile_s = time.perf_counter() - t0
+        simulate = api.accel_simulate  # imported here, not inside the timed call
+        import gc
+
+        gc.collect()
+        gc.freeze()  # the compiled program's objects live until exit: no full collection rescans them mid-run
+        t0 = time.perf_counter()
+        run = simulate(compiled.program, hw)
+        sim_s = time.perf_counter() - t0
+        doc = api.accel_sim_document(run)
+        summary = api.accel_sim_summary(run)
+        if out is not None:
+            _write_trace(out, doc, force)
+        if json:
+            _emit(summary)
+            return
+        n = len(run.kernels)
+        print(
+            f"{model} on {hw.name} x {run.chips} chip(s), {precision}: {n} kernels, "
+            f"{summary['total_ns'] / 1e3:,.3f} us simulated "
+            f"(compile {compile_s:.2f} s, simulation {sim_s:.3f} s, {n / max(sim_s, 1e-9):,.0f} kernels/s)"
+        )
+        total = sum(summary["by_limiter"].values()) or 1
+        for lim, ns in sorted(summary["by_limiter"].items(), key=lambda kv: -kv[1]):
+            print(f"    {lim:<16}{ns / 1e3:>12,.3f} us  {ns / total:6.1%}")
+        if out is not None:
+            print(f"trace: {out}")
+        with tempfile.TemporaryDirectory() as tmp:
+            raw = out if out is not None and out.name.endswith((".json", ".json.gz")) else Path(tmp) / "sim.json"
+            if raw != out:
+                import orjson
+
+                raw.write_bytes(orjson.dumps(doc))
+            result = api.analyze(api.load_trace(raw))
+        from profiler.render import console
+        from profiler.render.text import render_short
+
+        print("analysis of the simulated trace (perf analyze):")
+        render_short(result, console())
+
+
 def register(app: typer.Typer) -> None:
     @app.command("simulate")
     def simulate_cmd(
         model: Annotated[
-            str, typer.Argument(help="A workload or MODULE:FACTORY (needs the compiler's scheduling).")
+            str, typer.Argument(help="A workload (perf simulate --list) or MODULE:FACTORY to compile and simulate.")
         ] = "",
         gemm: Annotated[
             str, typer.Option("--gemm", help="Simulate one GEMM: MxNxK (M output rows, N columns, K reduction).")
@@ -50,6 +132,12 @@ def register(app: typer.Typer) -> None:
             str, typer.Option("--dtype", help="With --gemm --accel: bf16, fp16, fp8, int8, fp32.")
         ] = "bf16",
         list_: Annotated[bool, typer.Option("--list", help="Name the built-in workloads and presets.")] = False,
+        precision: Annotated[str, typer.Option("--precision", help="With MODEL: fp32, bf16, int8 or fp8.")] = "fp32",
+        chips: Annotated[int, typer.Option("--chips", help="With MODEL: tensor-parallel over N chips.")] = 1,
+        output: Annotated[
+            Path | None, typer.Option("-o", "--output", help="With MODEL: write the simulated trace here.")
+        ] = None,
+        force: Annotated[bool, typer.Option("--force", help="Overwrite the -o file.")] = False,
         json: Annotated[bool, typer.Option("--json", help="Write the result as JSON.")] = False,
     ) -> None:
         """Simulate on the accelerator: one GEMM on one systolic array (--gemm), or list what there is."""
@@ -66,12 +154,12 @@ def register(app: typer.Typer) -> None:
                 print("presets:   " + ", ".join(doc["presets"]))
             return
         if model:
-            fail(
-                f"{model}: simulating a model needs the compiler's scheduled programs (issue 12), not built yet; "
-                "use --gemm MxNxK --array RxC --dataflow os|ws|is"
-            )
-        from pathlib import Path
-
+            if not accel:
+                fail("MODEL needs --accel PRESET_OR_YAML (presets: " + ", ".join(_listing()["presets"]) + ")")
+            if chips < 1:
+                fail(f"--chips {chips}: expected a positive number of chips")
+            _simulate_model(model, accel, precision.strip().lower(), chips, output, force, json)
+            return
         from profiler import api
         from profiler.cli.common import one_line_errors
 

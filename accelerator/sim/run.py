@@ -1,0 +1,345 @@
+"""Run a compiled `Program` on the simulated accelerator: its scheduled kernels in order on one
+chip (with `program.chips` > 1, the same kernels on every chip, each collective timed over the
+topology), each kernel timed from accelerator/sim/timing.py. Formulas (docs/accelerator.md,
+"Simulating a program"):
+
+    matrix kernel: sum over its GEMMs of batch x chip_gemm_cycles(M, N, K) / clock, or of the
+                   transposed GEMM (N x M) if the array finishes that first, or with the batch
+                   spread over the cores, ceil(batch / cores) GEMMs per array (a GEMM the
+                   legaliser put on the vector unit: 2 x batch x M x N x K add_mul ops there)
+                   (mm/addmm/qmm: M x K times K x N; bmm: batch x GEMM; SDPA per batch x head:
+                   QK^T (L x S, K=D) and PV (L x D, K=S), its softmax on the vector unit);
+                   its other ops (the fused epilogue) on the vector unit alongside:
+                   compute = max(matrix, vector)
+    vector kernel: sum over its ops of vector_cycles(ceil(elements / cores), lanes,
+                   ops_per_cycle[dtype][class]) / clock, class exp (exp, sigmoid, silu, gelu,
+                   tanh, softmax, erf), reciprocal (rsqrt, sqrt, div, reciprocal), else add_mul;
+                   elements: the op's largest tensor (a reduction reads more than it writes)
+    memory:        each transfer (program.transfers) of the kernel, bytes / min(cores x engines
+                   x DMA bandwidth, the level's bandwidth), by level (hbm, shared); memory time =
+                   the sum (one DMA queue), labelled by the level with the most time
+    busy:          tiled kernels (kernel.tile): timing.double_buffered over their output tiles
+                   (compute, loads, stores split evenly); untiled: max(compute, memory) (streamed)
+    kernel:        dispatch + DMA setup (the first load; later ones hide behind compute) + busy
+                   + communication (collectives: timing.collective_seconds, not overlapped)
+    limiter:       the largest of compute, memory (memory:<level>), dma_latency, dispatch,
+                   communication; stalls: busy - compute as memory:<level>, and the others.
+
+Host kernels (run by the host, not the accelerator) and kernels of views only take no time here.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from accelerator.hardware import AccelSpec
+from accelerator.sim.timing import (
+    KernelTime,
+    chip_gemm_cycles,
+    collective_seconds,
+    double_buffered,
+    gemm_cycles,
+    vector_cycles,
+)
+
+#: torch dtype name -> the accelerator's dtype names (accelerator/presets).
+DTYPES = {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16", "int8": "int8", "float8_e4m3fn": "fp8"}
+ITEMSIZE = {"fp32": 4, "bf16": 2, "fp16": 2, "fp8": 1, "int8": 1}
+EXP_OPS = {"exp", "sigmoid", "silu", "gelu", "tanh", "softmax", "_softmax", "log_softmax", "_log_softmax", "erf"}
+RECIPROCAL_OPS = {"rsqrt", "sqrt", "div", "reciprocal"}
+#: ops that move or relabel data only: no vector work (the DMA or the addressing does them).
+NO_COMPUTE = {
+    "view", "_unsafe_view", "reshape", "permute", "t", "transpose", "expand", "slice", "select", "unsqueeze",
+    "squeeze", "alias", "contiguous", "clone", "cat", "embedding", "index", "index_copy_", "index_put_",
+    "sym_size", "getitem", "npu.cast", "_to_copy", "copy_", "detach", "split", "split_with_sizes", "stack",
+}  # fmt: skip
+MATMULS = {"aten.mm.default": 0, "aten.addmm.default": 1, "npu.qmm": 0, "aten.bmm.default": 0}
+SDPA = "aten.scaled_dot_product_attention.default"
+COLLECTIVE_OPS = {"npu.all_reduce": "all_reduce", "npu.all_gather": "all_gather"}
+
+
+@dataclass(frozen=True)
+class SimTransfer:
+    """One DMA transfer as simulated: `start_s`/`dur_s` seconds, `route` 'src->dst'."""
+
+    value: str
+    route: str
+    bytes: int
+    start_s: float
+    dur_s: float
+
+
+@dataclass(frozen=True)
+class SimKernel:
+    """One kernel as simulated on one chip. `time`: its KernelTime (total, compute, limiter,
+    stalls in seconds); `flops` (2 per MAC, 1 per vector op per element), `hbm_read`/`hbm_written`
+    its HBM bytes, `shared_bytes` its shared-memory bytes; `family` the cost-model family
+    (gemm, attention, reduction, elementwise); `matrix_s`/`vector_s` the units' busy seconds."""
+
+    name: str
+    unit: str
+    ops: tuple[str, ...]
+    targets: tuple[str, ...]
+    chip: int
+    start_s: float
+    time: KernelTime
+    flops: float
+    hbm_read: int
+    hbm_written: int
+    shared_bytes: int
+    dtype: str
+    family: str
+    matrix_s: float
+    vector_s: float
+    transfers: tuple[SimTransfer, ...] = ()
+    collective: str = ""
+    comm_elements: int = 0  # elements of the collective's message (its result), 0 for other kernels
+
+    @property
+    def end_s(self) -> float:
+        return self.start_s + self.time.total
+
+
+@dataclass(frozen=True)
+class SimRun:
+    """A simulated program: `kernels` in run order (chip 0's, then each other chip's), `total_s`
+    the wall time of one chip (all chips run the same kernels at once)."""
+
+    accel: AccelSpec
+    program_name: str
+    chips: int
+    kernels: tuple[SimKernel, ...]
+    total_s: float
+    by_limiter: Mapping[str, float] = field(default_factory=dict)  # limiter -> seconds of chip 0's kernels
+
+
+def _base(target: str) -> str:
+    """'aten.mm.default' -> 'mm'; 'npu.cast' stays."""
+    if target.startswith("npu."):
+        return target
+    parts = target.split(".")
+    return parts[1] if len(parts) >= 2 else target
+
+
+def _hint(types: Mapping, v: object) -> tuple[int, ...]:
+    name = getattr(v, "name", None)
+    t = types.get(name) if name else None
+    return tuple(getattr(t, "hint", ()) or ())
+
+
+def _numel(shape: tuple[int, ...]) -> int:
+    return math.prod(shape) if shape else 1
+
+
+def _gemms(op, types: Mapping) -> list[tuple[int, int, int, int]]:
+    """(batch, M, N, K) of each GEMM `op` computes (module docstring); [] for other ops."""
+    out = getattr(op.type, "hint", ())
+    if op.target in MATMULS:
+        a = _hint(types, op.args[MATMULS[op.target]])
+        if len(out) < 2 or len(a) < 2:
+            return []
+        return [(_numel(out[:-2]), out[-2], out[-1], a[-1])]
+    if op.target == SDPA:
+        q, k = _hint(types, op.args[0]), _hint(types, op.args[1])
+        if len(q) < 2 or len(k) < 2:
+            return []
+        batch, lq, d, s = _numel(q[:-2]), q[-2], q[-1], k[-2]
+        return [(batch, lq, s, d), (batch, lq, d, s)]
+    return []
+
+
+def _vector_elements(op, types: Mapping) -> tuple[int, str]:
+    """(elements, op class) of one op on the vector unit; (0, '') for ops without vector work."""
+    base = _base(op.target)
+    if base in NO_COMPUTE or base.rstrip("_") in NO_COMPUTE or op.target in COLLECTIVE_OPS:
+        return 0, ""
+    sizes = [_numel(_hint(types, r)) for r in op.args if hasattr(r, "name")]
+    sizes.append(_numel(getattr(op.type, "hint", ()) or ()))
+    cls = "exp" if base in EXP_OPS else "reciprocal" if base in RECIPROCAL_OPS else "add_mul"
+    return max(sizes), cls
+
+
+def _dtype(ops: list, types: Mapping) -> str:
+    """The kernel's compute dtype: its GEMM's A operand's, else its last op's result's."""
+    for op in ops:
+        if op.target in MATMULS or op.target == SDPA:
+            t = types.get(getattr(op.args[MATMULS.get(op.target, 0)], "name", ""))
+            return DTYPES.get(getattr(t, "dtype", ""), "fp32")
+    for op in reversed(ops):
+        d = DTYPES.get(getattr(op.type, "dtype", ""))
+        if d:
+            return d
+    return "fp32"
+
+
+def _array_cycles(accel: AccelSpec, m: int, n: int, k: int, dtype: str) -> int:
+    """Cycles of one GEMM on the chip's arrays, mapped as it is or transposed (C^T = B^T A^T:
+    M and N swap), whichever finishes first; both split the N x M output's larger side over
+    the cores (timing.chip_gemm_cycles splits N): a compiler's choice for a GEMV (M = 1), which
+    a weight-stationary array otherwise runs one row per fold."""
+    mx = accel.matrix
+    rate = mx.macs_per_cycle[dtype] / (mx.rows * mx.cols)
+    as_is = chip_gemm_cycles(m, n, k, mx.rows, mx.cols, mx.dataflow, accel.cores, rate)
+    transposed = chip_gemm_cycles(n, m, k, mx.rows, mx.cols, mx.dataflow, accel.cores, rate)
+    split_rows = math.ceil(gemm_cycles(math.ceil(n / accel.cores), m, k, mx.rows, mx.cols, mx.dataflow) / rate)
+    return min(as_is, transposed, split_rows)
+
+
+def _batched_cycles(accel: AccelSpec, batch: int, m: int, n: int, k: int, dtype: str) -> int:
+    """`batch` independent GEMMs (bmm, attention heads): each on all cores in turn (`batch x
+    _array_cycles`), or whole GEMMs spread over the cores (`ceil(batch / cores)` rounds of one
+    GEMM on one array, as given or transposed), whichever finishes first."""
+    mx = accel.matrix
+    rate = mx.macs_per_cycle[dtype] / (mx.rows * mx.cols)
+    one_core = min(
+        gemm_cycles(m, n, k, mx.rows, mx.cols, mx.dataflow), gemm_cycles(n, m, k, mx.rows, mx.cols, mx.dataflow)
+    )
+    return min(
+        batch * _array_cycles(accel, m, n, k, dtype), math.ceil(batch / accel.cores) * math.ceil(one_core / rate)
+    )
+
+
+def _vector_seconds(accel: AccelSpec, elements: int, cls: str, dtype: str) -> float:
+    rates = accel.vector.ops_per_cycle.get(dtype) or accel.vector.ops_per_cycle.get("fp32") or {}
+    rate = rates.get(cls) or rates.get("add_mul", 1.0)
+    per_core = math.ceil(elements / accel.cores)
+    return vector_cycles(per_core, accel.vector.lanes, rate) / accel.clock_hz
+
+
+def _level_bandwidth(accel: AccelSpec, level: str) -> float:
+    engines = accel.cores * accel.dma.engines * accel.dma.bandwidth
+    shared = {"hbm": accel.hbm.bandwidth, "shared": accel.shared_memory.bandwidth}.get(level, accel.hbm.bandwidth)
+    return min(engines, shared)
+
+
+def _tiles(kernel, ops: list) -> int:
+    """Output tiles of a tiled kernel: prod over its output dims of ceil(dim / tile)."""
+    if not kernel.tile:
+        return 1
+    out = next((op.type.hint for op in ops if op.target in MATMULS), None) or getattr(ops[-1].type, "hint", ())
+    m = out[-2] if len(out) >= 2 else 1
+    n = out[-1] if out else 1
+    t = kernel.tile
+    return max(1, math.ceil(m / t["m"]) if t.get("m") else 1) * max(1, math.ceil(n / t["n"]) if t.get("n") else 1)
+
+
+def simulate(program, accel: AccelSpec) -> SimRun:
+    """Every scheduled kernel of `program` timed on `accel` (module docstring), chip by chip."""
+    types = program.types()
+    producers = program.producers()
+    loads: dict[int, list] = {}
+    stores: dict[int, list] = {}
+    for t in program.transfers:
+        (loads.setdefault(t.before, []) if t.before >= 0 else stores.setdefault(t.after, [])).append(t)
+    chips = max(1, int(program.chips))
+    link = accel.link
+    per_chip: list[SimKernel] = []
+    clock_s = 0.0
+    seen: dict[str, int] = {}
+    for idx, k in enumerate(program.kernels):
+        ops = [producers[n] for n in k.ops if n in producers]
+        if k.unit == "host" or not ops:
+            continue
+        dtype = _dtype(ops, types)
+        matrix_s = vector_s = flops = 0.0
+        family = "elementwise"
+        collective, comm_s, comm_elements = "", 0.0, 0
+        mx = accel.matrix
+        for op in ops:
+            gemms = _gemms(op, types)
+            if gemms:
+                on_matrix = k.unit == "matrix" and mx.macs_per_cycle.get(dtype, 0) > 0
+                for batch, m, n, kk in gemms:
+                    flops += 2 * batch * m * n * kk
+                    if on_matrix:
+                        matrix_s += _batched_cycles(accel, batch, m, n, kk, dtype) / accel.clock_hz
+                    else:  # legalised to the vector unit (no matrix dtype): a multiply and an add per MAC
+                        vector_s += _vector_seconds(accel, 2 * batch * m * n * kk, "add_mul", dtype)
+                family = "attention" if op.target == SDPA else "gemm"
+                if op.target == SDPA:  # the softmax over the L x S scores, per batch x head
+                    b, lq, s, _ = gemms[0]
+                    vector_s += _vector_seconds(accel, b * lq * s, "exp", dtype)
+                    flops += b * lq * s
+                continue
+            if op.target in COLLECTIVE_OPS and chips > 1 and link is not None:
+                collective = COLLECTIVE_OPS[op.target]
+                comm_elements += _numel(getattr(op.type, "hint", ()))
+                nbytes = _numel(getattr(op.type, "hint", ())) * ITEMSIZE.get(dtype, 4)
+                comm_s += collective_seconds(collective, nbytes, chips, link.bandwidth, link.latency_s, accel.topology)
+                continue
+            elements, cls = _vector_elements(op, types)
+            if elements:
+                vector_s += _vector_seconds(accel, elements, cls, dtype)
+                flops += elements
+                if family == "elementwise" and _base(op.target) in ("mean", "sum", "amax", "max", "var_mean"):
+                    family = "reduction"
+        compute_s = max(matrix_s, vector_s)
+        moves = [*loads.get(idx, []), *stores.get(idx, [])]
+        level_s: dict[str, float] = {}
+        for t in moves:
+            level = t.src if t.dst == "local" else t.dst
+            level_s[level] = level_s.get(level, 0.0) + t.bytes / _level_bandwidth(accel, level)
+        mem_s = sum(level_s.values())
+        level = max(level_s, key=lambda lv: level_s[lv]) if level_s else "hbm"
+        n_tiles = _tiles(k, ops)
+        load_s = sum(t.bytes / _level_bandwidth(accel, t.src) for t in loads.get(idx, []))
+        store_s = mem_s - load_s
+        if k.tile and n_tiles > 1:
+            loop = double_buffered(
+                [compute_s / n_tiles] * n_tiles, [load_s / n_tiles] * n_tiles, [store_s / n_tiles] * n_tiles
+            )
+            busy = loop.total
+        else:
+            busy = max(compute_s, mem_s)
+        dma_lat = accel.dma.setup_latency_s if moves else 0.0
+        dispatch = accel.dispatch_overhead_s
+        stalls = {
+            f"memory:{level}": busy - compute_s,
+            "dma_latency": dma_lat,
+            "dispatch": dispatch,
+            "communication": comm_s,
+        }
+        parts = {"compute": compute_s, f"memory:{level}": mem_s, "dma_latency": dma_lat, "dispatch": dispatch}
+        parts["communication"] = comm_s
+        limiter = max(parts, key=lambda p: parts[p])
+        kt = KernelTime(
+            dispatch + dma_lat + busy + comm_s, compute_s, limiter, {c: s for c, s in stalls.items() if s > 0}
+        )
+        start = clock_s + dispatch + dma_lat
+        sim_moves, load_at, store_at = [], start, start + busy - store_s
+        for t in moves:
+            lv = t.src if t.dst == "local" else t.dst
+            dur = t.bytes / _level_bandwidth(accel, lv)
+            at = load_at if t.dst == "local" else store_at
+            sim_moves.append(SimTransfer(t.value, f"{t.src}->{t.dst}", t.bytes, at, dur))
+            if t.dst == "local":
+                load_at += dur
+            else:
+                store_at += dur
+        name = k.name if k.name not in seen else f"{k.name}@{idx}"
+        seen[name] = idx
+        hbm_read = sum(t.bytes for t in loads.get(idx, []) if t.src == "hbm")
+        hbm_written = sum(t.bytes for t in stores.get(idx, []) if t.dst == "hbm")
+        shared = sum(t.bytes for t in moves if "shared" in (t.src, t.dst))
+        per_chip.append(
+            SimKernel(
+                name, k.unit, tuple(k.ops), tuple(o.target for o in ops), 0, clock_s, kt, flops, hbm_read,
+                hbm_written, shared, dtype, family, matrix_s, vector_s, tuple(sim_moves), collective, comm_elements,
+            )
+        )  # fmt: skip
+        clock_s += kt.total
+    kernels = list(per_chip)
+    for chip in range(1, chips):
+        kernels += [_on_chip(s, chip) for s in per_chip]
+    by_limiter: dict[str, float] = {}
+    for s in per_chip:
+        by_limiter[s.time.limiter] = by_limiter.get(s.time.limiter, 0.0) + s.time.total
+    return SimRun(accel, program.name, chips, tuple(kernels), clock_s, by_limiter)
+
+
+def _on_chip(s: SimKernel, chip: int) -> SimKernel:
+    from dataclasses import replace
+
+    return replace(s, chip=chip)
