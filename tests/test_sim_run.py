@@ -152,6 +152,31 @@ def test_perf_simulate_cli_json_and_trace(tmp_path):
     assert "kernels/s" in text and "Verdict" in text
 
 
+def test_perf_simulate_runs_the_program_perf_compile_saved(tmp_path):
+    """`perf compile -o` then `perf simulate PROGRAM.json.gz`: the saved program (no weights) is
+    simulated on the hardware it was compiled for, with the same kernels and times as compiling
+    and simulating in one command."""
+    from typer.testing import CliRunner
+
+    from profiler.cli import app
+
+    saved = tmp_path / "mlp.json.gz"
+    args = ["--accel", "datacenter-npu", "--precision", "bf16"]
+    res = CliRunner().invoke(app, ["compile", "mlp", *args, "-o", str(saved)])
+    assert res.exit_code == 0, res.output
+    direct = CliRunner().invoke(app, ["simulate", "mlp", *args, "--json"])
+    from_file = CliRunner().invoke(app, ["simulate", str(saved), "--json"])  # --accel: the saved one
+    assert direct.exit_code == 0 and from_file.exit_code == 0, from_file.output
+    a, b = json.loads(direct.stdout), json.loads(from_file.stdout)
+    assert [(k["name"], k["dur_ns"], k["limiter"]) for k in b["kernels"]] == [
+        (k["name"], k["dur_ns"], k["limiter"]) for k in a["kernels"]
+    ]
+    assert b["total_ns"] == a["total_ns"] and b["accel"] == "datacenter-npu"
+    (tmp_path / "junk.json").write_text("{not json")
+    bad = CliRunner().invoke(app, ["simulate", str(tmp_path / "junk.json")])
+    assert bad.exit_code == 2 and "junk.json" in bad.stderr and len(bad.stderr.strip().splitlines()) == 1
+
+
 def test_two_chips_all_reduce_is_the_ring_formula_and_analysis_reads_it(tmp_path):
     """Tiny Llama tensor-parallel over 2 datacenter-npu chips (ring, 50 GB/s links, 1 us per
     hop): each all-reduce kernel's communication is

@@ -56,6 +56,11 @@ def _write_trace(path: Path, doc: dict, force: bool) -> Path:
     return write_atomic(path, gzip.compress(data) if path.name.endswith(".gz") else data, force=force)
 
 
+def _is_saved_program(model: str) -> bool:
+    """MODEL names a file `perf compile -o` wrote (.json / .json.gz), not a workload or factory."""
+    return model.endswith((".json", ".json.gz")) and Path(model).is_file()
+
+
 def _simulate_model(
     model: str, accel: str, precision: str, chips: int, out: Path | None, force: bool, json: bool
 ) -> None:
@@ -69,10 +74,15 @@ def _simulate_model(
 
     require_torch("simulate")
     with one_line_errors(Path(model)):
-        hw = api.load_accel(accel)
-        m, xs = _model_and_inputs(model, [])
         t0 = time.perf_counter()
-        compiled = api.compile_model(m, xs, hw, precision, chips=chips)
+        if _is_saved_program(model):  # what `perf compile -o` wrote: no compile, its own hardware
+            saved = api.load_program(Path(model))
+            hw = api.load_accel(accel or saved.hardware_source or saved.hardware)
+            program, precision = saved.program, saved.precision
+        else:
+            hw = api.load_accel(accel)
+            m, xs = _model_and_inputs(model, [])
+            program = api.compile_model(m, xs, hw, precision, chips=chips).program
         compile_s = time.perf_counter() - t0
         simulate = api.accel_simulate  # imported here, not inside the timed call
         import gc
@@ -80,7 +90,7 @@ def _simulate_model(
         gc.collect()
         gc.freeze()  # the compiled program's objects live until exit: no full collection rescans them mid-run
         t0 = time.perf_counter()
-        run = simulate(compiled.program, hw)
+        run = simulate(program, hw)
         sim_s = time.perf_counter() - t0
         doc = api.accel_sim_document(run)
         summary = api.accel_sim_summary(run)
@@ -93,7 +103,7 @@ def _simulate_model(
         print(
             f"{model} on {hw.name} x {run.chips} chip(s), {precision}: {n} kernels, "
             f"{summary['total_ns'] / 1e3:,.3f} us simulated "
-            f"(compile {compile_s:.2f} s, simulation {sim_s:.3f} s, {n / max(sim_s, 1e-9):,.0f} kernels/s)"
+            f"(compile or load {compile_s:.2f} s, simulation {sim_s:.3f} s, {n / max(sim_s, 1e-9):,.0f} kernels/s)"
         )
         total = sum(summary["by_limiter"].values()) or 1
         for lim, ns in sorted(summary["by_limiter"].items(), key=lambda kv: -kv[1]):
@@ -118,7 +128,11 @@ def register(app: typer.Typer) -> None:
     @app.command("simulate")
     def simulate_cmd(
         model: Annotated[
-            str, typer.Argument(help="A workload (perf simulate --list) or MODULE:FACTORY to compile and simulate.")
+            str,
+            typer.Argument(
+                help="A workload (perf simulate --list) or MODULE:FACTORY to compile and simulate, or a program "
+                "`perf compile -o` saved (.json, .json.gz; --accel defaults to its own)."
+            ),
         ] = "",
         gemm: Annotated[
             str, typer.Option("--gemm", help="Simulate one GEMM: MxNxK (M output rows, N columns, K reduction).")
@@ -154,7 +168,7 @@ def register(app: typer.Typer) -> None:
                 print("presets:   " + ", ".join(doc["presets"]))
             return
         if model:
-            if not accel:
+            if not accel and not _is_saved_program(model):
                 fail("MODEL needs --accel PRESET_OR_YAML (presets: " + ", ".join(_listing()["presets"]) + ")")
             if chips < 1:
                 fail(f"--chips {chips}: expected a positive number of chips")
