@@ -95,7 +95,7 @@ def advise(
         drafts: list[Draft] = []
         if spec is not None:
             drafts += fusion_drafts(u, spec, scope[order], optimizer[order]) + _precision(u, spec)
-        drafts += _runtime(u) + _tiling(u)
+        drafts += _runtime(u, spec.kind if spec is not None else "") + _tiling(u)
         if where in comm:
             drafts += _communication(comm[where], busy.get(where, 0.0))
         per_device[where] = _deduplicate(drafts, u, busy.get(where, np.inf))
@@ -206,7 +206,14 @@ def _communication(r: dict, busy: float) -> list[Draft]:
     ]
 
 
-def _runtime(u: pd.DataFrame) -> list[Draft]:
+#: The lever against dispatch overhead, by the kind of device (HardwareSpec.kind).
+_DISPATCH_LEVER = {
+    "npu": "cut dispatch overhead: fuse more ops per kernel (perf compile --plan) or a larger batch",
+    "cpu": "cut dispatch overhead: fuse small ops (torch.compile) or a larger batch",
+}
+
+
+def _runtime(u: pd.DataFrame, kind: str = "") -> list[Draft]:
     rt = u[u["bound"] == "runtime"]
     if rt.empty:
         return []
@@ -215,7 +222,7 @@ def _runtime(u: pd.DataFrame) -> list[Draft]:
     return [
         Draft(
             "runtime",
-            "cut dispatch overhead: fuse small ops, use CUDA graphs or a larger batch",
+            _DISPATCH_LEVER.get(kind, "cut dispatch overhead: fuse small ops, use CUDA graphs or a larger batch"),
             float(shares.sum()),
             f"{len(rt)} runtime-bound ops, {fmt_ns(rt['time_ns'].sum())}",
             "saving = sum(time - max(t_compute, t_memory, t_comm))",

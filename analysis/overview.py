@@ -37,7 +37,8 @@ def overview(trace: Trace) -> Overview:
     runtime = _runtime(first)
     if runtime:
         framework += f", {runtime}"
-    framework = str(trace.metadata.get("framework") or framework)  # a non-Kineto source names itself
+    # a non-Kineto source names itself: in the Trace's metadata, or in the file's top level
+    framework = str(trace.metadata.get("framework") or first.get("framework") or framework)
     world = {
         m.get("distributedInfo", {}).get("world_size")
         for m in ranks_meta.values()

@@ -150,6 +150,11 @@ def test_perf_simulate_cli_json_and_trace(tmp_path):
     assert set(trace.devices["name"]) == {"edge-npu"}
     text = CliRunner().invoke(app, ["simulate", "mlp", "--accel", "edge-npu"]).stdout
     assert "kernels/s" in text and "Verdict" in text
+    # the trace names its source, and the advice speaks of the NPU's levers, not a GPU's
+    report = json.loads(CliRunner().invoke(app, ["analyze", str(out), "--json"]).stdout)
+    assert report["trace"]["framework"] == "perf simulate (the simulated edge-npu, 1 chip(s))"
+    titles = [a["title"] for a in report["verdict"]["actions"]]
+    assert any("perf compile --plan" in t for t in titles) and not any("CUDA" in t for t in titles), titles
 
 
 def test_perf_simulate_runs_the_program_perf_compile_saved(tmp_path):

@@ -191,6 +191,7 @@ def trace_document(run: SimRun) -> dict[str, Any]:
     """The whole Chrome/Kineto JSON document (write it with orjson)."""
     return {
         "schemaVersion": 1,
+        "framework": f"perf simulate (the simulated {run.accel.name}, {run.chips} chip(s))",
         "deviceProperties": [
             {"id": c, "name": run.accel.name, "totalGlobalMem": run.accel.hbm.capacity_bytes} for c in range(run.chips)
         ],
