@@ -6,7 +6,8 @@ Peak memory is sampled every 5 ms as the RSS of the process plus the private mem
 it still shares with its parent (the trace's bytes, the interpreter) count once. The larger of
 that and `ru_maxrss` of the main process (wait4, exact) is reported; a sample can miss a
 spike shorter than 5 ms in a child. (Linux carries `ru_maxrss` over exec from the forked
-parent, so it is never below this driver's own RSS, some 15 MiB: it keeps the driver small.) Standard library only: it also drives the HTA venv's python.
+parent, so it is never below this driver's own RSS, some 15 MiB: the driver stays small.)
+Standard library only: it also drives the HTA venv's python.
 """
 
 from __future__ import annotations

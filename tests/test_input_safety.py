@@ -132,7 +132,8 @@ def test_a_gzip_bomb_stops_at_max_bytes(tmp_path: Path):
     code = (
         "import re, sys; from profiler.cli import main\n"
         "try: main(sys.argv[1:])\n"
-        "finally: print('hwm_kib', re.search(r'VmHWM:\\s+(\\d+)', open('/proc/self/status').read())[1], file=sys.stderr)"
+        "finally: print('hwm_kib', re.search(r'VmHWM:\\s+(\\d+)', open('/proc/self/status').read())[1],"
+        " file=sys.stderr)"
     )
     r = subprocess.run(
         [sys.executable, "-c", code, "analyze", str(path), "--max-bytes", "64M"],
