@@ -1,0 +1,61 @@
+"""Kineto traces whose kernels carry CUPTI profiler counters (PyTorch's
+`experimental_config=_ExperimentalConfig(profiler_metrics=[...])`): each kernel is a
+`cuda_profiler_range` event whose `args` hold the metric values (Nsight metric names, no units:
+instruction counts, 'inst'), recorded under kernel serialisation, so the trace has no ordinary
+kernel events. The ranges' `ts` and `dur` are not the kernels' times (in the A100 sample they
+are evenly spaced, 121,431 us apart, and overlap no launch): no duration, no start, no
+correlation id; the ranges are in launch order, which is how they join to a trace
+(analysis.counters_join).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from profiler.model.errors import InputError
+from profiler.model.files import read_bounded
+from profiler.model.kernel_counters import KernelCounters, build, occurrences
+
+CATEGORY = "cuda_profiler_range"
+
+
+def has_cupti_counters(data: bytes) -> bool:
+    return CATEGORY.encode() in data
+
+
+def read_kineto_cupti(path: str | Path, max_bytes: int | None = None) -> KernelCounters:
+    """The counters of the `cuda_profiler_range` events of a Kineto trace (module docstring)."""
+    data = read_bounded(path, max_bytes)
+    try:
+        doc = json.loads(data)
+    except (ValueError, RecursionError) as e:
+        raise InputError(path, f"invalid JSON: {' '.join(str(e).split())[:120]}") from None
+    events = doc.get("traceEvents") if isinstance(doc, dict) else doc
+    if not isinstance(events, list):
+        raise InputError(path, "no traceEvents list")
+    ranges = [e for e in events if isinstance(e, dict) and e.get("cat") == CATEGORY and e.get("ph") == "X"]
+    if not ranges:
+        raise InputError(path, f"no '{CATEGORY}' events: the trace carries no CUPTI counters")
+    device = _device(doc)
+    rows, launches = [], []
+    ranges.sort(key=lambda e: float(e.get("ts", 0)))
+    names = [str(e.get("name", "")) for e in ranges]
+    for i, (e, occ) in enumerate(zip(ranges, occurrences(names))):
+        args = e.get("args") if isinstance(e.get("args"), dict) else {}
+        for name, v in args.items():
+            if isinstance(v, bool) or not isinstance(v, (int, float)):
+                rows.append((i, names[i], str(name), float("nan"), "", "", str(v), device))
+            else:
+                rows.append((i, names[i], str(name), float(v), "inst", "", "", device))
+        launches.append((i, names[i], occ, device, -1, -1, float("nan"), "", ""))
+    return build(rows, launches, source="kineto-cupti", path=str(path), info={"gpu": device})
+
+
+def _device(doc: object) -> str:
+    props = doc.get("deviceProperties") if isinstance(doc, dict) else None
+    if isinstance(props, list) and props and isinstance(props[0], dict):
+        p = props[0]
+        cc = f" (cc {p.get('computeMajor')}.{p.get('computeMinor')})" if "computeMajor" in p else ""
+        return f"{p.get('name', '')}{cc}".strip()
+    return ""
