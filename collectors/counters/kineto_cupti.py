@@ -37,7 +37,7 @@ def read_kineto_cupti(path: str | Path, max_bytes: int | None = None) -> KernelC
     ranges = [e for e in events if isinstance(e, dict) and e.get("cat") == CATEGORY and e.get("ph") == "X"]
     if not ranges:
         raise InputError(path, f"no '{CATEGORY}' events: the trace carries no CUPTI counters")
-    device = _device(doc)
+    device, info = _device(doc)
     rows, launches = [], []
     ranges.sort(key=lambda e: float(e.get("ts", 0)))
     names = [str(e.get("name", "")) for e in ranges]
@@ -49,13 +49,20 @@ def read_kineto_cupti(path: str | Path, max_bytes: int | None = None) -> KernelC
             else:
                 rows.append((i, names[i], str(name), float(v), "inst", "", "", device))
         launches.append((i, names[i], occ, device, -1, -1, float("nan"), "", ""))
-    return build(rows, launches, source="kineto-cupti", path=str(path), info={"gpu": device})
+    return build(rows, launches, source="kineto-cupti", path=str(path), info=info)
 
 
-def _device(doc: object) -> str:
+def _device(doc: object) -> tuple[str, dict]:
+    """(the device's label, its numbers for matching a preset) from the trace's deviceProperties."""
     props = doc.get("deviceProperties") if isinstance(doc, dict) else None
     if isinstance(props, list) and props and isinstance(props[0], dict):
         p = props[0]
-        cc = f" (cc {p.get('computeMajor')}.{p.get('computeMinor')})" if "computeMajor" in p else ""
-        return f"{p.get('name', '')}{cc}".strip()
-    return ""
+        cc = f"{p.get('computeMajor')}.{p.get('computeMinor')}" if "computeMajor" in p else ""
+        info = {
+            "gpu": str(p.get("name", "")),
+            "sm_count": int(p.get("numSms") or 0),
+            "compute_capability": cc,
+            "memory_bytes": int(p.get("totalGlobalMem") or 0),
+        }
+        return f"{info['gpu']}{f' (cc {cc})' if cc else ''}".strip(), info
+    return "", {}

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from profiler.api.counters import CountersReport, counters_report, load_counters
 from profiler.api.compile import COMPILE_TABLES, compare_compile, compile_report, compile_tables, trace_compile_report
 from profiler.api.hardware import DEFAULT_CPU_SPEC, hardware_notes, is_whatif, load_hardware, spec_resolver
 from profiler.api.pipeline import SECTIONS, analyze, collective_patterns, load_trace, perfetto_bytes, refloor
@@ -26,13 +27,16 @@ __all__ = [
     "Analysis",
     "CompareResult",
     "CompileReport",
+    "CountersReport",
     "analyze",
     "collective_patterns",
     "compare_compile",
     "compile_report",
     "compile_tables",
+    "counters_report",
     "hardware_notes",
     "is_whatif",
+    "load_counters",
     "load_hardware",
     "load_trace",
     "perfetto_bytes",
