@@ -39,6 +39,7 @@ import re
 import numpy as np
 import pandas as pd
 
+from analysis.columns import columns
 from profiler.model.kernel_counters import KernelCounters
 
 PRECISIONS = ("fp64", "fp32", "tf32", "fp16", "bf16", "fp8", "int8")
@@ -52,20 +53,7 @@ MOPS_UNIT = 512
 _AMD_MOPS = {"fp64": "F64", "fp32": "F32", "fp16": "F16", "bf16": "BF16", "fp8": "F8", "int8": "I8"}
 _AMD_VALU = {"fp64": "F64", "fp32": "F32", "fp16": "F16"}
 
-MEASURED_COLUMNS = [
-    "launch",
-    "kernel",
-    "occurrence",
-    "device",
-    "duration_ns",
-    "duration_from",
-    *[f"flops_{u}_{p}" for u in ("matrix", "vector") for p in PRECISIONS],
-    "flops",
-    *[f"bytes_{lv}" for lv in LEVELS],
-    "occupancy_pct",
-    "grid",
-    "block",
-]
+MEASURED_COLUMNS = columns("kernel_counters")  # declared in analysis/columns.py
 
 
 def _col(w: pd.DataFrame, name: str) -> pd.Series:

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from analysis.columns import columns
 from analysis.gemm_tiles import MATCH, padding
 from analysis.memory_levels import level_bytes
 from profiler.model.hardware import HardwareSpec
@@ -31,26 +32,7 @@ from profiler.model.hardware import HardwareSpec
 FLOPS_HIGH, FLOPS_LOW, BYTES_HIGH, TENSOR_LOW = 1.10, 0.90, 1.5, 0.5
 MATRIX_FAMILIES = ("gemm", "conv", "attention")
 
-COMPARE_COLUMNS = [
-    "rank",
-    "device",
-    "unit_id",
-    "name",
-    "shapes",
-    "family",
-    "dtype",
-    "launches",
-    "kernel",
-    "flops_model",
-    "flops_measured",
-    "flops_ratio",
-    "matrix_share",
-    "bytes_dram_model",
-    "bytes_dram_measured",
-    "bytes_ratio",
-    "bytes_l2_measured",
-    "reason",
-]
+COMPARE_COLUMNS = columns("counters_vs_model")  # declared in analysis/columns.py
 
 
 @dataclass(frozen=True)

@@ -42,7 +42,7 @@ class Padding:
             f"macro-tile padding: {batch}{m}x{n} output computed as {self.tiles // b} tiles of "
             f"{self.tile[0]}x{self.tile[1]} = {self.padded[0]}x{self.padded[1]} (K={k}): "
             f"2*{self.padded[0]}*{self.padded[1]}*{k}{'*' + str(b) if b > 1 else ''} = {self.flops:.6g} FLOPs, "
-            f"{ratio:.7g}x the model's 2*M*N*K"
+            f"{ratio:.8g}x the model's 2*M*N*K"
         )
 
 

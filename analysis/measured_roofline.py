@@ -26,25 +26,11 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from analysis.columns import columns
 from analysis.counters import LEVELS
 from profiler.model.hardware import HardwareSpec
 
-ROOFLINE_COLUMNS = [
-    "launch",
-    "kernel",
-    "duration_ns",
-    "precision",
-    "unit",
-    "flops",
-    "achieved_flops_per_s",
-    "peak_flops_per_s",
-    "compute_pct",
-    *[f"intensity_{lv}" for lv in LEVELS],
-    *[f"{lv}_pct" for lv in LEVELS],
-    "roof_flops_per_s",
-    "bound",
-    "occupancy_pct",
-]
+ROOFLINE_COLUMNS = columns("measured_roofline")  # declared in analysis/columns.py
 #: Below this % of every peak a launch is called latency-bound rather than bound by its busiest unit.
 LATENCY_PCT = 20.0
 _SPEC_LEVEL = {"dram": (0,), "l2": ("l2",), "l1": ("l1", "smem"), "lds": ("lds",)}

@@ -26,8 +26,9 @@ _NAMES = (
     ("Dispatch_ID", "Kernel_Name", "GPU_ID", "Start_Timestamp", "End_Timestamp", "Grid_Size", "Workgroup_Size"),
     ("Index", "KernelName", "gpu-id", "BeginNs", "EndNs", "grd", "wgr"),
 )
-#: Identity columns: who and where, not counters.
-_IDENTITY = re.compile(r"(?i)^(dispatch_id|index|kernel_?name|gpu_id|gpu-id|obj|sig|queue-id|queue-index|pid|tid)(_\d+)?$")
+#: Identity columns, kept in the launches table; every other column is a counter row (code
+#: object and signal addresses such as obj = 0x7871..., and queue, pid, tid, as text or numbers).
+_IDENTITY = re.compile(r"(?i)^(dispatch_id|index|kernel_?name|gpu_id|gpu-id)$")
 #: Units of the launch parameters and derived metrics rocprof writes (its hardware counters count
 #: events: unit 'count').
 _UNITS = {
@@ -58,6 +59,8 @@ def is_rocprof_folder(path: Path) -> bool:
 
 def _unit(column: str) -> str:
     base = re.sub(r"_\d+$", "", column)
+    if base in ("obj", "sig", "queue-id", "queue-index", "pid", "tid"):
+        return ""
     if base in _UNITS:
         return _UNITS[base]
     if base.endswith(("Timestamp", "Ns")):
@@ -95,7 +98,7 @@ def read_wide(path: Path, max_bytes: int | None, device_info: dict | None = None
                 value, unit, text = float("nan"), recorded, r[i].strip()
             else:
                 (value, unit), text = normalise(number, recorded), ""
-            rows.append((dispatch, kernel, h, value, unit, "" if recorded == "count" else recorded, text, device))
+            rows.append((dispatch, kernel, h, value, unit, recorded if recorded != "count" else "", text, device))
             values[h] = value
         start, end = values.get(names[3], float("nan")), values.get(names[4], float("nan"))
         launches[dispatch] = {
