@@ -304,6 +304,12 @@ OUTPUT_TABLES["kernel_counters"] = (
         for p in _PRECISIONS
     ),
     Column("flops", "float64", FLOP, "Sum of the measured FLOPs above."),
+    Column(
+        "flops_mac",
+        "float64",
+        FLOP,
+        "Multiply-accumulate FLOPs: the matrix FLOPs plus 2 x the vector FMAs (a GEMM's inner loop, epilogue excluded).",
+    ),
     *(Column(f"bytes_{lv}", "float64", BYTE, f"Measured bytes at {name}; NaN when not counted.") for lv, name in _LEVELS.items()),
     Column("occupancy_pct", "float64", "%", "Achieved occupancy as recorded (Nsight Compute); NaN when not."),
     Column("grid", "str", "", "Launch grid as recorded (rocprof: work-items)."),

@@ -122,6 +122,13 @@ def measured(kc: KernelCounters) -> pd.DataFrame:
             out[f"flops_matrix_{p}"] = np.where(prec == p, mma * per, np.where(mma.notna(), 0.0, np.nan))
     flop_cols = [c for c in out.columns if c.startswith("flops_")]
     out["flops"] = out[flop_cols].sum(axis=1, min_count=1)
+    matrix = out[[c for c in flop_cols if c.startswith("flops_matrix_")]].sum(axis=1, min_count=1)
+    if amd:
+        fma = 64 * 2 * _sum(w, *((1, f"SQ_INSTS_VALU_FMA_{s}") for s in _AMD_VALU.values()))
+    else:
+        fma = 2 * _sum(w, *((1, f"{pre}{c}fma_pred_on.sum") for pre in (_NV, "smsp" + _NV[2:]) for c in "dfh"))
+    out["flops_mac"] = matrix.fillna(0) + fma.fillna(0)
+    out.loc[matrix.isna() & fma.isna(), "flops_mac"] = np.nan
     line = 64 if str(kc.info.get("gpu_arch", "")).startswith("gfx90") else 128
     banks = float(kc.info.get("lds_banks_per_cu") or 32)
     if amd:

@@ -60,9 +60,12 @@ def compare(
     m["unit_id"] = np.where(m["op_id"] >= 0, m["op_id"], m["event_id"])
     matrix = [c for c in m.columns if c.startswith("flops_matrix_")]
     m["flops_matrix"] = m[matrix].sum(axis=1, min_count=1)
+    # the unit's GEMM kernel: its launch with the most multiply-accumulate FLOPs (split-K reduces
+    # and bias epilogues launched beside it do adds)
+    lead = m.sort_values("flops_mac", ascending=False, na_position="last").drop_duplicates("unit_id")
+    lead = lead.set_index("unit_id")[["kernel", "flops_mac"]]
     g = m.groupby("unit_id").agg(
         launches=("launch", "size"),
-        kernel=("kernel", "first"),
         flops_measured=("flops", lambda s: s.sum(min_count=1)),
         flops_matrix=("flops_matrix", lambda s: s.sum(min_count=1)),
         bytes_dram_measured=("bytes_dram", lambda s: s.sum(min_count=1)),
@@ -76,7 +79,7 @@ def compare(
         spec = spec_for(int(rank), str(device))
         if spec is not None and len(spec.memory):
             u.loc[part.index, "bytes_dram_model"] = level_bytes(part, spec)[:, 0]
-    u = u.join(g, on="unit_id")
+    u = u.join(g, on="unit_id").join(lead, on="unit_id")
     out = pd.DataFrame(
         {
             "rank": u["rank"],
@@ -101,15 +104,16 @@ def compare(
             out["bytes_dram_model"] > 0, out["bytes_dram_measured"] / out["bytes_dram_model"], np.nan
         )
         out["matrix_share"] = np.where(u["flops_measured"] > 0, u["flops_matrix"] / u["flops_measured"], np.nan)
-    out["reason"] = [_reason(r) for r in out.itertuples()]
+    out["reason"] = [_reason(r, mac) for r, mac in zip(out.itertuples(), u["flops_mac"])]
     return out[COMPARE_COLUMNS].reset_index(drop=True)
 
 
-def _reason(r) -> str:  # noqa: ANN001 - a COMPARE row
-    """Why measured and modelled FLOPs differ, when a GEMM tile explains it; else ''."""
-    if not (r.flops_ratio > 1 + MATCH) or r.family != "gemm" or r.launches != 1:
+def _reason(r, mac: float) -> str:  # noqa: ANN001 - a COMPARE row
+    """Why measured and modelled FLOPs differ, when the tile of the unit's GEMM kernel explains its
+    multiply-accumulate FLOPs `mac`; else ''."""
+    if not (r.flops_ratio > 1 + MATCH) or r.family != "gemm" or not mac == mac:
         return ""
-    p = padding(str(r.kernel), str(r.name), str(r.shapes), float(r.flops_measured))
+    p = padding(str(r.kernel), str(r.name), str(r.shapes), float(mac))
     return p.reason(float(r.flops_model)) if p else ""
 
 
@@ -129,10 +133,26 @@ def findings(table: pd.DataFrame) -> list[CounterFinding]:
         if r.bytes_ratio > BYTES_HIGH:
             msg = (
                 f"DRAM traffic {r.bytes_ratio:.3g}x the model's ({r.bytes_dram_measured:.4g} vs {r.bytes_dram_model:.4g} bytes):"
-                " data re-read from DRAM, poor cache reuse"
+                " data re-read past the L2, poor cache reuse (AMD counts L2 misses: its Infinity Cache may serve some)"
             )
             out.append((r.bytes_ratio, CounterFinding("redundant traffic", r.unit_id, name, msg)))
         if r.family in MATRIX_FAMILIES and r.dtype in ("fp16", "bf16") and r.matrix_share < TENSOR_LOW:
             msg = f"a {r.dtype} {r.family} ran {r.matrix_share:.0%} of its FLOPs on tensor/matrix cores"
             out.append((2.0, CounterFinding("no tensor cores", r.unit_id, name, msg)))
-    return [f for _, f in sorted(out, key=lambda t: -t[0])]
+    # one finding per (kind, op name and shapes, kernel): the largest, with how many ops repeat it
+    ranked = sorted(out, key=lambda t: -t[0])
+    shapes = dict(zip(table["unit_id"], zip(table["shapes"], table["kernel"])))
+    seen: dict[tuple, int] = {}
+    firsts: list[CounterFinding] = []
+    for _, f in ranked:
+        key = (f.kind, f.name, shapes.get(f.unit_id))
+        if key in seen:
+            seen[key] += 1
+            continue
+        seen[key] = 1
+        firsts.append(f)
+    return [
+        f if seen[(f.kind, f.name, shapes.get(f.unit_id))] == 1
+        else CounterFinding(f.kind, f.unit_id, f.name, f"{f.message} ({seen[(f.kind, f.name, shapes.get(f.unit_id))]} ops alike)")
+        for f in firsts
+    ]

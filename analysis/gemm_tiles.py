@@ -3,13 +3,16 @@
 A tiled GEMM computes whole output tiles: with an MT0 x MT1 macro tile, C[M, N] is computed as
 ceil(M/MT0)*MT0 x ceil(N/MT1)*MT1, so the matrix pipe runs
 
-    padded FLOPs = 2 * ceil(M/MT0)*MT0 * ceil(N/MT1)*MT1 * K * batch
+    padded FLOPs = 2 * ceil(M/MT0)*MT0 * ceil(N/MT1)*MT1 * ceil(K/KT)*KT * batch
 
 and the launch has ceil(M/MT0) * ceil(N/MT1) * batch tiles (workgroups, times the split-K
 factor). The tile is read from the kernel name: Tensile / hipBLASLt 'MT256x224x64' (MT0 x MT1 x
 DepthU), cuBLAS 'sgemm_128x64', CUTLASS 'gemm_f16_32x32_128x2'. BLAS libraries see PyTorch's
 row-major C = A @ B as column-major C^T = B^T @ A^T, so the tile's first edge may lie along N:
 both orientations are tried, and the one whose padded FLOPs equal the measured ones is the reason.
+K is padded to the depth tile KT when the name gives one (Tensile's DepthU, 'MT256x224x64': 64); a
+name without one is tried with KT = 1 (no K padding), then the power-of-two depths 4 to 64 (an
+unrolled inner loop over K): the first that makes the FLOPs equal is reported.
 """
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ class Padding:
 
     tile: tuple[int, int]  # (along M, along N) as PyTorch sees the product
     dims: tuple[int, int, int, int]  # (batch, M, N, K)
-    padded: tuple[int, int]  # (M, N) rounded up to whole tiles
+    padded: tuple[int, int, int]  # (M, N, K) rounded up to whole tiles
     tiles: int  # ceil(M/tile_m) * ceil(N/tile_n) * batch
     flops: float  # 2 * padded M * padded N * K * batch
 
@@ -38,12 +41,20 @@ class Padding:
         b, m, n, k = self.dims
         ratio = self.flops / model_flops if model_flops else float("nan")
         batch = f"{b} x " if b > 1 else ""
+        pm, pn, pk = self.padded
+        depth = f"K={k}" if pk == k else f"K={k} padded to {pk}"
         return (
             f"macro-tile padding: {batch}{m}x{n} output computed as {self.tiles // b} tiles of "
-            f"{self.tile[0]}x{self.tile[1]} = {self.padded[0]}x{self.padded[1]} (K={k}): "
-            f"2*{self.padded[0]}*{self.padded[1]}*{k}{'*' + str(b) if b > 1 else ''} = {self.flops:.6g} FLOPs, "
+            f"{self.tile[0]}x{self.tile[1]} = {pm}x{pn} ({depth}): "
+            f"2*{pm}*{pn}*{pk}{'*' + str(b) if b > 1 else ''} = {self.flops:.6g} FLOPs, "
             f"{ratio:.8g}x the model's 2*M*N*K"
         )
+
+
+def depth_of(kernel: str) -> int | None:
+    """Tensile's DepthU (the K tile) from 'MT256x224x64'; None for other names."""
+    m = re.search(r"_MT\d+x\d+x(\d+)", kernel)
+    return int(m[1]) if m else None
 
 
 def tile_of(kernel: str) -> tuple[int, int] | None:
@@ -88,11 +99,14 @@ def padding(kernel: str, op: str, shapes: str, measured_flops: float) -> Padding
     if tile is None or dims is None or not measured_flops:
         return None
     b, m, n, k = dims
-    for tm, tn in (tile, tile[::-1]):
-        pm, pn = math.ceil(m / tm) * tm, math.ceil(n / tn) * tn
-        flops = 2.0 * pm * pn * k * b
-        if abs(flops / measured_flops - 1) <= MATCH:
-            return Padding((tm, tn), dims, (pm, pn), math.ceil(m / tm) * math.ceil(n / tn) * b, flops)
+    depth = depth_of(kernel)
+    for kt in (depth,) if depth else (1, 4, 8, 16, 32, 64):
+        pk = math.ceil(k / kt) * kt
+        for tm, tn in (tile, tile[::-1]):
+            pm, pn = math.ceil(m / tm) * tm, math.ceil(n / tn) * tn
+            flops = 2.0 * pm * pn * pk * b
+            if abs(flops / measured_flops - 1) <= MATCH:
+                return Padding((tm, tn), dims, (pm, pn, pk), math.ceil(m / tm) * math.ceil(n / tn) * b, flops)
     return None
 
 
