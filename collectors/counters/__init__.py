@@ -5,6 +5,7 @@
     rocprof_compute.py  rocprof-compute (omniperf) workload folders, rocprof v1 wide CSVs
     rocprofv3.py        rocprofv3 counter collection CSV (one row per counter per dispatch)
     kineto_cupti.py     Kineto traces with CUPTI counters (cuda_profiler_range events)
+    perf_stat.py        Linux `perf stat -x,` around a CPU workload (perf profile --counters)
 
 `read_counters(path)` picks the reader from the path and the file's first line.
 """
@@ -15,6 +16,7 @@ from pathlib import Path
 
 from collectors.counters.kineto_cupti import read_kineto_cupti
 from collectors.counters.ncu import is_ncu_header, read_ncu
+from collectors.counters.perf_stat import is_perf_stat, read_perf_stat
 from collectors.counters.rocprof_compute import is_rocprof_folder, read_rocprof_folder, read_wide
 from collectors.counters.rocprofv3 import is_rocprofv3_header, read_rocprofv3
 from profiler.model.errors import InputError
@@ -26,7 +28,8 @@ __all__ = ["read_counters"]
 
 def read_counters(path: str | Path, max_bytes: int | None = None) -> KernelCounters:
     """The kernel counters in `path`: a rocprof-compute folder (holding pmc_perf.csv), an ncu
-    CSV, a rocprofv3 or rocprof v1 CSV, or a Kineto trace (.json, .json.gz) with CUPTI counters.
+    CSV, a rocprofv3 or rocprof v1 CSV, a Kineto trace (.json, .json.gz) with CUPTI counters, or
+    Linux `perf stat -x,` output.
     Anything else: InputError naming the path and what was expected."""
     p = Path(path)
     if p.is_dir():
@@ -42,6 +45,8 @@ def read_counters(path: str | Path, max_bytes: int | None = None) -> KernelCount
         head = f.read(4096)
     if head[:2] == b"\x1f\x8b" or head.lstrip()[:1] in (b"{", b"["):
         return read_kineto_cupti(p, max_bytes)
+    if is_perf_stat(head.decode("utf-8", "replace").lstrip()):
+        return read_perf_stat(p, max_bytes)
     first = next((ln for ln in head.decode("utf-8", "replace").splitlines() if ln.lstrip('"').startswith(("ID", "Dispatch", "Correlation", "Index"))), "")
     if is_ncu_header(first):
         return read_ncu(p, max_bytes)

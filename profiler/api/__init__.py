@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from profiler.api.counters import CountersReport, counters_report, load_counters
+from profiler.api.counters import CountersReport, counters_report, linux_perf, load_counters, record_cpu_counters
 from profiler.api.compile import COMPILE_TABLES, compare_compile, compile_report, compile_tables, trace_compile_report
 from profiler.api.hardware import DEFAULT_CPU_SPEC, hardware_notes, is_whatif, load_hardware, spec_resolver
 from profiler.api.pipeline import SECTIONS, analyze, collective_patterns, load_trace, perfetto_bytes, refloor
@@ -36,10 +36,12 @@ __all__ = [
     "counters_report",
     "hardware_notes",
     "is_whatif",
+    "linux_perf",
     "load_counters",
     "load_hardware",
     "load_trace",
     "perfetto_bytes",
+    "record_cpu_counters",
     "refloor",
     "spec_resolver",
     "trace_compile_report",

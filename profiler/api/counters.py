@@ -52,6 +52,21 @@ def load_counters(path: str | Path, max_bytes: int | None = None) -> KernelCount
     return read_counters(path, max_bytes)
 
 
+def linux_perf() -> str | None:
+    """Path of the Linux perf tool, None when absent (collectors.counters.perf_stat.find_linux_perf)."""
+    from collectors.counters.perf_stat import find_linux_perf
+
+    return find_linux_perf()
+
+
+def record_cpu_counters(out: str | Path):  # -> a context manager
+    """Count this process's CPU events with Linux `perf stat` while the block runs, its CSV to `out`
+    (collectors.counters.perf_stat.record: software events where hardware ones are not allowed)."""
+    from collectors.counters.perf_stat import record
+
+    return record(Path(out))
+
+
 def counters_spec(kc: KernelCounters, hardware: str | None = None) -> tuple[HardwareSpec | None, str]:
     """(the spec the counters' roofline is drawn on, a note saying how it was chosen): `hardware`
     when given, else the device the file records (Nsight's Device / Kineto's deviceProperties

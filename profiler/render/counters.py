@@ -135,6 +135,10 @@ def render_counters(report: Any, console: Console, top: int = 20) -> None:
     roofline (means over launches), then, with a trace, the join and the comparison with the model."""
     kc = report.counters
     m = report.measured
+    if kc.source == "perf-stat":
+        console.print(f"[bold]CPU counters[/] (Linux perf stat): {_t(kc.path)}: {kc.rows['counter'].nunique()} events")
+        _render_process(kc, console)
+        return
     skipped = "".join(f"; {n} {why} skipped" for why, n in kc.skipped.items())
     console.print(
         f"[bold]Hardware counters[/] ({kc.source}): {_t(kc.path)}: {len(kc.launches)} launches of "
@@ -190,6 +194,19 @@ def render_counters(report: Any, console: Console, top: int = 20) -> None:
                 console.print(f"tiles: {_t(names.get(k, k))[:60]}: {text}")
     console.print("[dim]bound: the unit closest to its peak, from measured counters (analysis/measured_roofline.py)[/]")
     render_comparison(report, console, top)
+
+
+def _render_process(kc: Any, console: Console) -> None:
+    """Linux perf stat's events of the whole process (no kernels, no FLOPs): the raw counts."""
+    t = Table(box=box.SIMPLE, title="CPU counters of the process (Linux perf stat)", title_justify="left")
+    for col in ("event", "value", "unit"):
+        t.add_column(col, justify="right" if col == "value" else "left")
+    for r in kc.rows.itertuples(index=False):
+        value = r.text if r.text else (fmt_ns(r.value) if r.unit == "ns" else f"{r.value:,.0f}")
+        t.add_row(_t(r.counter), value, r.unit if not r.text else "")
+    console.print(t)
+    if (kc.rows["text"] == "<not supported>").any():
+        console.print("[dim]<not supported>: the kernel or the VM exposes no hardware PMU to this process; software events still count[/]")
 
 
 def render_comparison(report: Any, console: Console, top: int = 20) -> None:
