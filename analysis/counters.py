@@ -122,7 +122,7 @@ def measured(kc: KernelCounters) -> pd.DataFrame:
         mma = (pipe - np.ceil(hfma / 32)).clip(lower=0)
         # what is left is MMA only when it is most of the pipe's work (an fp32 softmax leaves 60
         # of 160 unexplained: not MMA); else it stays in the raw counter, unattributed
-        mma = mma.where(mma > pipe / 2, 0.0)
+        mma = mma.where((mma > pipe / 2) | mma.isna(), 0.0)  # NaN: no tensor-pipe counter recorded
         prec = out["kernel"].map(tensor_precision)
         for p, per in MMA_FLOPS.items():
             out[f"flops_matrix_{p}"] = np.where(prec == p, mma * per, np.where(mma.notna(), 0.0, np.nan))

@@ -106,6 +106,12 @@ def _by_launch_calls(trace: Trace, lc: pd.DataFrame, out: pd.DataFrame, take) ->
     calls = calls.sort_values(["ts", "id"])
     if len(calls) != len(lc):
         return
+    kind = dict(zip(ev["id"].to_numpy(), ev["kind"].to_numpy()))
+    parent = dict(zip(ev["id"].to_numpy(), ev["parent_id"].to_numpy()))
     for i, r in enumerate(calls.itertuples()):
         s = pd.Series(r._asdict())
+        op = int(s["parent_id"])  # a launch call's op is the innermost op around it
+        while op >= 0 and kind.get(op) != Kind.OP.value:
+            op = int(parent.get(op, -1))
+        s["op_id"], s["dur"] = op, np.nan  # the call's time is not the kernel's
         take(i, s, "launch order (no kernel events)")

@@ -80,6 +80,12 @@ def test_analyze_with_cupti_counters_joins_by_launch_order():
     # the trace records the counters' 77 kernels as ranges, no kernel events: its 77 launch calls join in order
     assert c["join"]["matched"] == 77 and c["join"]["by"] == {"launch order (no kernel events)": 77}
     assert all(k["trace_event"] is not None for k in c["kernels"])
+    # each launch call sits in the op that launched it: the counters land on those ops
+    names = {r["name"] for r in c["compare"]}
+    assert {"aten::cudnn_convolution", "aten::addmm"} <= names
+    # the run recorded no tensor-pipe counter: matrix FLOPs unknown (null), not zero
+    assert all(r["matrix_share"] is None for r in c["compare"])
+    assert all(k["flops_by_unit"]["matrix"] == {} for k in c["kernels"])
 
 
 def test_analyze_text_lists_unmatched_counters(tmp_path):

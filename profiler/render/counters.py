@@ -154,12 +154,17 @@ def render_counters(report: Any, console: Console, top: int = 20) -> None:
         console.print(f"[dim]{_t(n)}[/]")
     table = Table(box=box.SIMPLE, title="Measured per kernel (mean per launch; from counters)", title_justify="left")
     for c in ("kernel", "launches", "time", "FLOPs by precision", "DRAM", "L2", "L1", "TFLOP/s", "% peak", "DRAM %", "bound", "occ %"):
-        table.add_column(c, justify="left" if c in ("kernel", "FLOPs by precision", "bound") else "right")
+        if c == "kernel":
+            table.add_column(c, no_wrap=True, overflow="ellipsis", max_width=60)
+        else:
+            table.add_column(c, justify="left" if c in ("FLOPs by precision", "bound") else "right")
     roof = report.roofline.set_index("launch") if len(report.roofline) else None
     keys = list(dict.fromkeys(m["kernel"]))
     names = dict(zip(keys, demangle_many(keys)))
     groups = m.groupby("kernel", sort=False)
-    order = groups["duration_ns"].sum().sort_values(ascending=False).index[:top]
+    # the kernels that took longest first; without durations (CUPTI ranges), the most FLOPs first
+    key = "duration_ns" if m["duration_ns"].notna().any() else "flops"
+    order = groups[key].sum().sort_values(ascending=False).index[:top]
     for kernel in order:
         g = groups.get_group(kernel)
         mean = g.mean(numeric_only=True)
@@ -171,7 +176,7 @@ def render_counters(report: Any, console: Console, top: int = 20) -> None:
         r = roof.loc[g["launch"]] if roof is not None else None
         cell = lambda col, fmt: fmt(r[col].mean()) if r is not None and r[col].notna().any() else "-"  # noqa: E731
         table.add_row(
-            _t(names.get(kernel, kernel))[:70],
+            _t(names.get(kernel, kernel)),
             str(len(g)),
             fmt_ns(mean["duration_ns"]) if mean["duration_ns"] == mean["duration_ns"] else "-",
             ", ".join(prec) or "0",
