@@ -291,7 +291,9 @@ OUTPUT_TABLES["kernel_counters"] = (
     Column("occurrence", "int64", "", "Launches of this kernel name before it in the file."),
     Column("device", "str", "", "Device as the counter file records it; '' when not."),
     Column("duration_ns", "float64", NS, "Measured kernel time; NaN when the file has none."),
-    Column("duration_from", "str", "", "Where the time came from (gpu__time_duration.sum, cycles / clock, timestamps)."),
+    Column(
+        "duration_from", "str", "", "Where the time came from (gpu__time_duration.sum, cycles / clock, timestamps)."
+    ),
     *(
         Column(
             f"flops_{u}_{p}",
@@ -308,9 +310,13 @@ OUTPUT_TABLES["kernel_counters"] = (
         "flops_mac",
         "float64",
         FLOP,
-        "Multiply-accumulate FLOPs: the matrix FLOPs plus 2 x the vector FMAs (a GEMM's inner loop, epilogue excluded).",
+        "Multiply-accumulate FLOPs: the matrix FLOPs plus 2 x the vector FMAs (a GEMM's inner loop, "
+        "epilogue excluded).",
     ),
-    *(Column(f"bytes_{lv}", "float64", BYTE, f"Measured bytes at {name}; NaN when not counted.") for lv, name in _LEVELS.items()),
+    *(
+        Column(f"bytes_{lv}", "float64", BYTE, f"Measured bytes at {name}; NaN when not counted.")
+        for lv, name in _LEVELS.items()
+    ),
     Column("occupancy_pct", "float64", "%", "Achieved occupancy as recorded (Nsight Compute); NaN when not."),
     Column("grid", "str", "", "Launch grid as recorded (rocprof: work-items)."),
     Column("block", "str", "", "Block / workgroup size as recorded."),

@@ -115,7 +115,11 @@ def measured(kc: KernelCounters) -> pd.DataFrame:
     else:
         for p, c in _NV_VECTOR.items():
             # CUPTI's range counters are per SM sub-partition ('smsp__'); ncu's per SM ('sm__'): same sum
-            terms = [(k, f"{pre}{c}{op}_pred_on.sum") for pre in (_NV, "smsp" + _NV[2:]) for k, op in ((1, "add"), (1, "mul"), (2, "fma"))]
+            terms = [
+                (k, f"{pre}{c}{op}_pred_on.sum")
+                for pre in (_NV, "smsp" + _NV[2:])
+                for k, op in ((1, "add"), (1, "mul"), (2, "fma"))
+            ]
             out[f"flops_vector_{p}"] = _sum(w, *terms)
         hfma = _sum(w, (1, f"{_NV}hfma_pred_on.sum"), (1, f"smsp{_NV[2:]}hfma_pred_on.sum")).fillna(0.0)
         pipe = _col(w, "sm__inst_executed_pipe_tensor.sum")
@@ -136,7 +140,7 @@ def measured(kc: KernelCounters) -> pd.DataFrame:
     out["flops_mac"] = matrix.fillna(0) + fma.fillna(0)
     out.loc[matrix.isna() & fma.isna(), "flops_mac"] = np.nan
     line = 64 if str(kc.info.get("gpu_arch", "")).startswith("gfx90") else 128
-    banks = float(kc.info.get("lds_banks_per_cu") or 32)
+    banks = float(str(kc.info.get("lds_banks_per_cu") or 32))
     if amd:
         rd = _sum(w, (1, "TCC_EA0_RDREQ_sum"), (-1, "TCC_BUBBLE_sum"), (-1, "TCC_EA0_RDREQ_32B_sum"))
         hbm = _sum(w, (128, "TCC_BUBBLE_sum"), (32, "TCC_EA0_RDREQ_32B_sum"), (64, "TCC_EA0_WRREQ_64B_sum"))

@@ -132,8 +132,9 @@ def findings(table: pd.DataFrame) -> list[CounterFinding]:
             out.append((1 / max(r.flops_ratio, 1e-9), CounterFinding("model wrong", r.unit_id, name, msg)))
         if r.bytes_ratio > BYTES_HIGH:
             msg = (
-                f"DRAM traffic {r.bytes_ratio:.3g}x the model's ({r.bytes_dram_measured:.4g} vs {r.bytes_dram_model:.4g} bytes):"
-                " data re-read past the L2, poor cache reuse (AMD counts L2 misses: its Infinity Cache may serve some)"
+                f"DRAM traffic {r.bytes_ratio:.3g}x the model's ({r.bytes_dram_measured:.4g} vs "
+                f"{r.bytes_dram_model:.4g} bytes): data re-read past the L2, poor cache reuse "
+                "(AMD counts L2 misses: its Infinity Cache may serve some)"
             )
             out.append((r.bytes_ratio, CounterFinding("redundant traffic", r.unit_id, name, msg)))
         if r.family in MATRIX_FAMILIES and r.dtype in ("fp16", "bf16") and r.matrix_share < TENSOR_LOW:
@@ -152,7 +153,10 @@ def findings(table: pd.DataFrame) -> list[CounterFinding]:
         seen[key] = 1
         firsts.append(f)
     return [
-        f if seen[(f.kind, f.name, shapes.get(f.unit_id))] == 1
-        else CounterFinding(f.kind, f.unit_id, f.name, f"{f.message} ({seen[(f.kind, f.name, shapes.get(f.unit_id))]} ops alike)")
+        f
+        if seen[(f.kind, f.name, shapes.get(f.unit_id))] == 1
+        else CounterFinding(
+            f.kind, f.unit_id, f.name, f"{f.message} ({seen[(f.kind, f.name, shapes.get(f.unit_id))]} ops alike)"
+        )
         for f in firsts
     ]

@@ -49,14 +49,21 @@ def join(trace: Trace, kc: KernelCounters) -> tuple[pd.DataFrame, dict[str, obje
     kernels = ev[ev["kind"] == Kind.KERNEL.value].sort_values(["ts", "id"])
     out = pd.DataFrame({"launch": kc.launches["launch"].to_numpy()})
     for c in JOIN_COLUMNS[1:]:
-        out[c] = -1 if c not in ("trace_device", "matched_by", "trace_dur_ns") else ("" if c != "trace_dur_ns" else np.nan)
+        out[c] = (
+            -1 if c not in ("trace_device", "matched_by", "trace_dur_ns") else ("" if c != "trace_dur_ns" else np.nan)
+        )
     taken: set[int] = set()
     lc = kc.launches.reset_index(drop=True)
 
     def take(i: int, row: pd.Series, how: str) -> None:
         out.loc[i, JOIN_COLUMNS[1:]] = [
-            int(row["id"]), int(row["op_id"]), int(row["rank"]), str(row["device"]),
-            int(row["ts"]), float(row["dur"]), how,
+            int(row["id"]),
+            int(row["op_id"]),
+            int(row["rank"]),
+            str(row["device"]),
+            int(row["ts"]),
+            float(row["dur"]),
+            how,
         ]
         taken.add(int(row["id"]))
 
@@ -102,7 +109,10 @@ def _by_order(lc: pd.DataFrame, kernels: pd.DataFrame, key, out: pd.DataFrame, t
 def _by_launch_calls(trace: Trace, lc: pd.DataFrame, out: pd.DataFrame, take) -> None:
     """No kernel events: the n-th counter launch is the n-th kernel-launch call, when the counts agree."""
     ev = trace.events
-    calls = ev[(ev["kind"] == Kind.RUNTIME.value) & ev["name"].str.contains(r"Launch(?:Kernel|CooperativeKernel)|ModuleLaunch", regex=True)]
+    calls = ev[
+        (ev["kind"] == Kind.RUNTIME.value)
+        & ev["name"].str.contains(r"Launch(?:Kernel|CooperativeKernel)|ModuleLaunch", regex=True)
+    ]
     calls = calls.sort_values(["ts", "id"])
     if len(calls) != len(lc):
         return

@@ -56,7 +56,7 @@ def measured_roofline(measured: pd.DataFrame, spec: HardwareSpec) -> pd.DataFram
         dur = float(rd["duration_ns"])
         flops = float(rd["flops"]) if rd["flops"] == rd["flops"] else np.nan
         parts = {c: rd[c] for c in units if rd[c] == rd[c] and rd[c] > 0}
-        top = max(parts, key=parts.get) if parts else ""
+        top = max(parts, key=lambda c: parts[c]) if parts else ""
         unit, precision = (top.split("_")[1], top.split("_")[2]) if top else ("", "")
         peak = _peak(spec, precision, unit)
         seconds = dur * 1e-9 if dur == dur and dur > 0 else np.nan
@@ -84,7 +84,7 @@ def measured_roofline(measured: pd.DataFrame, spec: HardwareSpec) -> pd.DataFram
         row["roof_flops_per_s"] = min(roofs) if roofs else np.nan
         pcts = {"compute": row["compute_pct"], **{lv: row[f"{lv}_pct"] for lv in LEVELS}}
         pcts = {k: v for k, v in pcts.items() if v == v}
-        best = max(pcts, key=pcts.get) if pcts else ""
+        best = max(pcts, key=lambda u: pcts[u]) if pcts else ""
         if not best:
             row["bound"] = ""
         elif pcts[best] < LATENCY_PCT:

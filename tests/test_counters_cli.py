@@ -38,7 +38,12 @@ def test_counters_json_has_one_object_per_launch():
     # fp64 from the instruction counts: dadd + dmul + 2 * dfma (the file's launch 0)
     c = k["counters"]
     p = "sm__sass_thread_inst_executed_op_"
-    assert k["flops"]["fp64"] == c[f"{p}dadd_pred_on.sum"]["value"] + c[f"{p}dmul_pred_on.sum"]["value"] + 2 * c[f"{p}dfma_pred_on.sum"]["value"]
+    assert (
+        k["flops"]["fp64"]
+        == c[f"{p}dadd_pred_on.sum"]["value"]
+        + c[f"{p}dmul_pred_on.sum"]["value"]
+        + 2 * c[f"{p}dfma_pred_on.sum"]["value"]
+    )
     assert k["recorded_pct"]["dram"] == 19.04
     assert k["roofline"]["bound"] == "memory (l2)"
 
@@ -90,13 +95,26 @@ def test_analyze_with_cupti_counters_joins_by_launch_order():
 
 def test_analyze_text_lists_unmatched_counters(tmp_path):
     # a trace with one dropout kernel: 1 of the file's 162 launches joins, 161 are counted
-    name = "void at::native::(anonymous namespace)::fused_dropout_kernel_vec<double, double, unsigned int, 1, 4>(at::cuda::detail::TensorInfo<double, unsigned int>, at::cuda::detail::TensorInfo<double, unsigned int>, at::cuda::detail::TensorInfo<unsigned char, unsigned int>, unsigned int, double, at::PhiloxCudaState)"
+    name = (
+        "void at::native::(anonymous namespace)::fused_dropout_kernel_vec<double, double, unsigned int, 1, 4>("
+        "at::cuda::detail::TensorInfo<double, unsigned int>, at::cuda::detail::TensorInfo<double, unsigned int>, "
+        "at::cuda::detail::TensorInfo<unsigned char, unsigned int>, unsigned int, double, at::PhiloxCudaState)"
+    )
     events = [
-        x("aten::native_dropout", "cpu_op", 0, 20, **{"Input Dims": [[524288], [], []], "Input type": ["double", "Scalar", ""]}),
+        x(
+            "aten::native_dropout",
+            "cpu_op",
+            0,
+            20,
+            **{"Input Dims": [[524288], [], []], "Input type": ["double", "Scalar", ""]},
+        ),
         x("cudaLaunchKernel", "cuda_runtime", 1, 2, correlation=1, **{"External id": 1}),
         x(name, "kernel", 5, 12, pid=0, tid=7, device=0, stream=7, correlation=1),
     ]
     trace = write_trace(tmp_path / "t.json", events)
     r = run("analyze", trace, "--counters", DROPOUT, "--hardware", "a100-sxm-40gb")
     assert r.exit_code == 0, r.output
-    assert "joined to the trace: 1 of 162 counter launches (1 by name and order); 161 counter launches and 0 trace kernels unmatched" in flat(r.stdout)
+    assert (
+        "joined to the trace: 1 of 162 counter launches (1 by name and order); "
+        "161 counter launches and 0 trace kernels unmatched" in flat(r.stdout)
+    )

@@ -26,7 +26,14 @@ HIPBLASLT = (
 MICRO_TK = "micro_tk(micro_globals)"
 MI325X = {
     "deviceProperties": [
-        {"id": 0, "name": "AMD Instinct MI325X", "totalGlobalMem": 274877906944, "computeMajor": 9, "computeMinor": 4, "numSms": 304}
+        {
+            "id": 0,
+            "name": "AMD Instinct MI325X",
+            "totalGlobalMem": 274877906944,
+            "computeMajor": 9,
+            "computeMinor": 4,
+            "numSms": 304,
+        }
     ]
 }
 
@@ -135,11 +142,24 @@ def _attention_trace(tmp_path, csv_path, ops):
         events.append(x(op, "cpu_op", t, 50, **{"Input Dims": dims, "Input type": types}))
         for launch in launches:
             events.append(x("cudaLaunchKernel", "cuda_runtime", t + 1, 2, correlation=c, **{"External id": c}))
-            events.append(x(_kineto_spelling(names[launch]), "kernel", t + 10, 8, pid=0, tid=7, device=0, stream=7, correlation=c))
+            events.append(
+                x(_kineto_spelling(names[launch]), "kernel", t + 10, 8, pid=0, tid=7, device=0, stream=7, correlation=c)
+            )
             c += 1
             t += 20
         t += 100
-    props = {"deviceProperties": [{"id": 0, "name": "NVIDIA A100-SXM4-40GB", "totalGlobalMem": 42505273344, "computeMajor": 8, "computeMinor": 0, "numSms": 108}]}
+    props = {
+        "deviceProperties": [
+            {
+                "id": 0,
+                "name": "NVIDIA A100-SXM4-40GB",
+                "totalGlobalMem": 42505273344,
+                "computeMajor": 8,
+                "computeMinor": 0,
+                "numSms": 108,
+            }
+        ]
+    }
     return load_trace(write_trace(tmp_path / "attn.json", events, **props))
 
 

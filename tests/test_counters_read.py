@@ -99,8 +99,14 @@ def test_rocprofv3_one_row_per_counter_per_dispatch(tmp_path):
     kernel = '"void gemm<float, 2>(float const*, int) [clone .kd]"'  # a comma inside the name
     lines = [V3_HEADER]
     for corr, d, start in ((11, 1, 1000), (12, 2, 5000)):
-        for counter, value in (("SQ_INSTS_VALU_MFMA_MOPS_BF16", 8), ("SQ_INSTS_VALU_FMA_F32", 3), ("GRBM_GUI_ACTIVE", 900)):
-            lines.append(f"{corr},{d},4,1,77,77,65536,9,{kernel},256,0,0,32,0,16,{counter},{value},{start},{start + 2500}")
+        for counter, value in (
+            ("SQ_INSTS_VALU_MFMA_MOPS_BF16", 8),
+            ("SQ_INSTS_VALU_FMA_F32", 3),
+            ("GRBM_GUI_ACTIVE", 900),
+        ):
+            lines.append(
+                f"{corr},{d},4,1,77,77,65536,9,{kernel},256,0,0,32,0,16,{counter},{value},{start},{start + 2500}"
+            )
     path = tmp_path / "run_counter_collection.csv"
     path.write_text("\n".join(lines) + "\n")
     kc = read_counters(path)
@@ -118,7 +124,10 @@ def test_rocprofv3_one_row_per_counter_per_dispatch(tmp_path):
 
 def test_older_ncu_columns_and_mixed_units(tmp_path):
     # ncu 2019-2020 long form: no Device / CC / rule columns; values in Kbyte / Mbyte / usecond
-    head = '"ID","Process ID","Process Name","Host Name","Kernel Name","Kernel Time","Context","Stream","Section Name","Metric Name","Metric Unit","Metric Value"'
+    head = (
+        '"ID","Process ID","Process Name","Host Name","Kernel Name","Kernel Time","Context","Stream",'
+        '"Section Name","Metric Name","Metric Unit","Metric Value"'
+    )
     name = '"void k<float, 4>(float*, int)"'
     pre = f'"0","1","python","h",{name},"2020-Jan-01 00:00:00","1","7","Command line profiler metrics"'
     rows = [

@@ -38,7 +38,10 @@ def read_counters(path: str | Path, max_bytes: int | None = None) -> KernelCount
         csvs = sorted(p.glob("*counter_collection.csv"))
         if len(csvs) == 1:
             return read_rocprofv3(csvs[0], max_bytes)
-        raise InputError(p, "not a counter folder: expected pmc_perf.csv (rocprof-compute) or one *counter_collection.csv (rocprofv3)")
+        raise InputError(
+            p,
+            "not a counter folder: expected pmc_perf.csv (rocprof-compute) or one *counter_collection.csv (rocprofv3)",
+        )
     if p.name.endswith((".json", ".json.gz", ".gz")):
         return read_kineto_cupti(p, max_bytes)
     with open_regular(p) as f:
@@ -47,7 +50,14 @@ def read_counters(path: str | Path, max_bytes: int | None = None) -> KernelCount
         return read_kineto_cupti(p, max_bytes)
     if is_perf_stat(head.decode("utf-8", "replace").lstrip()):
         return read_perf_stat(p, max_bytes)
-    first = next((ln for ln in head.decode("utf-8", "replace").splitlines() if ln.lstrip('"').startswith(("ID", "Dispatch", "Correlation", "Index"))), "")
+    first = next(
+        (
+            ln
+            for ln in head.decode("utf-8", "replace").splitlines()
+            if ln.lstrip('"').startswith(("ID", "Dispatch", "Correlation", "Index"))
+        ),
+        "",
+    )
     if is_ncu_header(first):
         return read_ncu(p, max_bytes)
     if is_rocprofv3_header(first):
@@ -57,8 +67,17 @@ def read_counters(path: str | Path, max_bytes: int | None = None) -> KernelCount
         order = sorted(launches)
         occ = occurrences([launches[d]["kernel"] for d in order])
         out = [
-            (d, launches[d]["kernel"], o, launches[d]["device"], -1, launches[d]["start"], launches[d]["duration"],
-             launches[d]["grid"], launches[d]["block"])
+            (
+                d,
+                launches[d]["kernel"],
+                o,
+                launches[d]["device"],
+                -1,
+                launches[d]["start"],
+                launches[d]["duration"],
+                launches[d]["grid"],
+                launches[d]["block"],
+            )
             for d, o in zip(order, occ)
         ]
         return build(rows, out, source="rocprof", path=str(p))

@@ -39,10 +39,12 @@ def read_kineto_cupti(path: str | Path, max_bytes: int | None = None) -> KernelC
         raise InputError(path, f"no '{CATEGORY}' events: the trace carries no CUPTI counters")
     device, info = _device(doc)
     rows, launches = [], []
-    ranges.sort(key=lambda e: float(e.get("ts", 0)))
-    names = [str(e.get("name", "")) for e in ranges]
-    for i, (e, occ) in enumerate(zip(ranges, occurrences(names))):
-        args = e.get("args") if isinstance(e.get("args"), dict) else {}
+    ranges.sort(key=lambda ev: float(ev.get("ts", 0)))
+    names = [str(ev.get("name", "")) for ev in ranges]
+    for i, (ev, occ) in enumerate(zip(ranges, occurrences(names))):
+        args = ev.get("args")
+        if not isinstance(args, dict):
+            args = {}
         for name, v in args.items():
             if isinstance(v, bool) or not isinstance(v, (int, float)):
                 rows.append((i, names[i], str(name), float("nan"), "", "", str(v), device))

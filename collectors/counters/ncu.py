@@ -29,7 +29,7 @@ def read_ncu(path: str | Path, max_bytes: int | None = None) -> KernelCounters:
     col = require(path, header, NEEDED, "an Nsight Compute long-form CSV (ncu --csv)")
     get = lambda r, name: r[col[name]] if name in col else ""  # noqa: E731
     rows: list[tuple] = []
-    seen: dict[int, tuple] = {}  # launch -> (kernel, device, grid, block, duration)
+    seen: dict[int, list] = {}  # launch -> [kernel, device, grid, block, duration]
     rules = 0
     for i, r in enumerate(body):
         metric = r[col["Metric Name"]].strip()

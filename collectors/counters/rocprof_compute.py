@@ -133,8 +133,17 @@ def read_rocprof_folder(path: str | Path, max_bytes: int | None = None) -> Kerne
     order = sorted(launches)
     names = [launches[d]["kernel"] for d in order]
     out = [
-        (d, launches[d]["kernel"], occ, launches[d]["device"], -1, launches[d]["start"], launches[d]["duration"],
-         launches[d]["grid"], launches[d]["block"])
+        (
+            d,
+            launches[d]["kernel"],
+            occ,
+            launches[d]["device"],
+            -1,
+            launches[d]["start"],
+            launches[d]["duration"],
+            launches[d]["grid"],
+            launches[d]["block"],
+        )
         for d, occ in zip(order, occurrences(names))
     ]
     info = {**_sysinfo(folder, max_bytes), "timeline": timeline, "pass_files": extra_files}

@@ -34,7 +34,9 @@ def measured_roofline_figure(
     for name, bw in roofs:
         ridge = top / bw
         x = [min(lo, ridge / 100), max(ridge, lo)]
-        fig.add_trace(go.Scatter(x=x, y=[bw * v for v in x], mode="lines", name=f"memory: {name}", line={"dash": "dash"}))
+        fig.add_trace(
+            go.Scatter(x=x, y=[bw * v for v in x], mode="lines", name=f"memory: {name}", line={"dash": "dash"})
+        )
     for label, value in peaks:
         fig.add_trace(go.Scatter(x=[lo, hi], y=[value, value], mode="lines", name=f"compute: {label}"))
     for col in cols:

@@ -75,18 +75,21 @@ def counters_spec(kc: KernelCounters, hardware: str | None = None) -> tuple[Hard
     from profiler.model.hardware_match import match_device
 
     if hardware:
-        spec = load_hardware(hardware)
-        return spec, f"ceilings from {spec.name} (--hardware)"
+        chosen = load_hardware(hardware)
+        return chosen, f"ceilings from {chosen.name} (--hardware)"
     name = ""
     chip = str(kc.info.get("chip_id", "")).strip()
     if chip.isdigit() and int(chip) in _AMD_CHIPS:
         name = _AMD_CHIPS[int(chip)]
     elif kc.info.get("gpu"):
         name = str(kc.info["gpu"]).split(" (cc")[0]
-    elif len(kc.launches) and kc.launches["device"].iloc[0] and not str(kc.launches["device"].iloc[0]).startswith("gpu"):
+    elif (
+        len(kc.launches) and kc.launches["device"].iloc[0] and not str(kc.launches["device"].iloc[0]).startswith("gpu")
+    ):
         name = str(kc.launches["device"].iloc[0]).split(" (cc")[0]
     if not name:
         return None, "no hardware recorded in the counter file: pass --hardware PRESET for the roofline"
+
     def number(key: str) -> int:
         v = str(kc.info.get(key, "")).strip()
         return int(v) if v.isdigit() else 0
@@ -115,7 +118,9 @@ def counters_report(
     m = measured(kc)
     spec, note = counters_spec(kc, hardware)
     notes = [note]
-    joined, summary, compare, found = pd.DataFrame(), {}, pd.DataFrame(), ()
+    joined, compare = pd.DataFrame(), pd.DataFrame()
+    summary: dict[str, object] = {}
+    found: tuple = ()
     if trace is not None:
         from analysis.counters_compare import compare as compare_units
         from analysis.counters_compare import findings
@@ -136,7 +141,11 @@ def counters_report(
     matrix = [c for c in m.columns if c.startswith("flops_matrix_")]
     tiles = {}
     for r, mf in zip(m.itertuples(), m[matrix].sum(axis=1)):
-        t = tiles_in_launch(str(r.kernel), str(r.grid), str(r.block), float(mf)) if kc.source.startswith("rocprof") else ""
+        t = (
+            tiles_in_launch(str(r.kernel), str(r.grid), str(r.block), float(mf))
+            if kc.source.startswith("rocprof")
+            else ""
+        )
         if t:
             tiles[int(r.launch)] = t
     roof = measured_roofline(m, spec) if spec is not None else pd.DataFrame()

@@ -85,8 +85,15 @@ def analyze(
 
         from profiler.api.counters import counters_report
 
-        a = analyze(trace, top=top, rank=rank, hardware=hardware, dtype=dtype,
-                    sections=tuple(dict.fromkeys((*sections, "roofline"))), collectives=collectives)
+        a = analyze(
+            trace,
+            top=top,
+            rank=rank,
+            hardware=hardware,
+            dtype=dtype,
+            sections=tuple(dict.fromkeys((*sections, "roofline"))),
+            collectives=collectives,
+        )
         report = counters_report(counters, hardware=hardware, trace=select_rank_of(trace, rank), analysis=a)
         return replace(
             a,

@@ -25,7 +25,19 @@ from profiler.cli import counters as _counters
 from profiler.cli.common import app, fail, main, one_line_errors
 
 __all__ = ["app", "fail", "main", "one_line_errors"]
-_COMMANDS = (_analyze, _hardware, _diff, _export, _gate, _profile, _serve, _compile, _accel_compile, _simulate, _counters)
+_COMMANDS = (
+    _analyze,
+    _hardware,
+    _diff,
+    _export,
+    _gate,
+    _profile,
+    _serve,
+    _compile,
+    _accel_compile,
+    _simulate,
+    _counters,
+)
 
 
 def _full_short_help(typer_app) -> None:  # type: ignore[no-untyped-def]

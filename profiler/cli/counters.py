@@ -23,7 +23,8 @@ def counters(
     ],
     json: Annotated[bool, typer.Option("--json", help="Write the perf.counters JSON document to stdout.")] = False,
     hardware: Annotated[
-        str | None, typer.Option(help="Ceilings of this spec (preset name or YAML); default: the device the file names.")
+        str | None,
+        typer.Option(help="Ceilings of this spec (preset name or YAML); default: the device the file names."),
     ] = None,
     top: Annotated[int, typer.Option(min=1, help="How many kernels to list (text).")] = 20,
     max_bytes: MaxBytes = None,

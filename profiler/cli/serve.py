@@ -25,14 +25,17 @@ def dashboard(
     ] = None,
     counters: Annotated[
         Path | None,
-        typer.Option(help="Hardware counters (ncu --csv, rocprof-compute folder, rocprofv3 CSV) for the Counters page."),
+        typer.Option(
+            help="Hardware counters (ncu --csv, rocprof-compute folder, rocprofv3 CSV) for the Counters page."
+        ),
     ] = None,
     hardware: Annotated[
         str | None, typer.Option(help="Ceilings of the Counters page's roofline (preset name or YAML).")
     ] = None,
     max_bytes: MaxBytes = None,
 ) -> None:
-    """Serve the Dash dashboard: overview, roofline, timeline, ops, compare, memory, LLM, compiler and counters pages."""
+    """Serve the Dash dashboard: overview, roofline, timeline, ops, compare, memory, LLM, compiler and counters
+    pages."""
     from profiler.model.files import check_regular
 
     paths = list(traces or [])

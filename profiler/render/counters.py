@@ -153,7 +153,20 @@ def render_counters(report: Any, console: Console, top: int = 20) -> None:
     for n in report.notes:
         console.print(f"[dim]{_t(n)}[/]")
     table = Table(box=box.SIMPLE, title="Measured per kernel (mean per launch; from counters)", title_justify="left")
-    for c in ("kernel", "launches", "time", "FLOPs by precision", "DRAM", "L2", "L1", "TFLOP/s", "% peak", "DRAM %", "bound", "occ %"):
+    for c in (
+        "kernel",
+        "launches",
+        "time",
+        "FLOPs by precision",
+        "DRAM",
+        "L2",
+        "L1",
+        "TFLOP/s",
+        "% peak",
+        "DRAM %",
+        "bound",
+        "occ %",
+    ):
         if c == "kernel":
             table.add_column(c, no_wrap=True, overflow="ellipsis", max_width=60)
         else:
@@ -170,7 +183,11 @@ def render_counters(report: Any, console: Console, top: int = 20) -> None:
         mean = g.mean(numeric_only=True)
         prec = []
         for p in PRECISIONS:
-            v = sum(mean.get(f"flops_{u}_{p}", float("nan")) or 0 for u in ("matrix", "vector") if mean.get(f"flops_{u}_{p}") == mean.get(f"flops_{u}_{p}"))
+            v = sum(
+                mean.get(f"flops_{u}_{p}", float("nan")) or 0
+                for u in ("matrix", "vector")
+                if mean.get(f"flops_{u}_{p}") == mean.get(f"flops_{u}_{p}")
+            )
             if v:
                 prec.append(f"{p} {fmt_si(v)}")
         r = roof.loc[g["launch"]] if roof is not None else None
@@ -211,7 +228,10 @@ def _render_process(kc: Any, console: Console) -> None:
         t.add_row(_t(r.counter), value, r.unit if not r.text else "")
     console.print(t)
     if (kc.rows["text"] == "<not supported>").any():
-        console.print("[dim]<not supported>: the kernel or the VM exposes no hardware PMU to this process; software events still count[/]")
+        console.print(
+            "[dim]<not supported>: the kernel or the VM exposes no hardware PMU to this process; "
+            "software events still count[/]"
+        )
 
 
 def render_comparison(report: Any, console: Console, top: int = 20) -> None:
@@ -229,7 +249,17 @@ def render_comparison(report: Any, console: Console, top: int = 20) -> None:
     c = report.compare
     if len(c):
         t = Table(box=box.SIMPLE, title="Measured vs modelled per op", title_justify="left")
-        for col in ("op", "kernels", "FLOPs model", "FLOPs measured", "ratio", "tensor share", "DRAM model", "DRAM measured", "ratio "):
+        for col in (
+            "op",
+            "kernels",
+            "FLOPs model",
+            "FLOPs measured",
+            "ratio",
+            "tensor share",
+            "DRAM model",
+            "DRAM measured",
+            "ratio ",
+        ):
             t.add_column(col, justify="left" if col == "op" else "right")
         fr = lambda v: f"{v:.4g}" if v == v else "-"  # noqa: E731
         for r in c.sort_values("flops_measured", ascending=False).head(top).itertuples():
