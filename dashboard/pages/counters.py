@@ -21,7 +21,6 @@ NO_DATA = (
     "No hardware counters loaded: start with `perf dashboard --counters FILE_OR_DIR` (ncu --csv output, a "
     "rocprof-compute workload folder, a rocprofv3 counter CSV or a Kineto trace with CUPTI counters)."
 )
-_SPEC_LEVEL = {"dram": None, "l2": "l2", "l1": ("l1", "smem"), "lds": "lds"}
 
 
 def layout(state: dict[str, Any]) -> html.Div:
@@ -60,11 +59,12 @@ def body(report: Any) -> list:
     )
     if report.roofline.empty:
         return [html.P(caption, className="caption", id="counters-source")]
+    from profiler.api import counter_spec_level
+
     spec = load_spec(report.hardware)
     roofs = []
-    for level, want in _SPEC_LEVEL.items():
-        names = (want,) if isinstance(want, str) else (want or ())
-        m = spec.memory[0] if want is None else next((x for x in spec.memory if x.name in names), None)
+    for level in ("dram", "l2", "l1", "lds"):
+        m = counter_spec_level(spec, level)
         if m is not None:
             roofs.append((f"{level} ({m.name})", m.bandwidth))
     k = per_kernel(report)

@@ -97,6 +97,7 @@ FACADE: dict[str, tuple[str, str]] = {
     "CompileReport": ("collectors.torch_compile.report", "CompileReport"),  # perf compile-report's tables
     "compile_report_doc": ("collectors.torch_compile.report", "report_doc"),  # ... as the perfCompile JSON doc
     "CompareResult": ("collectors.torch_compile.compare", "CompareResult"),  # perf profile --compare-compile
+    "counter_spec_level": ("analysis.measured_roofline", "spec_level"),  # a measured level's memory level in a spec
     "OUTPUT_TABLES": ("analysis.columns", "OUTPUT_TABLES"),  # every Analysis table's columns
     "output_tables_markdown": ("analysis.columns", "markdown"),  # their reference (docs/json-schema.md)
 }
