@@ -44,7 +44,8 @@ class Padding:
         pm, pn, pk = self.padded
         depth = f"K={k}" if pk == k else f"K={k} padded to {pk}"
         return (
-            f"macro-tile padding: {batch}{m}x{n} output computed as {self.tiles // b} tiles of "
+            f"macro-tile padding: {batch}{m}x{n} output computed as {self.tiles // b} "
+            f"tile{'s' if self.tiles // b != 1 else ''} of "
             f"{self.tile[0]}x{self.tile[1]} = {pm}x{pn} ({depth}): "
             f"2*{pm}*{pn}*{pk}{'*' + str(b) if b > 1 else ''} = {self.flops:.6g} FLOPs, "
             f"{ratio:.8g}x the model's 2*M*N*K"

@@ -197,6 +197,12 @@ def test_eager_attention_counters_beside_the_model(tmp_path):
     # attention @ v: K = 20 keys, padded to 24 by the kernel's 8-deep loop: 6,291,456 FFMAs = 2*16*128*128*24 / 2
     assert "K=20 padded to 24" in bmm["reason"].iloc[1]
     assert (c["matrix_share"].fillna(0) == 0).all()  # fp32 eager: sgemm on the FMA pipe, no tensor cores
+    # findings: the GEMMs' padding; the softmax's instruction-level FLOPs (exp as several
+    # instructions) exceed the model's one-per-element count but are no finding
+    found = {(f.kind, f.name) for f in a.counters.findings}
+    assert found == {("tile padding", "aten::linear"), ("tile padding", "aten::bmm")}
+    linear = next(f for f in a.counters.findings if f.name == "aten::linear")
+    assert linear.message.endswith("(3 ops alike)")
 
 
 def test_flash_attention_qkv_gemm_runs_on_tensor_cores(tmp_path):
@@ -226,3 +232,25 @@ def test_measured_roofline_against_the_preset(gemm_counters):
     # 4,194,688 DRAM bytes in 11,744 ns against 1,555 GB/s: 22.97% of the HBM's peak
     assert d["dram_pct"] == pytest.approx(100 * 4_194_688 / 11_744e-9 / 1555e9)
     assert math.isnan(d["lds_pct"])
+
+
+def test_a_16_bit_gemm_on_the_vector_pipe_is_a_finding(tmp_path):
+    # a bf16 64^3 GEMM whose kernel ran no MFMA: 4,096 wave FMAs x 64 lanes x 2 = 2 * 64^3 FLOPs, all VALU
+    mm = {"Input Dims": [[64, 64], [64, 64]], "Input type": ["c10::BFloat16", "c10::BFloat16"]}
+    events = [
+        x("aten::mm", "cpu_op", 0, 20, **mm),
+        x("hipLaunchKernel", "cuda_runtime", 1, 5, correlation=7, **{"External id": 7}),
+        x("naive_gemm", "kernel", 10, 50, pid=0, tid=1, device=0, stream=0, correlation=7),
+    ]
+    trace = load_trace(write_trace(tmp_path / "t.json", events, **MI325X))
+    v3 = tmp_path / "naive_counter_collection.csv"
+    v3.write_text(
+        "Correlation_Id,Dispatch_Id,Agent_Id,Kernel_Name,Counter_Name,Counter_Value,Start_Timestamp,End_Timestamp\n"
+        "7,1,1,naive_gemm,SQ_INSTS_VALU_FMA_F32,4096,0,50000\n"
+        "7,1,1,naive_gemm,SQ_INSTS_VALU_MFMA_MOPS_BF16,0,0,50000\n"
+    )
+    a = analyze(trace, counters=read_counters(v3))
+    r = a.counters_vs_model.iloc[0]
+    assert r["flops_measured"] == r["flops_model"] == 2 * 64**3 and r["matrix_share"] == 0
+    assert [f.kind for f in a.counters.findings] == ["no tensor cores"]
+    assert "ran 0% of its FLOPs on tensor/matrix cores" in a.counters.findings[0].message
