@@ -171,3 +171,30 @@ def test_truncated_unknown_and_unitless_files_are_one_error(tmp_path):
         with pytest.raises(InputError) as e:
             read_counters(path)
         assert e.value.path == str(path) and says in e.value.problem
+
+
+_SMALL_NCU = "".join(NCU[0].read_text().splitlines(keepends=True)[:40])
+_SMALL_V3 = V3_HEADER + "\n" + '1,1,4,1,77,77,65536,9,"k<1, 2>",256,0,0,32,0,16,SQ_WAVES,4,100,200\n'
+
+
+@pytest.mark.parametrize("text", [_SMALL_NCU, _SMALL_V3], ids=["ncu", "rocprofv3"])
+def test_cut_or_corrupted_counter_files_read_or_fail_in_one_line(tmp_path, text):
+    """A file cut anywhere, or with a byte replaced anywhere, reads or raises InputError of one
+    line naming it: never another exception."""
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import strategies as st
+
+    data = text.encode()
+
+    @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+    @given(cut=st.integers(1, len(data)), at=st.integers(0, len(data) - 1), byte=st.integers(0, 255))
+    def check(cut, at, byte):
+        for mangled in (data[:cut], data[:at] + bytes([byte]) + data[at + 1 :]):
+            path = tmp_path / "c.csv"
+            path.write_bytes(mangled)
+            try:
+                read_counters(path)
+            except InputError as e:
+                assert "\n" not in e.problem and e.path == str(path)
+
+    check()
