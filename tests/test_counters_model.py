@@ -84,6 +84,10 @@ def _gemm_trace(tmp_path, extra_kernel: bool = False):
 
 def test_gemm_measured_vs_modelled_shows_ratio_and_padding(tmp_path, gemm_counters):
     a = analyze(_gemm_trace(tmp_path, extra_kernel=True), counters=gemm_counters)
+    from analysis.columns import columns
+
+    for table in ("kernel_counters", "measured_roofline", "counters_vs_model"):  # as declared
+        assert list(getattr(a, table).columns) == columns(table), table
     c = a.counters_vs_model
     hip = c[c["kernel"].str.startswith("Cijk_")]
     tk = c[c["kernel"].str.startswith("micro_tk")]
