@@ -198,3 +198,29 @@ def test_cut_or_corrupted_counter_files_read_or_fail_in_one_line(tmp_path, text)
                 assert "\n" not in e.problem and e.path == str(path)
 
     check()
+
+
+def test_newer_ncu_columns_device_and_launch_shape(tmp_path):
+    # ncu 2023+: Block Size, Grid Size, Device, CC columns and Estimated Speedup rule columns
+    head = (
+        '"ID","Process ID","Process Name","Host Name","Kernel Name","Context","Stream","Block Size","Grid Size",'
+        '"Device","CC","Section Name","Metric Name","Metric Unit","Metric Value","Rule Name","Rule Type",'
+        '"Rule Description","Estimated Speedup Type","Estimated Speedup"'
+    )
+    pre = '"0","9","python","h","gemm_kernel","1","7","(128, 1, 1)","(48, 2, 1)","0","9.0","Command line profiler metrics"'
+    rule = '"0","9","python","h","gemm_kernel","1","7","(128, 1, 1)","(48, 2, 1)","0","9.0","SOL","","",""'
+    path = tmp_path / "new.csv"
+    path.write_text(
+        "\n".join(
+            [
+                head,
+                f'{pre},"dram__bytes.sum","Kbyte","1,024.50","","","","",""',
+                f'{rule},"SOLBottleneck","WRN","Memory is more heavily utilized than Compute","local","12.5"',
+            ]
+        )
+        + "\n"
+    )
+    kc = read_counters(path)
+    assert len(kc.rows) == 1 and kc.skipped == {"rule rows": 1}
+    assert kc.rows.loc[0, "value"] == 1_024_500 and kc.rows.loc[0, "device"] == "gpu0 (cc 9.0)"
+    assert (kc.launches.loc[0, "grid"], kc.launches.loc[0, "block"]) == ("(48, 2, 1)", "(128, 1, 1)")
