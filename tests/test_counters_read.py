@@ -207,8 +207,9 @@ def test_newer_ncu_columns_device_and_launch_shape(tmp_path):
         '"Device","CC","Section Name","Metric Name","Metric Unit","Metric Value","Rule Name","Rule Type",'
         '"Rule Description","Estimated Speedup Type","Estimated Speedup"'
     )
-    pre = '"0","9","python","h","gemm_kernel","1","7","(128, 1, 1)","(48, 2, 1)","0","9.0","Command line profiler metrics"'
-    rule = '"0","9","python","h","gemm_kernel","1","7","(128, 1, 1)","(48, 2, 1)","0","9.0","SOL","","",""'
+    launch = '"0","9","python","h","gemm_kernel","1","7","(128, 1, 1)","(48, 2, 1)","0","9.0"'
+    pre = f'{launch},"Command line profiler metrics"'
+    rule = f'{launch},"SOL","","",""'
     path = tmp_path / "new.csv"
     path.write_text(
         "\n".join(
