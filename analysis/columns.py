@@ -282,6 +282,86 @@ OUTPUT_TABLES: dict[str, tuple[Column, ...]] = {
 }
 
 
+# --------------------------------------------------------------- hardware counters (perf analyze --counters)
+_PRECISIONS = ("fp64", "fp32", "tf32", "fp16", "bf16", "fp8", "int8")
+_LEVELS = {"dram": "DRAM (HBM)", "l2": "L2", "l1": "L1 (NVIDIA L1TEX, AMD vector L1)", "lds": "AMD LDS"}
+OUTPUT_TABLES["kernel_counters"] = (
+    Column("launch", "int64", "", "The launch's index in the counter file."),
+    Column("kernel", "str", "", "Kernel name as the counter file records it."),
+    Column("occurrence", "int64", "", "Launches of this kernel name before it in the file."),
+    Column("device", "str", "", "Device as the counter file records it; '' when not."),
+    Column("duration_ns", "float64", NS, "Measured kernel time; NaN when the file has none."),
+    Column(
+        "duration_from", "str", "", "Where the time came from (gpu__time_duration.sum, cycles / clock, timestamps)."
+    ),
+    *(
+        Column(
+            f"flops_{u}_{p}",
+            "float64",
+            FLOP,
+            f"Measured {p} FLOPs on the {'tensor/matrix cores (MMA, MFMA)' if u == 'matrix' else 'SIMD lanes'} "
+            "(docs/counters.md); NaN when not counted.",
+        )
+        for u in ("matrix", "vector")
+        for p in _PRECISIONS
+    ),
+    Column("flops", "float64", FLOP, "Sum of the measured FLOPs above."),
+    Column(
+        "flops_mac",
+        "float64",
+        FLOP,
+        "Multiply-accumulate FLOPs: the matrix FLOPs plus 2 x the vector FMAs (a GEMM's inner loop, "
+        "epilogue excluded).",
+    ),
+    *(
+        Column(f"bytes_{lv}", "float64", BYTE, f"Measured bytes at {name}; NaN when not counted.")
+        for lv, name in _LEVELS.items()
+    ),
+    Column("occupancy_pct", "float64", "%", "Achieved occupancy as recorded (Nsight Compute); NaN when not."),
+    Column("grid", "str", "", "Launch grid as recorded (rocprof: work-items)."),
+    Column("block", "str", "", "Block / workgroup size as recorded."),
+)
+OUTPUT_TABLES["measured_roofline"] = (
+    Column("launch", "int64", "", "The launch's index in the counter file."),
+    Column("kernel", "str", "", "Kernel name."),
+    Column("duration_ns", "float64", NS, "Measured kernel time."),
+    Column("precision", "str", "", "Precision of the launch's dominant FLOPs."),
+    Column("unit", "str", "", "'matrix' or 'vector': the unit of its dominant FLOPs."),
+    Column("flops", "float64", FLOP, "Measured FLOPs, all precisions."),
+    Column("achieved_flops_per_s", "float64", "FLOP/s", "flops / duration."),
+    Column("peak_flops_per_s", "float64", "FLOP/s", "The spec's peak for that precision and unit."),
+    Column("compute_pct", "float64", "%", "100 * achieved / peak."),
+    *(Column(f"intensity_{lv}", "float64", "FLOP/byte", f"flops / bytes at {name}.") for lv, name in _LEVELS.items()),
+    *(
+        Column(f"{lv}_pct", "float64", "%", f"100 * bytes at {name} / duration / the level's bandwidth.")
+        for lv, name in _LEVELS.items()
+    ),
+    Column("roof_flops_per_s", "float64", "FLOP/s", "min(peak, intensity * bandwidth over the measured levels)."),
+    Column("bound", "str", "", "The unit closest to its peak, from counters: compute, memory (level), or latency."),
+    Column("occupancy_pct", "float64", "%", "Achieved occupancy as recorded; NaN when not."),
+)
+OUTPUT_TABLES["counters_vs_model"] = (
+    _RANK,
+    _DEVICE,
+    Column("unit_id", "int64", "", "The unit (op) whose kernels carry counters."),
+    Column("name", "str", "", "Op name."),
+    Column("shapes", "str", "", "Input Dims as recorded."),
+    Column("family", "str", "", "Cost-model family."),
+    Column("dtype", "str", "", "Cost-model dtype."),
+    Column("launches", "int64", "", "Counter launches joined to the unit's kernels."),
+    Column("kernel", "str", "", "The first of those kernels' names."),
+    Column("flops_model", "float64", FLOP, "The cost model's FLOPs of the unit."),
+    Column("flops_measured", "float64", FLOP, "Measured FLOPs summed over the joined launches."),
+    Column("flops_ratio", "float64", "", "flops_measured / flops_model."),
+    Column("matrix_share", "float64", "", "Share of the measured FLOPs on tensor/matrix cores."),
+    Column("bytes_dram_model", "float64", BYTE, "Modelled bytes at the outermost memory level."),
+    Column("bytes_dram_measured", "float64", BYTE, "Measured DRAM bytes summed over the joined launches."),
+    Column("bytes_ratio", "float64", "", "bytes_dram_measured / bytes_dram_model."),
+    Column("bytes_l2_measured", "float64", BYTE, "Measured L2 bytes."),
+    Column("reason", "str", "", "Why the FLOPs differ, when a GEMM's macro tile explains it; else ''."),
+)
+
+
 def columns(table: str) -> list[str]:
     """The declared column names of `table`, in order."""
     return [c.name for c in OUTPUT_TABLES[table]]

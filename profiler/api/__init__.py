@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from profiler.api.counters import CountersReport, counters_report, linux_perf, load_counters, record_cpu_counters
 from profiler.api.compile import COMPILE_TABLES, compare_compile, compile_report, compile_tables, trace_compile_report
 from profiler.api.hardware import DEFAULT_CPU_SPEC, hardware_notes, is_whatif, load_hardware, spec_resolver
 from profiler.api.pipeline import SECTIONS, analyze, collective_patterns, load_trace, perfetto_bytes, refloor
@@ -26,16 +27,21 @@ __all__ = [
     "Analysis",
     "CompareResult",
     "CompileReport",
+    "CountersReport",
     "analyze",
     "collective_patterns",
     "compare_compile",
     "compile_report",
     "compile_tables",
+    "counters_report",
     "hardware_notes",
     "is_whatif",
+    "linux_perf",
+    "load_counters",
     "load_hardware",
     "load_trace",
     "perfetto_bytes",
+    "record_cpu_counters",
     "refloor",
     "spec_resolver",
     "trace_compile_report",
@@ -91,6 +97,7 @@ FACADE: dict[str, tuple[str, str]] = {
     "CompileReport": ("collectors.torch_compile.report", "CompileReport"),  # perf compile-report's tables
     "compile_report_doc": ("collectors.torch_compile.report", "report_doc"),  # ... as the perfCompile JSON doc
     "CompareResult": ("collectors.torch_compile.compare", "CompareResult"),  # perf profile --compare-compile
+    "counter_spec_level": ("analysis.measured_roofline", "spec_level"),  # a measured level's memory level in a spec
     "OUTPUT_TABLES": ("analysis.columns", "OUTPUT_TABLES"),  # every Analysis table's columns
     "output_tables_markdown": ("analysis.columns", "markdown"),  # their reference (docs/json-schema.md)
 }

@@ -12,7 +12,17 @@ from profiler.api.hardware import hardware_notes, is_whatif, peak_label, spec_na
 from profiler.api.result import Analysis
 from profiler.model.errors import InputError
 from profiler.model.hardware import HardwareSpec
+from profiler.model.kernel_counters import KernelCounters
 from profiler.model.trace import Trace
+
+
+def select_rank_of(trace: Trace, rank: int | None) -> Trace:
+    """`trace`, or only `rank` of it (analysis.overview.select_rank)."""
+    if rank is None:
+        return trace
+    from analysis.overview import select_rank
+
+    return select_rank(trace, rank)
 
 
 def load_trace(path: str | Path, *, max_bytes: int | None = None) -> Trace:
@@ -54,6 +64,7 @@ def analyze(
     dtype: str | None = None,
     sections: tuple[str, ...] = SECTIONS,
     collectives: str | Path | None = None,
+    counters: KernelCounters | None = None,
 ) -> Analysis:
     """Run the analysis passes over `trace` (or one rank of it).
 
@@ -65,7 +76,32 @@ def analyze(
     build on it; 'memory' and 'llm' read the allocator samples and the serving annotations.
     `collectives`: a YAML file of collective names added to the bundled table
     (`collective_patterns` says where it is looked for when not given).
+    `counters` (profiler.api.counters.load_counters): hardware counters of the trace's kernels,
+    joined to them and set beside the cost model (profiler.api.counters.counters_report); they
+    need the classified units, so the roofline runs when they are given.
     """
+    if counters is not None:
+        from dataclasses import replace
+
+        from profiler.api.counters import counters_report
+
+        a = analyze(
+            trace,
+            top=top,
+            rank=rank,
+            hardware=hardware,
+            dtype=dtype,
+            sections=tuple(dict.fromkeys((*sections, "roofline"))),
+            collectives=collectives,
+        )
+        report = counters_report(counters, hardware=hardware, trace=select_rank_of(trace, rank), analysis=a)
+        return replace(
+            a,
+            kernel_counters=report.measured,
+            measured_roofline=report.roofline,
+            counters_vs_model=report.compare,
+            counters=report,
+        )
     from analysis.busy import device_time
     from analysis.overview import overview, select_rank
     from analysis.top import top_kernels, top_ops

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
@@ -52,3 +52,8 @@ class Analysis:
     hardware_notes: tuple[str, ...] = ()  # which preset stands in for a device and why (hardware_notes)
     unknown_share: float = 0.0  # unknown-bound share of unit time (analysis.unknown.unknown_summary)
     unknown: pd.DataFrame = field(default_factory=pd.DataFrame)  # top unknown names and why (analysis.unknown)
+    # hardware counters (perf analyze --counters; profiler.api.counters.CountersReport)
+    kernel_counters: pd.DataFrame = field(default_factory=pd.DataFrame)  # analysis.counters.measured
+    measured_roofline: pd.DataFrame = field(default_factory=pd.DataFrame)  # analysis.measured_roofline
+    counters_vs_model: pd.DataFrame = field(default_factory=pd.DataFrame)  # analysis.counters_compare.compare
+    counters: Any = None  # the whole CountersReport (join summary, findings, raw counters)

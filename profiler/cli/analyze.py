@@ -42,6 +42,13 @@ def analyze(
             "default $PERF_COLLECTIVES or ~/.config/perf/collectives.yaml)."
         ),
     ] = None,
+    counters: Annotated[
+        Path | None,
+        typer.Option(
+            help="Hardware counters of the trace's kernels (ncu --csv, rocprof-compute folder, rocprofv3 CSV, "
+            "Kineto CUPTI trace): joined to the kernels, measured FLOPs and bytes beside the model's."
+        ),
+    ] = None,
     max_bytes: MaxBytes = None,
 ) -> None:
     """What bounds the run (the verdict, first), then device busy and idle time, the wall equation and the top ops;
@@ -58,6 +65,11 @@ def analyze(
         unknown = sorted(set(section or ()) - set(SECTIONS))
         if unknown:
             raise InputError(None, f"--section {unknown[0]}: expected one of {', '.join(SECTIONS)}")
+        kc = None
+        if counters is not None:
+            from profiler.api import load_counters
+
+            kc = load_counters(counters, max_bytes)
         result = run_analysis(
             t,
             top=top,
@@ -66,6 +78,7 @@ def analyze(
             dtype=dtype,
             sections=tuple(section or SECTIONS),
             collectives=collectives,
+            counters=kc,
         )
         if json:
             from profiler.render.json import to_json
@@ -77,7 +90,12 @@ def analyze(
         from profiler.render import console
         from profiler.render.text import render, render_short
 
+        out_console = console()
         if section or full:
-            render(result, console(), tuple(section or SECTIONS))
+            render(result, out_console, tuple(section or SECTIONS))
         else:
-            render_short(result, console())
+            render_short(result, out_console)
+        if result.counters is not None:
+            from profiler.render.counters import render_counters
+
+            render_counters(result.counters, out_console, top)

@@ -94,6 +94,14 @@ def profile(
             "time before and after, and its bound.",
         ),
     ] = False,
+    counters: Annotated[
+        bool,
+        typer.Option(
+            "--counters",
+            help="Also count CPU events with Linux perf stat (hardware where allowed, software otherwise), "
+            "written beside the trace as .perfstat.csv; skipped when the perf tool is absent.",
+        ),
+    ] = False,
     force: Force = False,
 ) -> None:
     """Run a script (or --model factory) under torch.profiler, write the trace, then analyze it as \
@@ -118,18 +126,20 @@ def profile(
                     None, f"--model takes --steps and --warmup, not {' '.join(ctx.args) or '--active/--wait'}"
                 )
             out = check_writable(output or Path(f"perf-{model.rpartition(':')[2]}.json.gz"), force=force)
-            session = run_model(
-                model,
-                input or [],
-                out,
-                dtype=dtype or "fp32",
-                compile=compile_,
-                steps=steps or 3,
-                warmup=1 if warmup is None else warmup,
-                backward=backward,
-                with_stack=with_stack,
-                with_modules=with_modules,
-            )
+            stat, cpu = _cpu_counters(counters, out, force)
+            with cpu:
+                session = run_model(
+                    model,
+                    input or [],
+                    out,
+                    dtype=dtype or "fp32",
+                    compile=compile_,
+                    steps=steps or 3,
+                    warmup=1 if warmup is None else warmup,
+                    backward=backward,
+                    with_stack=with_stack,
+                    with_modules=with_modules,
+                )
         else:
             if input or dtype or compile_ or steps or backward:
                 raise InputError(
@@ -137,17 +147,19 @@ def profile(
                     "--input, --dtype, --compile, --steps and --backward go with --model; a script marks its own steps",
                 )
             out = check_writable(output or Path(f"perf-{script.stem}.json.gz"), force=force, inputs=[script])
-            session = run_script(
-                script,
-                list(ctx.args),
-                out,
-                active=active,
-                wait=wait,
-                warmup=1 if warmup is None else warmup,
-                with_stack=with_stack,
-                with_modules=with_modules,
-                stdout_to_stderr=json,
-            )
+            stat, cpu = _cpu_counters(counters, out, force)
+            with cpu:
+                session = run_script(
+                    script,
+                    list(ctx.args),
+                    out,
+                    active=active,
+                    wait=wait,
+                    warmup=1 if warmup is None else warmup,
+                    with_stack=with_stack,
+                    with_modules=with_modules,
+                    stdout_to_stderr=json,
+                )
     short = (
         ""
         if session.complete
@@ -170,6 +182,39 @@ def profile(
         from profiler.render.compile import render_summary
 
         console().print(render_summary(session.compile))
+    if stat is not None:
+        _show_cpu_counters(stat, json)
+
+
+def _cpu_counters(wanted: bool, trace_out: Path, force: bool):  # -> (Path | None, context manager)
+    """perf profile --counters: where Linux perf stat writes, and the context that runs it; with
+    no perf tool on PATH, a note on stderr and nothing recorded."""
+    from contextlib import nullcontext
+
+    from profiler.api import linux_perf, record_cpu_counters
+    from profiler.model.files import check_writable
+
+    if not wanted:
+        return None, nullcontext()
+    if linux_perf() is None:
+        print("perf: --counters skipped: Linux perf (the perf-events tool) is not on PATH", file=sys.stderr)
+        return None, nullcontext()
+    name = trace_out.name.removesuffix(".gz").removesuffix(".json")
+    stat = check_writable(trace_out.with_name(f"{name}.perfstat.csv"), force=force)
+    return stat, record_cpu_counters(stat)
+
+
+def _show_cpu_counters(stat: Path, as_json: bool) -> None:
+    """The CPU counters perf stat wrote: a table (text), or where they are (--json: stdout holds the report)."""
+    print(one_line(f"wrote {stat} (CPU counters: perf counters {stat})"), file=sys.stderr)
+    if as_json:
+        return
+    from profiler.api import counters_report, load_counters
+    from profiler.render import console
+    from profiler.render.counters import render_counters
+
+    with one_line_errors(stat):
+        render_counters(counters_report(load_counters(stat)), console())
 
 
 def _compare_compile(

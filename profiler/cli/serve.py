@@ -23,9 +23,19 @@ def dashboard(
         Path | None,
         typer.Option(help="A TORCH_TRACE directory (torch.compile's structured logs) for the Compiler page."),
     ] = None,
+    counters: Annotated[
+        Path | None,
+        typer.Option(
+            help="Hardware counters (ncu --csv, rocprof-compute folder, rocprofv3 CSV) for the Counters page."
+        ),
+    ] = None,
+    hardware: Annotated[
+        str | None, typer.Option(help="Ceilings of the Counters page's roofline (preset name or YAML).")
+    ] = None,
     max_bytes: MaxBytes = None,
 ) -> None:
-    """Serve the Dash dashboard: overview, roofline, timeline, ops, compare, memory, LLM and compiler pages."""
+    """Serve the Dash dashboard: overview, roofline, timeline, ops, compare, memory, LLM, compiler and counters
+    pages."""
     from profiler.model.files import check_regular
 
     paths = list(traces or [])
@@ -39,8 +49,22 @@ def dashboard(
 
         with one_line_errors(compile_log):  # read now: a bad log is a one-line error, not a broken page
             report = compile_report(compile_log, max_bytes=max_bytes)
+    counted = None
+    if counters is not None:
+        from profiler.api import counters_report, load_counters
+
+        with one_line_errors(counters):  # read now: a bad file is a one-line error, not a broken page
+            counted = counters_report(load_counters(counters, max_bytes), hardware=hardware)
     from dashboard.app import serve
 
     print(f"perf dashboard: http://{host}:{port}/ (Ctrl+C to stop)", file=sys.stderr)
     with one_line_errors(paths[0] if paths else Path(".")):
-        serve(paths, host=host, port=port, upload_cap=max_upload_mb * 2**20, compile_report=report, max_bytes=max_bytes)
+        serve(
+            paths,
+            host=host,
+            port=port,
+            upload_cap=max_upload_mb * 2**20,
+            compile_report=report,
+            max_bytes=max_bytes,
+            counters_report=counted,
+        )

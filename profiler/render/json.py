@@ -19,8 +19,9 @@ from profiler.api import Analysis
 from profiler.model.redact import redact, redact_text
 
 SCHEMA = "perf.analyze"
-SCHEMA_VERSION = 6  # 2: roofline fields; 3: timeline (streams, communication, launches, iterations); 4: advice;
-#                    5: ops[].memory_level, critical_path, memory, llm, modules; 6: verdict, idle_gaps
+SCHEMA_VERSION = 7  # 2: roofline fields; 3: timeline (streams, communication, launches, iterations); 4: advice;
+#                    5: ops[].memory_level, critical_path, memory, llm, modules; 6: verdict, idle_gaps;
+#                    7: counters (perf analyze --counters: the perf.counters document)
 
 
 def to_dict(a: Analysis, metadata: dict[str, Any]) -> dict[str, Any]:
@@ -93,10 +94,20 @@ def to_dict(a: Analysis, metadata: dict[str, Any]) -> dict[str, Any]:
         "idle_gaps": _idle(a),
         "unknown": {"share": _num(a.unknown_share), "top": records(a.unknown)},  # analysis.unknown
         "ops": ops,
+        "counters": _counters(a),
         "problems": _problems(a),
         "metadata": metadata,
     }
     return redact(out)
+
+
+def _counters(a: Analysis) -> dict[str, Any] | None:
+    """perf analyze --counters: the perf.counters document (profiler.render.counters); else null."""
+    if getattr(a, "counters", None) is None:
+        return None
+    from profiler.render.counters import counters_dict
+
+    return counters_dict(a.counters)
 
 
 def _verdict(v: Any) -> dict[str, Any] | None:
