@@ -37,14 +37,16 @@ def _us(ns: int) -> float:
 
 
 def timeline_ns(run: SimRun) -> list[tuple[int, int]]:
-    """(start_ns, dur_ns) of every kernel of `run`: durations rounded up to the ns, back to back."""
-    out, at, chip = [], 0, -1
-    for s in run.kernels:
-        if s.chip != chip:
-            at, chip = 0, s.chip
-        dur = math.ceil(s.time.total * 1e9)
-        out.append((at, dur))
-        at += dur
+    """(start_ns, dur_ns) of every kernel of `run`: durations rounded up to the ns, each kernel
+    starting at the rounded end of the kernel it waited for (`SimKernel.after`; 0 for none), so
+    kernels on one resource run back to back and a kernel that overlaps a collective does so."""
+    out: list[tuple[int, int]] = []
+    first = 0  # index in run.kernels of the chip's first kernel
+    for i, s in enumerate(run.kernels):
+        if i and s.chip != run.kernels[i - 1].chip:
+            first = i
+        at = sum(out[first + s.after]) if s.after >= 0 else 0
+        out.append((at, math.ceil(s.time.total * 1e9)))
     return out
 
 
