@@ -97,6 +97,10 @@ def test_double_buffered_tile_loop():
     assert loop.compute == 30
     assert loop.stalls == {"load": 4, "store": 2 + 2 + 12}
     assert loop.total == loop.compute + sum(loop.stalls.values())
+    # one DMA queue: load 4 and store 12 follow each other: 4 + max(10, 4) + max(10, 4 + 12)
+    # + max(10, 12) + 12 = 4 + 10 + 16 + 12 + 12 = 54
+    shared = T.double_buffered([10, 10, 10], [4, 4, 4], [12, 12, 12], one_queue=True)
+    assert shared.total == 54 and shared.stalls == {"load": 4, "store": 6 + 2 + 12}
 
 
 def test_ring_all_reduce_is_alpha_beta():

@@ -17,7 +17,8 @@ bandwidth shared among the cores (docs/accelerator.md, "Simulating a program").
                  transfers one wave per engines (setups of the T tiles spread over the cores:
                  ceil(loads / engines) x setup / cores per tile), double-buffered by
                  timing.double_buffered (compute on tile i overlaps the load of tile i+1 and the
-                 store of tile i-1).
+                 store of tile i-1), the load and the store on one queue, one after the other
+                 (both stream through the same levels' bandwidth: never faster than its bytes).
 """
 
 from __future__ import annotations
@@ -112,4 +113,5 @@ def tile_loop(accel: AccelSpec, compute_s: float, mem: KernelMemory, tiles: int,
     store_wave = waves(n_stores, accel.dma.engines) * setup
     load = [mem.load_s / tiles + load_wave] * tiles
     load[0] -= setup if n_loads else 0.0  # its first wave waited the exposed setup, before the loop
-    return double_buffered([compute_s / tiles] * tiles, load, [mem.store_s / tiles + store_wave] * tiles)
+    store = [mem.store_s / tiles + store_wave] * tiles
+    return double_buffered([compute_s / tiles] * tiles, load, store, one_queue=True)

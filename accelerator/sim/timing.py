@@ -163,9 +163,13 @@ class TileLoop:
     stalls: Mapping[str, float]
 
 
-def double_buffered(compute: Sequence[float], load: Sequence[float], store: Sequence[float]) -> TileLoop:
+def double_buffered(
+    compute: Sequence[float], load: Sequence[float], store: Sequence[float], one_queue: bool = False
+) -> TileLoop:
     """Compute on tile i overlaps the load of tile i+1 and the store of tile i-1:
-    total = load_0 + sum_i max(compute_i, load_{i+1}, store_{i-1}) + store_{n-1}."""
+    total = load_0 + sum_i max(compute_i, load_{i+1}, store_{i-1}) + store_{n-1}; with
+    `one_queue` the load and the store share one DMA queue (or one level's bandwidth) and follow
+    each other: max(compute_i, load_{i+1} + store_{i-1})."""
     n = len(compute)
     if not (len(load) == len(store) == n):
         raise ValueError("compute, load and store need one entry per tile")
@@ -176,7 +180,7 @@ def double_buffered(compute: Sequence[float], load: Sequence[float], store: Sequ
     for i in range(n):
         nxt = load[i + 1] if i + 1 < n else 0.0
         prev = store[i - 1] if i > 0 else 0.0
-        step = max(compute[i], nxt, prev)
+        step = max(compute[i], nxt + prev) if one_queue else max(compute[i], nxt, prev)
         body += step
         if step > compute[i]:
             stalls["load" if nxt >= prev else "store"] += step - compute[i]
