@@ -100,6 +100,8 @@ class SimKernel:
     deps: tuple[int, ...] = ()  # the kernels (positions in its chip's list) whose results it reads
     after: int = -1  # the kernel whose end it started at (-1: at 0), on its resource or of its deps
     resource: str = "cores"  # what it occupies: 'cores' (compute and DMA), 'link' (a collective)
+    shared_live_bytes: int = 0  # bytes the allocation keeps in shared memory while it runs
+    local_bytes: int = 0  # its tiles' working set in each core's local memory (tiling's local_bytes)
 
     @property
     def end_s(self) -> float:
@@ -225,6 +227,20 @@ def _tiles(kernel, ops: list) -> int:
     return max(1, math.ceil(m / t["m"]) if t.get("m") else 1) * max(1, math.ceil(n / t["n"]) if t.get("n") else 1)
 
 
+def _live_bytes(program, level: str) -> list[int]:
+    """Bytes placed in `level` live at each kernel index (allocation's live ranges, inclusive)."""
+    delta = [0] * (len(program.kernels) + 1)
+    for p in program.placement.values():
+        if p.level == level and 0 <= p.live[0] <= p.live[1] < len(program.kernels):
+            delta[p.live[0]] += p.size
+            delta[p.live[1] + 1] -= p.size
+    out, at = [], 0
+    for d in delta[:-1]:
+        at += d
+        out.append(at)
+    return out
+
+
 def simulate(program, accel: AccelSpec) -> SimRun:
     """Every scheduled kernel of `program` timed on `accel` (module docstring), chip by chip."""
     types = program.types()
@@ -236,6 +252,7 @@ def simulate(program, accel: AccelSpec) -> SimRun:
     chips = max(1, int(program.chips))
     link = accel.link
     per_chip: list[SimKernel] = []
+    shared_live = _live_bytes(program, "shared")
     free = {"cores": (0.0, -1), "link": (0.0, -1)}  # resource -> (free at s, the kernel that ends then)
     ends: dict[str, tuple[float, int]] = {}  # value -> (written at s, the kernel that wrote it)
     seen: dict[str, int] = {}
@@ -304,7 +321,7 @@ def simulate(program, accel: AccelSpec) -> SimRun:
         # the timeline: after the kernels it reads from, once its resource (the cores; the chip's
         # links for a collective) is free
         resource = "link" if collective else "cores"
-        deps = tuple(sorted({ends[v][1] for v in k.inputs if v in ends}))
+        deps = tuple(sorted({ends[v][1] for v in k.inputs if v in ends and ends[v][1] >= 0}))
         at, after = free[resource]
         for v in k.inputs:
             if v in ends and ends[v][0] > at:
@@ -332,7 +349,7 @@ def simulate(program, accel: AccelSpec) -> SimRun:
             SimKernel(
                 name, k.unit, tuple(k.ops), tuple(o.target for o in ops), 0, at, kt, flops, hbm_read,
                 hbm_written, shared, dtype, family, matrix_s, vector_s, tuple(sim_moves), collective, comm_elements,
-                mem.contention_s, deps, after, resource,
+                mem.contention_s, deps, after, resource, shared_live[idx], int(k.attrs.get("local_bytes", 0) or 0),
             )
         )  # fmt: skip
     kernels = list(per_chip)
