@@ -50,7 +50,9 @@ def test_two_cores_streaming_hbm_share_its_bandwidth():
     assert k.time.total == pytest.approx(5e-6 + 5e-7 + contended + 5e-7, rel=1e-12)
     # one core alone on the same chip's HBM: 64 GB/s of engines, no contention, but 1.88x slower
     one = replace(hw, cores=1)
-    (k1,) = simulate(compile_model(Add(), (torch.randn(1024, 1024), torch.randn(1024, 1024)), one, "fp32").program, one).kernels
+    (k1,) = simulate(
+        compile_model(Add(), (torch.randn(1024, 1024), torch.randn(1024, 1024)), one, "fp32").program, one
+    ).kernels
     assert k1.contention_s == 0
     assert k1.time.total == pytest.approx(5e-6 + 5e-7 + 12 * 2**20 / 64e9 + 5e-7, rel=1e-12)
 

@@ -104,7 +104,9 @@ def kernel_memory(accel: AccelSpec, loads: Sequence, stores: Sequence) -> Kernel
     return KernelMemory(level_s, load_s, store_s, max(0, n - 1) * setup, setup if n else 0.0, shared)
 
 
-def tile_loop(accel: AccelSpec, compute_s: float, mem: KernelMemory, tiles: int, n_loads: int, n_stores: int) -> TileLoop:
+def tile_loop(
+    accel: AccelSpec, compute_s: float, mem: KernelMemory, tiles: int, n_loads: int, n_stores: int
+) -> TileLoop:
     """The double-buffered loop of a kernel of `tiles` tiles: per tile compute_s / T, load
     load_s / T + ceil(n_loads / engines) x setup / cores (tile 0 one wave less: its first is the
     exposed setup), store store_s / T + ceil(n_stores / engines) x setup / cores."""

@@ -3,10 +3,12 @@ chip (with `program.chips` > 1, the same kernels on every chip, each collective 
 topology), each kernel timed from accelerator/sim/timing.py. Formulas (docs/accelerator.md,
 "Simulating a program"):
 
-    matrix kernel: sum over its GEMMs of batch x chip_gemm_cycles(M, N, K) / clock, or of the
-                   transposed GEMM (N x M) if the array finishes that first, or with the batch
-                   spread over the cores, ceil(batch / cores) GEMMs per array (a GEMM the
-                   legaliser put on the vector unit: 2 x batch x M x N x K add_mul ops there)
+    matrix kernel: sum over its GEMMs of chip_gemm_cycles(M, N, K) / clock with the preset's
+                   stationary_buffers (1: SCALE-Sim's closed form per GEMM; 2: the folds of all
+                   `batch` GEMMs pipelined, timing.pipelined_gemm_cycles), or of the transposed
+                   GEMM (N x M) if the array finishes that first, or with the batch spread over
+                   the cores, ceil(batch / cores) GEMMs in turn per array (a GEMM the legaliser
+                   put on the vector unit: 2 x batch x M x N x K add_mul ops there)
                    (mm/addmm/qmm: M x K times K x N; bmm: batch x GEMM; SDPA per batch x head:
                    QK^T (L x S, K=D) and PV (L x D, K=S), its softmax on the vector unit);
                    its other ops (the fused epilogue) on the vector unit alongside:
@@ -15,15 +17,21 @@ topology), each kernel timed from accelerator/sim/timing.py. Formulas (docs/acce
                    ops_per_cycle[dtype][class]) / clock, class exp (exp, sigmoid, silu, gelu,
                    tanh, softmax, erf), reciprocal (rsqrt, sqrt, div, reciprocal), else add_mul;
                    elements: the op's largest tensor (a reduction reads more than it writes)
-    memory:        each transfer (program.transfers) of the kernel, bytes / min(cores x engines
-                   x DMA bandwidth, the level's bandwidth), by level (hbm, shared); memory time =
-                   the sum (one DMA queue), labelled by the level with the most time
-    busy:          tiled kernels (kernel.tile): timing.double_buffered over their output tiles
-                   (compute, loads, stores split evenly); untiled: max(compute, memory) (streamed)
-    kernel:        dispatch + DMA setup (the first load; later ones hide behind compute) + busy
-                   + communication (collectives: timing.collective_seconds, not overlapped)
-    limiter:       the largest of compute, memory (memory:<level>), dma_latency, dispatch,
-                   communication; stalls: busy - compute as memory:<level>, and the others.
+    memory:        accelerator/sim/dma.py: each transfer (program.transfers) of the kernel split
+                   over the cores, each core's share at min(engines x DMA bandwidth, level
+                   bandwidth / cores) (contention: what the sharing adds), summed (one DMA
+                   queue), labelled by the level with the most time; setup waves of
+                   ceil(transfers / engines), the first exposed, the later ones in the memory time
+    busy:          tiled kernels (kernel.tile, T > 1 output tiles): dma.tile_loop, a double-
+                   buffered loop on one DMA queue; untiled: max(compute, memory) (streamed)
+    kernel:        dispatch + the exposed DMA setup + busy + communication (collectives:
+                   timing.collective_seconds)
+    limiter:       the largest of compute, memory (memory:<level>, streaming), dma_latency (every
+                   setup), dispatch, communication; stalls: busy - compute as memory:<level>,
+                   and the others.
+    timeline:      a kernel starts once the kernels it reads from have ended and its resource
+                   is free: the cores, or for a collective the chip's links, so a collective
+                   overlaps the kernels after it that do not need its result.
 
 Host kernels (run by the host, not the accelerator) and kernels of views only take no time here.
 """
@@ -312,7 +320,12 @@ def simulate(program, accel: AccelSpec) -> SimRun:
             "communication": comm_s,
         }
         setups = dma_lat + mem.setup_s  # every wave's setup: latency, not bandwidth
-        parts = {"compute": compute_s, f"memory:{level}": mem_s - mem.setup_s, "dma_latency": setups, "dispatch": dispatch}
+        parts = {
+            "compute": compute_s,
+            f"memory:{level}": mem_s - mem.setup_s,
+            "dma_latency": setups,
+            "dispatch": dispatch,
+        }
         parts["communication"] = comm_s
         limiter = max(parts, key=lambda p: parts[p])
         kt = KernelTime(

@@ -97,7 +97,9 @@ def _read_rank_file(path: Path, max_bytes: int | None) -> RankFile:
     samples = build_sample_counters(acc, r, base)
     if len(samples):
         parts = [c.astype({k: object for k in ("track", "device", "name")}) for c in (counters, samples) if len(c)]
-        counters = pd.concat(parts, ignore_index=True).astype({"track": "category", "device": "category", "name": "category"})
+        counters = pd.concat(parts, ignore_index=True).astype(
+            {"track": "category", "device": "category", "name": "category"}
+        )
     parent, depth = link.nest(ev, problems)
     op_id, flows, launch_ts = link.launches(ev, parent, problems)
     ev["parent_id"], ev["depth"], ev["op_id"] = parent, depth, op_id
