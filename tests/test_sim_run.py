@@ -224,3 +224,25 @@ def test_two_chips_all_reduce_is_the_ring_formula_and_analysis_reads_it(tmp_path
     comm = units[units["collective"] != ""]
     assert len(comm) == sum(1 for s in run.kernels if s.collective)
     assert (comm["bound"] == "communication").all()
+
+
+def test_counters_stay_within_the_hardware(runs):
+    """Every counter sample of every workload is physically possible on its preset: HBM GB/s at
+    most the HBM bandwidth, utilisation at most 100%, local memory per core at most its
+    capacity, shared memory at most its capacity, a DMA queue never negative. (Llama-2-7B's
+    attention, tiled whole in shared memory, once showed as 7.1 MiB of a 4 MiB local memory.)"""
+    from accelerator.sim.trace import counter_samples
+
+    for (case, preset), (run, _) in runs.items():
+        a = run.accel
+        limit = {
+            "HBM bandwidth (GB/s)": a.hbm.bandwidth / 1e9,
+            "matrix utilisation (%)": 100.0,
+            "vector utilisation (%)": 100.0,
+            "local memory used per core (KiB)": a.local_memory.capacity_bytes / 1024,
+            "shared memory used (MiB)": a.shared_memory.capacity_bytes / 2**20,
+            "DMA queue depth": float("inf"),
+        }
+        for (chip, name), samples in counter_samples(run).items():
+            values = [v for _, v in samples]
+            assert min(values) >= 0 and max(values) <= limit[name] * (1 + 1e-9), (case, preset, name, max(values))

@@ -108,7 +108,7 @@ class SimKernel:
     deps: tuple[int, ...] = ()  # the kernels (positions in its chip's list) whose results it reads
     after: int = -1  # the kernel whose end it started at (-1: at 0), on its resource or of its deps
     resource: str = "cores"  # what it occupies: 'cores' (compute and DMA), 'link' (a collective)
-    shared_live_bytes: int = 0  # bytes the allocation keeps in shared memory while it runs
+    shared_live_bytes: int = 0  # bytes in shared memory while it runs: allocation's, its working set's
     local_bytes: int = 0  # its tiles' working set in each core's local memory (tiling's local_bytes)
 
     @property
@@ -353,6 +353,9 @@ def simulate(program, accel: AccelSpec) -> SimRun:
                 load_at += dur
             else:
                 store_at += dur
+        # the tiles' working set (tiling's local_bytes): in each core's local memory, or in shared
+        # memory for an attention kernel tiling kept whole there (attrs memory 'shared')
+        work, in_local = int(k.attrs.get("local_bytes", 0) or 0), k.attrs.get("memory", "local") == "local"
         name = k.name if k.name not in seen else f"{k.name}@{idx}"
         seen[name] = idx
         hbm_read = sum(t.bytes for t in k_loads if t.src == "hbm")
@@ -362,7 +365,7 @@ def simulate(program, accel: AccelSpec) -> SimRun:
             SimKernel(
                 name, k.unit, tuple(k.ops), tuple(o.target for o in ops), 0, at, kt, flops, hbm_read,
                 hbm_written, shared, dtype, family, matrix_s, vector_s, tuple(sim_moves), collective, comm_elements,
-                mem.contention_s, deps, after, resource, shared_live[idx], int(k.attrs.get("local_bytes", 0) or 0),
+                mem.contention_s, deps, after, resource, shared_live[idx] + work * (not in_local), work * in_local,
             )
         )  # fmt: skip
     kernels = list(per_chip)

@@ -206,8 +206,8 @@ def counter_samples(run: SimRun, spans: list[tuple[int, int]] | None = None) -> 
       kernel runs, summed over kernels running at once (a collective on the link adds 0);
     - HBM bandwidth: the kernel's HBM bytes / its seconds, summed likewise (GB/s);
     - local memory used per core: the running kernel's tile working set (KiB);
-    - shared memory used: the bytes the allocation keeps live in shared memory, set at each
-      kernel's start (MiB; held until the next);
+    - shared memory used: the bytes the allocation keeps live in shared memory (and the working
+      set of a kernel tiled in shared memory), set at each kernel's start (MiB; held until the next);
     - DMA queue depth: transfers queued and not done: a kernel's loads all queue at its first
       load's start and leave as each finishes; a store queues when it starts."""
     spans = spans if spans is not None else timeline_ns(run)
