@@ -3,7 +3,8 @@
 
 Fields (issue 13, section 1): chips (count, topology, link bandwidth/latency); per chip the
 off-chip memory (`hbm`: capacity, bandwidth, latency) and shared on-chip memory; per core a
-systolic matrix unit (rows x cols, dataflow os/ws/is, MACs per cycle per dtype), a vector unit
+systolic matrix unit (rows x cols, dataflow os/ws/is, MACs per cycle per dtype, optionally
+stationary_buffers 1 or 2: its stationary block single- or double-buffered), a vector unit
 (lanes, ops per lane per cycle per dtype and op class add_mul/exp/reciprocal), local memory
 (capacity, bandwidth) and DMA engines (count, bandwidth, setup latency); clock; kernel dispatch
 overhead; optionally `host_link` (bandwidth per direction, latency) between the accelerator and
@@ -47,6 +48,7 @@ class MatrixUnit:
     cols: int
     dataflow: str  # os, ws or is
     macs_per_cycle: Mapping[str, float]  # dtype -> MACs per cycle
+    stationary_buffers: int = 1  # 1: SCALE-Sim's array; 2: the stationary block double-buffered
 
 
 @dataclass(frozen=True)
@@ -142,6 +144,14 @@ def _dtype_table(doc: Mapping, where: str) -> dict[str, Any]:
     return dict(doc)
 
 
+def _stationary_buffers(mx: Mapping) -> int:
+    """Optional `chip.core.matrix.stationary_buffers`: 1 (default) or 2."""
+    v = mx.get("stationary_buffers", 1)
+    if v not in (1, 2) or isinstance(v, bool):
+        raise _Problem(f"chip.core.matrix.stationary_buffers must be 1 or 2, not {v!r}")
+    return int(v)
+
+
 def from_dict(doc: Any) -> AccelSpec:
     """Validate a parsed YAML document; raises _Problem naming the first bad field."""
     if not isinstance(doc, Mapping):
@@ -175,6 +185,7 @@ def from_dict(doc: Any) -> AccelSpec:
         _int(mx, "cols", "chip.core.matrix."),
         dataflow,
         macs,
+        _stationary_buffers(mx),
     )
     vx = _section(core, "vector", "chip.core.")
     table = _dtype_table(_section(vx, "ops_per_cycle", "chip.core.vector."), "chip.core.vector.ops_per_cycle.")

@@ -37,6 +37,11 @@ GOOD = PRESETS_DIR / "edge-npu.yaml"
             "chip.hbm.bandwidth must be a positive number, not 'fast'",
         ),
         ("      dataflow: ws ", "      dataflow: diagonal ", "chip.core.matrix.dataflow must be one of os, ws, is"),
+        (
+            "      stationary_buffers: 2 ",
+            "      stationary_buffers: 3 ",
+            "chip.core.matrix.stationary_buffers must be 1 or 2, not 3",
+        ),
         ("clock_hz: 1.0e9 ", "clock: 1.0e9 ", "clock_hz is missing"),
         ("  topology: single ", "  topology: single\n  count2: 1 ", None),  # harmless extra key: loads
         ("        int8: 1024\n", "        int4: 1024\n", "macs_per_cycle.int4 is not a dtype"),

@@ -35,25 +35,30 @@ def _wide_mlp(batch: int):
 
 CASES = {
     "mlp": WORKLOADS["mlp"],
+    "resnet": WORKLOADS["resnet"],
+    "vit": WORKLOADS["vit"],
     "llama": WORKLOADS["llama"],
     "mlp-wide-b512": lambda: _wide_mlp(512),
     "mlp-wide-b1": lambda: _wide_mlp(1),
 }
+#: the full-size shape, on the preset it fits (meta weights: compiled, not run): 872 kernels
+BIG = {("llama2-7b", "datacenter-npu"): WORKLOADS["llama2-7b"]}
 
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
-    """(case, preset) -> (SimRun, analysis units indexed by kernel name), bf16."""
+    """(case, preset) -> (SimRun, analysis units indexed by kernel name), bf16: every tiny
+    workload on both presets, and Llama-2-7B (prefill of 128 tokens) on datacenter-npu."""
+    todo = {(case, preset): f for preset in ("edge-npu", "datacenter-npu") for case, f in CASES.items()}
     out = {}
-    for preset in ("edge-npu", "datacenter-npu"):
+    for (case, preset), factory in {**todo, **BIG}.items():
         hw = load_accel(preset)
-        for case, factory in CASES.items():
-            model, xs = factory()
-            run = simulate(compile_model(model, xs, hw, "bf16").program, hw)
-            path = tmp_path_factory.mktemp("sim") / f"{case}-{preset}.json"
-            path.write_bytes(orjson.dumps(trace_document(run)))
-            units = api.analyze(api.load_trace(path)).units.set_index("name")
-            out[(case, preset)] = (run, units)
+        model, xs = factory()
+        run = simulate(compile_model(model, xs, hw, "bf16").program, hw)
+        path = tmp_path_factory.mktemp("sim") / f"{case}-{preset}.json"
+        path.write_bytes(orjson.dumps(trace_document(run)))
+        units = api.analyze(api.load_trace(path)).units.set_index("name")
+        out[(case, preset)] = (run, units)
     return out
 
 
@@ -78,17 +83,20 @@ def test_no_kernel_faster_than_its_roofline_floor(runs):
             assert row["hardware"] == accel.name, (case, preset, row["hardware"])
             assert row["floor_ns"] <= row["time_ns"], (case, preset, s.name)
             checked += 1
-    assert checked == 2 * (2 + 60 + 2 + 2)  # kernels: mlp 2, llama 60, the wide MLPs 2 each, on 2 presets
+    # kernels: mlp 2, resnet 21, vit 29, llama 60, the wide MLPs 2 each, on 2 presets; llama2-7b 872
+    assert checked == 2 * (2 + 21 + 29 + 60 + 2 + 2) + 872
 
 
 def test_wide_gemm_time_is_the_closed_form_by_hand(runs):
     """fc1 of the wide MLP at batch 512 on datacenter-npu (8 cores of 128 x 128 weight-stationary
-    arrays, 1 bf16 MAC per PE a cycle, 1.05 GHz): M=512, N=4096, K=1024, N split over the
-    cores (512 each): ceil(1024/128) x ceil(512/128) x (512 + 2x128 + 128 - 2) - 1 = 8 x 4 x 894
-    - 1 = 28607 cycles (the transposed mapping, 8 x 1 x (4096 + 382) - 1 = 35823, is slower)."""
+    arrays with double-buffered weights, 1 bf16 MAC per PE a cycle, 1.05 GHz): M=512, N=4096,
+    K=1024, N split over the cores (512 each): F = ceil(1024/128) x ceil(512/128) = 32 folds of
+    M = 512 rows, 128 + (32 - 1) x 512 + 512 + (128 + 128 - 2) - 1 = 16765 cycles, 97.7% of the
+    ideal 512 x 512 x 1024 / 16384 = 16384 (SCALE-Sim's single-buffered form: 32 x 894 - 1 =
+    28607; the transposed mapping, 8 folds of 4096 rows: 128 + 8 x 4096 + 253 = 33149, is slower)."""
     run, _ = runs[("mlp-wide-b512", "datacenter-npu")]
     fc1 = next(s for s in run.kernels if s.unit == "matrix")
-    assert fc1.matrix_s == pytest.approx(28607 / 1.05e9, rel=1e-12)
+    assert fc1.matrix_s == pytest.approx(16765 / 1.05e9, rel=1e-12)
     assert fc1.flops >= 2 * 512 * 4096 * 1024
     assert fc1.time.limiter == "compute"
     # the batch-1 GEMV reads 1024 x 4096 bf16 weights (8 MiB): memory bound on HBM
@@ -108,25 +116,37 @@ def test_trace_loads_and_analysis_classifies_every_kernel(runs, tmp_path):
 
 
 def test_confusion_matrix_simulator_limiter_vs_analysis_bound(runs):
-    """Over every kernel of every case: the simulator's limiter (as a bound) against the bound
-    `perf analyze` gives from the trace and the derived spec. Where both say compute or memory,
-    they agree on at least 95% of the kernel time (issue 13's bar)."""
+    """Over every kernel of every workload: the simulator's limiter (as a bound) against the bound
+    `perf analyze` gives from the trace and the derived spec (issue 13: at least 95% of kernel
+    time agrees, on every workload). Per workload, where both say compute or memory, and over
+    all bounds. Llama-2-7B's attention (128 queries over a 4096-row KV cache, 32 heads of 128)
+    was the test's disagreement (84.5%) while the simulator ran each head's fold single-buffered:
+    it is memory bound (68 MB of Q, K, V, O against 8.6 GFLOP: 126 FLOP/B below the 229 FLOP/B
+    ridge) once the array double-buffers its weights as the preset's MXU does."""
     by_count: Counter = Counter()
     by_time: Counter = Counter()
-    for run, units in runs.values():
+    failing = {}
+    for (case, preset), (run, units) in runs.items():
+        mine: Counter = Counter()
         for s in run.kernels:
             truth = AS_BOUND.get(s.time.limiter, "memory")
             bound = str(units.loc[s.name, "bound"])
+            ns = int(units.loc[s.name, "time_ns"])
             by_count[(truth, bound)] += 1
-            by_time[(truth, bound)] += int(units.loc[s.name, "time_ns"])
+            by_time[(truth, bound)] += ns
+            mine[(truth, bound)] += ns
+        both = {k: v for k, v in mine.items() if k[0] in ("compute", "memory") and k[1] in ("compute", "memory")}
+        shares = [sum(v for (t, b), v in d.items() if t == b) / sum(d.values()) for d in (both, mine) if d]
+        if min(shares) < 0.95:
+            failing[(case, preset)] = dict(mine)
     labels = sorted({t for t, _ in by_count} | {b for _, b in by_count})
     print("\nsimulator limiter (rows) x analysis bound (columns): kernels, ns")
     print(" " * 16 + "".join(f"{b:>22}" for b in labels))
     for t in labels:
         print(f"{t:<16}" + "".join(f"{by_count[(t, b)]:>8} {by_time[(t, b)]:>13,}" for b in labels))
+    assert not failing, failing
     both = {k: v for k, v in by_time.items() if k[0] in ("compute", "memory") and k[1] in ("compute", "memory")}
-    agree = sum(v for (t, b), v in both.items() if t == b)
-    assert both and agree / sum(both.values()) >= 0.95, both
+    assert sum(v for (t, b), v in both.items() if t == b) / sum(both.values()) >= 0.95, both
     assert by_count[("compute", "compute")] and by_count[("memory", "memory")]  # both classes exercised
 
 
@@ -204,3 +224,25 @@ def test_two_chips_all_reduce_is_the_ring_formula_and_analysis_reads_it(tmp_path
     comm = units[units["collective"] != ""]
     assert len(comm) == sum(1 for s in run.kernels if s.collective)
     assert (comm["bound"] == "communication").all()
+
+
+def test_counters_stay_within_the_hardware(runs):
+    """Every counter sample of every workload is physically possible on its preset: HBM GB/s at
+    most the HBM bandwidth, utilisation at most 100%, local memory per core at most its
+    capacity, shared memory at most its capacity, a DMA queue never negative. (Llama-2-7B's
+    attention, tiled whole in shared memory, once showed as 7.1 MiB of a 4 MiB local memory.)"""
+    from accelerator.sim.trace import counter_samples
+
+    for (case, preset), (run, _) in runs.items():
+        a = run.accel
+        limit = {
+            "HBM bandwidth (GB/s)": a.hbm.bandwidth / 1e9,
+            "matrix utilisation (%)": 100.0,
+            "vector utilisation (%)": 100.0,
+            "local memory used per core (KiB)": a.local_memory.capacity_bytes / 1024,
+            "shared memory used (MiB)": a.shared_memory.capacity_bytes / 2**20,
+            "DMA queue depth": float("inf"),
+        }
+        for (chip, name), samples in counter_samples(run).items():
+            values = [v for _, v in samples]
+            assert min(values) >= 0 and max(values) <= limit[name] * (1 + 1e-9), (case, preset, name, max(values))

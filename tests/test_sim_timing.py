@@ -97,6 +97,10 @@ def test_double_buffered_tile_loop():
     assert loop.compute == 30
     assert loop.stalls == {"load": 4, "store": 2 + 2 + 12}
     assert loop.total == loop.compute + sum(loop.stalls.values())
+    # one DMA queue: load 4 and store 12 follow each other: 4 + max(10, 4) + max(10, 4 + 12)
+    # + max(10, 12) + 12 = 4 + 10 + 16 + 12 + 12 = 54
+    shared = T.double_buffered([10, 10, 10], [4, 4, 4], [12, 12, 12], one_queue=True)
+    assert shared.total == 54 and shared.stalls == {"load": 4, "store": 6 + 2 + 12}
 
 
 def test_ring_all_reduce_is_alpha_beta():
@@ -159,6 +163,10 @@ def test_large_gemm_reaches_90_percent_of_matrix_peak():
     c8 = T.chip_gemm_cycles(m, n, k, mx.rows, mx.cols, mx.dataflow, spec.cores, 2.0)
     assert c8 == math.ceil(4389887 / 2)
     assert 2 * m * n * k / (c8 / spec.clock_hz) >= 0.9 * spec.matrix_peak_flops("int8")
+    # the preset's double-buffered weights: 128 + 512 x 8192 + 253 = 4194685 cycles, 99.99% of peak
+    c2 = T.chip_gemm_cycles(m, n, k, mx.rows, mx.cols, mx.dataflow, spec.cores, 1.0, mx.stationary_buffers)
+    assert c2 == 128 + 512 * 8192 + 253
+    assert 2 * m * n * k / (c2 / spec.clock_hz) >= 0.9 * spec.matrix_peak_flops("bf16")
 
 
 @settings(max_examples=200, deadline=None)
@@ -183,17 +191,66 @@ def test_no_gemm_kernel_beats_its_roofline_floor(m, n, k, preset, dtype):
     assert kt.compute + sum(kt.stalls.values()) == pytest.approx(kt.total)
 
 
-def test_decode_gemm_on_a_weight_stationary_array_is_fill_bound():
-    """What SCALE-Sim's ws form implies for decode: 16 x 8192 x 8192 bf16 on datacenter-npu, per
-    core 64 * 8 folds x (16 + 256 + 128 - 2) - 1 = 203775 cycles = 194.07 us (each fold pays the 2R + C
-    fill for 16 rows), against (16*8192*2 + 8192^2) * 2 B / 1.2e12 B/s = 112.07 us of HBM traffic:
-    the matrix unit, not HBM, limits it (the weights' load into the array is not overlapped)."""
+def test_decode_gemm_is_memory_bound_once_the_weights_are_double_buffered():
+    """16 x 8192 x 8192 bf16 on datacenter-npu (8 cores of 128 x 128 ws arrays, 1.05 GHz, HBM
+    1.2 TB/s). Per core N = 1024: 64 x 8 = 512 folds of a 128 x 128 weight block for 16 rows.
+    SCALE-Sim's single-buffered form: 512 x (16 + 256 + 128 - 2) - 1 = 203775 cycles = 194.07 us,
+    more than the (16*8192*2 + 8192^2) * 2 B / 1.2e12 = 112.07 us of HBM traffic: fill bound.
+    With the preset's second weight buffer (the TPU MXU's) the next block shifts in while 16 rows
+    stream, so a fold costs max(16, 128) = 128 cycles: 128 + 511 x 128 + 16 + (128 + 128 - 2) - 1
+    = 65805 cycles = 62.67 us, and HBM (112.07 us) limits the decode GEMM, as the roofline says."""
+    from dataclasses import replace
+
     from accelerator.sim.kernel import gemm_kernel
 
-    kt = gemm_kernel(load_accel("datacenter-npu"), 16, 8192, 8192, "bf16")
-    assert kt.compute == pytest.approx(203775 / 1.05e9)
-    assert kt.limiter == "compute"
-    assert kt.stalls == {"dma_latency": 5e-7, "dispatch": 1e-6}
+    accel = load_accel("datacenter-npu")
+    assert accel.matrix.stationary_buffers == 2
+    kt = gemm_kernel(accel, 16, 8192, 8192, "bf16")
+    assert kt.compute == pytest.approx(65805 / 1.05e9)
+    assert kt.limiter == "memory:hbm"
+    hbm = (16 * 8192 * 2 + 8192**2) * 2 / 1.2e12
+    assert kt.total == pytest.approx(1e-6 + 5e-7 + hbm)
+    single = replace(accel, matrix=replace(accel.matrix, stationary_buffers=1))
+    kt1 = gemm_kernel(single, 16, 8192, 8192, "bf16")
+    assert kt1.compute == pytest.approx(203775 / 1.05e9)
+    assert kt1.limiter == "compute"
+    assert kt1.stalls == {"dma_latency": 5e-7, "dispatch": 1e-6}
+
+
+def test_pipelined_gemm_cycles_by_hand():
+    # ws, M=512 N=256 K=256 on 128x128, 3 GEMMs: 128 + (3 x 2 x 2 - 1) x 512 + 512 + 253 = 6525
+    assert T.pipelined_gemm_cycles(512, 256, 256, 128, 128, "ws", 3) == 128 + 3 * 4 * 512 + 253
+    # os, M=N=64 K=16 on 32x32: 3 folds x max(16, 32) + 16 + 62 - 1 = 173 (SCALE-Sim: 4 x 78 - 1 = 311)
+    assert T.pipelined_gemm_cycles(64, 64, 16, 32, 32, "os") == 173
+    assert T.gemm_cycles(64, 64, 16, 32, 32, "os") == 311
+    # is, M=100 N=33 K=65 on 32x16: 32 + (3 x 7 - 1) folds x max(33, 32) + 33 + 46 - 1 = 770
+    assert T.pipelined_gemm_cycles(100, 33, 65, 32, 16, "is") == 770
+    # a single fold is SCALE-Sim's form even with a short stream: ws M=16: 16 + 256 + 126 - 1 = 397
+    assert T.pipelined_gemm_cycles(16, 128, 128, 128, 128, "ws") == T.gemm_cycles(16, 128, 128, 128, 128, "ws") == 397
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    m=st.integers(1, 3000),
+    n=st.integers(1, 3000),
+    k=st.integers(1, 3000),
+    r=st.sampled_from([1, 4, 8, 16, 32, 128, 7, 100]),
+    c=st.sampled_from([1, 4, 8, 16, 32, 128, 5, 96]),
+    dataflow=st.sampled_from(T.DATAFLOWS),
+    count=st.integers(1, 5),
+)
+def test_double_buffering_is_scalesim_for_one_fold_and_never_slower(m, n, k, r, c, dataflow, count):
+    """One fold is SCALE-Sim's closed form exactly; any GEMM, any
+    count, costs no more than `count` SCALE-Sim GEMMs, and no less than the ideal MNK / (R C)
+    (each within the closed forms' final "- 1" cycle)."""
+    pipelined = T.pipelined_gemm_cycles(m, n, k, r, c, dataflow, count)
+    assert pipelined <= count * (by_hand(m, n, k, r, c, dataflow) + 1) - 1
+    assert pipelined >= count * m * n * k / (r * c) - 1
+    folds = {"ws": -(-k // r) * -(-n // c), "is": -(-k // r) * -(-m // c), "os": -(-m // r) * -(-n // c)}[dataflow]
+    if folds == 1 and count == 1:
+        assert pipelined == by_hand(m, n, k, r, c, dataflow)
+    assert T.array_cycles(m, n, k, r, c, dataflow, 1, count) == count * by_hand(m, n, k, r, c, dataflow)
+    assert T.array_cycles(m, n, k, r, c, dataflow, 2, count) == pipelined
 
 
 def test_collective_over_the_presets_topology():

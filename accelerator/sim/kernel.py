@@ -3,7 +3,8 @@ accelerator/sim/timing.py, the HBM traffic it cannot avoid, the DMA setup and th
 composed by `timing.kernel_time` into a time and a limiter (what `perf simulate --gemm --accel`
 prints). A building block for the program simulator, which adds tiling and schedules.
 
-    compute  = chip_gemm_cycles(M, N, K, R, C, dataflow, cores, macs_per_cycle[dtype] / (R x C)) / clock
+    compute  = chip_gemm_cycles(M, N, K, R, C, dataflow, cores, macs_per_cycle[dtype] / (R x C),
+                                stationary_buffers) / clock
     hbm      = (M x K + K x N + M x N) x itemsize(dtype) / min(HBM bandwidth, cores x engines x DMA bandwidth)
                (compulsory bytes: each operand read once, the output written once, in `dtype`)
     dma      = one transfer setup (the first tile's load; later ones are double-buffered behind compute)
@@ -27,7 +28,8 @@ def gemm_kernel(accel: AccelSpec, m: int, n: int, k: int, dtype: str) -> KernelT
     if macs <= 0:
         have = ", ".join(accel.matrix_dtypes())
         raise ValueError(f"{accel.name}'s matrix unit has no {dtype} (it has {have})")
-    cycles = chip_gemm_cycles(m, n, k, mx.rows, mx.cols, mx.dataflow, accel.cores, macs / (mx.rows * mx.cols))
+    rate = macs / (mx.rows * mx.cols)
+    cycles = chip_gemm_cycles(m, n, k, mx.rows, mx.cols, mx.dataflow, accel.cores, rate, mx.stationary_buffers)
     bandwidth = stream_bandwidth(accel.cores * accel.dma.engines * accel.dma.bandwidth, accel.hbm.bandwidth, 1)
     nbytes = (m * k + k * n + m * n) * ITEMSIZE[dtype]
     return kernel_time(

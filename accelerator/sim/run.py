@@ -3,10 +3,12 @@ chip (with `program.chips` > 1, the same kernels on every chip, each collective 
 topology), each kernel timed from accelerator/sim/timing.py. Formulas (docs/accelerator.md,
 "Simulating a program"):
 
-    matrix kernel: sum over its GEMMs of batch x chip_gemm_cycles(M, N, K) / clock, or of the
-                   transposed GEMM (N x M) if the array finishes that first, or with the batch
-                   spread over the cores, ceil(batch / cores) GEMMs per array (a GEMM the
-                   legaliser put on the vector unit: 2 x batch x M x N x K add_mul ops there)
+    matrix kernel: sum over its GEMMs of chip_gemm_cycles(M, N, K) / clock with the preset's
+                   stationary_buffers (1: SCALE-Sim's closed form per GEMM; 2: the folds of all
+                   `batch` GEMMs pipelined, timing.pipelined_gemm_cycles), or of the transposed
+                   GEMM (N x M) if the array finishes that first, or with the batch spread over
+                   the cores, ceil(batch / cores) GEMMs in turn per array (a GEMM the legaliser
+                   put on the vector unit: 2 x batch x M x N x K add_mul ops there)
                    (mm/addmm/qmm: M x K times K x N; bmm: batch x GEMM; SDPA per batch x head:
                    QK^T (L x S, K=D) and PV (L x D, K=S), its softmax on the vector unit);
                    its other ops (the fused epilogue) on the vector unit alongside:
@@ -15,15 +17,21 @@ topology), each kernel timed from accelerator/sim/timing.py. Formulas (docs/acce
                    ops_per_cycle[dtype][class]) / clock, class exp (exp, sigmoid, silu, gelu,
                    tanh, softmax, erf), reciprocal (rsqrt, sqrt, div, reciprocal), else add_mul;
                    elements: the op's largest tensor (a reduction reads more than it writes)
-    memory:        each transfer (program.transfers) of the kernel, bytes / min(cores x engines
-                   x DMA bandwidth, the level's bandwidth), by level (hbm, shared); memory time =
-                   the sum (one DMA queue), labelled by the level with the most time
-    busy:          tiled kernels (kernel.tile): timing.double_buffered over their output tiles
-                   (compute, loads, stores split evenly); untiled: max(compute, memory) (streamed)
-    kernel:        dispatch + DMA setup (the first load; later ones hide behind compute) + busy
-                   + communication (collectives: timing.collective_seconds, not overlapped)
-    limiter:       the largest of compute, memory (memory:<level>), dma_latency, dispatch,
-                   communication; stalls: busy - compute as memory:<level>, and the others.
+    memory:        accelerator/sim/dma.py: each transfer (program.transfers) of the kernel split
+                   over the cores, each core's share at min(engines x DMA bandwidth, level
+                   bandwidth / cores) (contention: what the sharing adds), summed (one DMA
+                   queue), labelled by the level with the most time; setup waves of
+                   ceil(transfers / engines), the first exposed, the later ones in the memory time
+    busy:          tiled kernels (kernel.tile, T > 1 output tiles): dma.tile_loop, a double-
+                   buffered loop on one DMA queue; untiled: max(compute, memory) (streamed)
+    kernel:        dispatch + the exposed DMA setup + busy + communication (collectives:
+                   timing.collective_seconds)
+    limiter:       the largest of compute, memory (memory:<level>, streaming), dma_latency (every
+                   setup), dispatch, communication; stalls: busy - compute as memory:<level>,
+                   and the others.
+    timeline:      a kernel starts once the kernels it reads from have ended and its resource
+                   is free: the cores, or for a collective the chip's links, so a collective
+                   overlaps the kernels after it that do not need its result.
 
 Host kernels (run by the host, not the accelerator) and kernels of views only take no time here.
 """
@@ -35,12 +43,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from accelerator.hardware import AccelSpec
+from accelerator.sim.dma import kernel_memory, streaming_seconds, tile_loop, transfer_level
 from accelerator.sim.timing import (
     KernelTime,
+    array_cycles,
     chip_gemm_cycles,
     collective_seconds,
-    double_buffered,
-    gemm_cycles,
     vector_cycles,
 )
 
@@ -96,6 +104,12 @@ class SimKernel:
     transfers: tuple[SimTransfer, ...] = ()
     collective: str = ""
     comm_elements: int = 0  # elements of the collective's message (its result), 0 for other kernels
+    contention_s: float = 0.0  # of its memory time, what sharing HBM/shared among the cores adds (dma.py)
+    deps: tuple[int, ...] = ()  # the kernels (positions in its chip's list) whose results it reads
+    after: int = -1  # the kernel whose end it started at (-1: at 0), on its resource or of its deps
+    resource: str = "cores"  # what it occupies: 'cores' (compute and DMA), 'link' (a collective)
+    shared_live_bytes: int = 0  # bytes in shared memory while it runs: allocation's, its working set's
+    local_bytes: int = 0  # its tiles' working set in each core's local memory (tiling's local_bytes)
 
     @property
     def end_s(self) -> float:
@@ -174,31 +188,33 @@ def _dtype(ops: list, types: Mapping) -> str:
     return "fp32"
 
 
-def _array_cycles(accel: AccelSpec, m: int, n: int, k: int, dtype: str) -> int:
-    """Cycles of one GEMM on the chip's arrays, mapped as it is or transposed (C^T = B^T A^T:
-    M and N swap), whichever finishes first; both split the N x M output's larger side over
-    the cores (timing.chip_gemm_cycles splits N): a compiler's choice for a GEMV (M = 1), which
-    a weight-stationary array otherwise runs one row per fold."""
+def _array_cycles(accel: AccelSpec, m: int, n: int, k: int, dtype: str, count: int = 1) -> int:
+    """Cycles of `count` GEMMs in turn on the chip's arrays, mapped as given or transposed (C^T =
+    B^T A^T: M and N swap), whichever finishes first; both split the N x M output's larger side
+    over the cores (timing.chip_gemm_cycles splits N): a compiler's choice for a GEMV (M = 1),
+    which a weight-stationary array otherwise runs one row per fold. A double-buffered array
+    (`stationary_buffers: 2`) pipelines the folds of all `count` GEMMs (timing.array_cycles)."""
     mx = accel.matrix
     rate = mx.macs_per_cycle[dtype] / (mx.rows * mx.cols)
-    as_is = chip_gemm_cycles(m, n, k, mx.rows, mx.cols, mx.dataflow, accel.cores, rate)
-    transposed = chip_gemm_cycles(n, m, k, mx.rows, mx.cols, mx.dataflow, accel.cores, rate)
-    split_rows = math.ceil(gemm_cycles(math.ceil(n / accel.cores), m, k, mx.rows, mx.cols, mx.dataflow) / rate)
-    return min(as_is, transposed, split_rows)
+    buf = mx.stationary_buffers
+    as_is = chip_gemm_cycles(m, n, k, mx.rows, mx.cols, mx.dataflow, accel.cores, rate, buf, count)
+    transposed = chip_gemm_cycles(n, m, k, mx.rows, mx.cols, mx.dataflow, accel.cores, rate, buf, count)
+    split_rows = array_cycles(math.ceil(n / accel.cores), m, k, mx.rows, mx.cols, mx.dataflow, buf, count)
+    return min(as_is, transposed, math.ceil(split_rows / rate))
 
 
 def _batched_cycles(accel: AccelSpec, batch: int, m: int, n: int, k: int, dtype: str) -> int:
-    """`batch` independent GEMMs (bmm, attention heads): each on all cores in turn (`batch x
-    _array_cycles`), or whole GEMMs spread over the cores (`ceil(batch / cores)` rounds of one
-    GEMM on one array, as given or transposed), whichever finishes first."""
+    """`batch` independent GEMMs (bmm, attention heads): each on all cores in turn
+    (`_array_cycles(.., count=batch)`), or whole GEMMs spread over the cores (`ceil(batch /
+    cores)` GEMMs in turn on one array, as given or transposed), whichever finishes first."""
     mx = accel.matrix
     rate = mx.macs_per_cycle[dtype] / (mx.rows * mx.cols)
+    rounds, buf = math.ceil(batch / accel.cores), mx.stationary_buffers
     one_core = min(
-        gemm_cycles(m, n, k, mx.rows, mx.cols, mx.dataflow), gemm_cycles(n, m, k, mx.rows, mx.cols, mx.dataflow)
+        array_cycles(m, n, k, mx.rows, mx.cols, mx.dataflow, buf, rounds),
+        array_cycles(n, m, k, mx.rows, mx.cols, mx.dataflow, buf, rounds),
     )
-    return min(
-        batch * _array_cycles(accel, m, n, k, dtype), math.ceil(batch / accel.cores) * math.ceil(one_core / rate)
-    )
+    return min(_array_cycles(accel, m, n, k, dtype, batch), math.ceil(one_core / rate))
 
 
 def _vector_seconds(accel: AccelSpec, elements: int, cls: str, dtype: str) -> float:
@@ -206,12 +222,6 @@ def _vector_seconds(accel: AccelSpec, elements: int, cls: str, dtype: str) -> fl
     rate = rates.get(cls) or rates.get("add_mul", 1.0)
     per_core = math.ceil(elements / accel.cores)
     return vector_cycles(per_core, accel.vector.lanes, rate) / accel.clock_hz
-
-
-def _level_bandwidth(accel: AccelSpec, level: str) -> float:
-    engines = accel.cores * accel.dma.engines * accel.dma.bandwidth
-    shared = {"hbm": accel.hbm.bandwidth, "shared": accel.shared_memory.bandwidth}.get(level, accel.hbm.bandwidth)
-    return min(engines, shared)
 
 
 def _tiles(kernel, ops: list) -> int:
@@ -225,6 +235,20 @@ def _tiles(kernel, ops: list) -> int:
     return max(1, math.ceil(m / t["m"]) if t.get("m") else 1) * max(1, math.ceil(n / t["n"]) if t.get("n") else 1)
 
 
+def _live_bytes(program, level: str) -> list[int]:
+    """Bytes placed in `level` live at each kernel index (allocation's live ranges, inclusive)."""
+    delta = [0] * (len(program.kernels) + 1)
+    for p in program.placement.values():
+        if p.level == level and 0 <= p.live[0] <= p.live[1] < len(program.kernels):
+            delta[p.live[0]] += p.size
+            delta[p.live[1] + 1] -= p.size
+    out, at = [], 0
+    for d in delta[:-1]:
+        at += d
+        out.append(at)
+    return out
+
+
 def simulate(program, accel: AccelSpec) -> SimRun:
     """Every scheduled kernel of `program` timed on `accel` (module docstring), chip by chip."""
     types = program.types()
@@ -236,11 +260,14 @@ def simulate(program, accel: AccelSpec) -> SimRun:
     chips = max(1, int(program.chips))
     link = accel.link
     per_chip: list[SimKernel] = []
-    clock_s = 0.0
+    shared_live = _live_bytes(program, "shared")
+    free = {"cores": (0.0, -1), "link": (0.0, -1)}  # resource -> (free at s, the kernel that ends then)
+    ends: dict[str, tuple[float, int]] = {}  # value -> (written at s, the kernel that wrote it)
     seen: dict[str, int] = {}
     for idx, k in enumerate(program.kernels):
         ops = [producers[n] for n in k.ops if n in producers]
-        if k.unit == "host" or not ops:
+        if k.unit == "host" or not ops:  # no accelerator time: its results are there when the cores are free
+            ends.update({v: free["cores"] for v in k.outputs})
             continue
         dtype = _dtype(ops, types)
         matrix_s = vector_s = flops = 0.0
@@ -276,24 +303,15 @@ def simulate(program, accel: AccelSpec) -> SimRun:
                 if family == "elementwise" and _base(op.target) in ("mean", "sum", "amax", "max", "var_mean"):
                     family = "reduction"
         compute_s = max(matrix_s, vector_s)
-        moves = [*loads.get(idx, []), *stores.get(idx, [])]
-        level_s: dict[str, float] = {}
-        for t in moves:
-            level = t.src if t.dst == "local" else t.dst
-            level_s[level] = level_s.get(level, 0.0) + t.bytes / _level_bandwidth(accel, level)
-        mem_s = sum(level_s.values())
-        level = max(level_s, key=lambda lv: level_s[lv]) if level_s else "hbm"
+        k_loads, k_stores = loads.get(idx, []), stores.get(idx, [])
+        mem = kernel_memory(accel, k_loads, k_stores)
+        mem_s, level = mem.memory_s, mem.level
         n_tiles = _tiles(k, ops)
-        load_s = sum(t.bytes / _level_bandwidth(accel, t.src) for t in loads.get(idx, []))
-        store_s = mem_s - load_s
         if k.tile and n_tiles > 1:
-            loop = double_buffered(
-                [compute_s / n_tiles] * n_tiles, [load_s / n_tiles] * n_tiles, [store_s / n_tiles] * n_tiles
-            )
-            busy = loop.total
+            busy = tile_loop(accel, compute_s, mem, n_tiles, len(k_loads), len(k_stores)).total
         else:
             busy = max(compute_s, mem_s)
-        dma_lat = accel.dma.setup_latency_s if moves else 0.0
+        dma_lat = mem.exposed_setup_s
         dispatch = accel.dispatch_overhead_s
         stalls = {
             f"memory:{level}": busy - compute_s,
@@ -301,42 +319,63 @@ def simulate(program, accel: AccelSpec) -> SimRun:
             "dispatch": dispatch,
             "communication": comm_s,
         }
-        parts = {"compute": compute_s, f"memory:{level}": mem_s, "dma_latency": dma_lat, "dispatch": dispatch}
+        setups = dma_lat + mem.setup_s  # every wave's setup: latency, not bandwidth
+        parts = {
+            "compute": compute_s,
+            f"memory:{level}": mem_s - mem.setup_s,
+            "dma_latency": setups,
+            "dispatch": dispatch,
+        }
         parts["communication"] = comm_s
         limiter = max(parts, key=lambda p: parts[p])
         kt = KernelTime(
             dispatch + dma_lat + busy + comm_s, compute_s, limiter, {c: s for c, s in stalls.items() if s > 0}
         )
-        start = clock_s + dispatch + dma_lat
-        sim_moves, load_at, store_at = [], start, start + busy - store_s
-        for t in moves:
-            lv = t.src if t.dst == "local" else t.dst
-            dur = t.bytes / _level_bandwidth(accel, lv)
-            at = load_at if t.dst == "local" else store_at
-            sim_moves.append(SimTransfer(t.value, f"{t.src}->{t.dst}", t.bytes, at, dur))
+        # the timeline: after the kernels it reads from, once its resource (the cores; the chip's
+        # links for a collective) is free
+        resource = "link" if collective else "cores"
+        deps = tuple(sorted({ends[v][1] for v in k.inputs if v in ends and ends[v][1] >= 0}))
+        at, after = free[resource]
+        for v in k.inputs:
+            if v in ends and ends[v][0] > at:
+                at, after = ends[v]
+        pos = len(per_chip)
+        free[resource] = (at + kt.total, pos)
+        for v in k.outputs or k.inputs:  # a kernel without outputs writes its inputs in place (index_copy_)
+            ends[v] = (at + kt.total, pos)
+        start = at + dispatch + dma_lat
+        sim_moves, load_at, store_at = [], start, start + busy - mem.store_s
+        for t in (*k_loads, *k_stores):
+            dur = streaming_seconds(accel, t.bytes, transfer_level(t.src, t.dst))
+            when = load_at if t.dst == "local" else store_at
+            sim_moves.append(SimTransfer(t.value, f"{t.src}->{t.dst}", t.bytes, when, dur))
             if t.dst == "local":
                 load_at += dur
             else:
                 store_at += dur
+        # the tiles' working set (tiling's local_bytes): in each core's local memory, or in shared
+        # memory for an attention kernel tiling kept whole there (attrs memory 'shared')
+        work, in_local = int(k.attrs.get("local_bytes", 0) or 0), k.attrs.get("memory", "local") == "local"
         name = k.name if k.name not in seen else f"{k.name}@{idx}"
         seen[name] = idx
-        hbm_read = sum(t.bytes for t in loads.get(idx, []) if t.src == "hbm")
-        hbm_written = sum(t.bytes for t in stores.get(idx, []) if t.dst == "hbm")
-        shared = sum(t.bytes for t in moves if "shared" in (t.src, t.dst))
+        hbm_read = sum(t.bytes for t in k_loads if t.src == "hbm")
+        hbm_written = sum(t.bytes for t in k_stores if t.dst == "hbm")
+        shared = sum(t.bytes for t in (*k_loads, *k_stores) if "shared" in (t.src, t.dst))
         per_chip.append(
             SimKernel(
-                name, k.unit, tuple(k.ops), tuple(o.target for o in ops), 0, clock_s, kt, flops, hbm_read,
+                name, k.unit, tuple(k.ops), tuple(o.target for o in ops), 0, at, kt, flops, hbm_read,
                 hbm_written, shared, dtype, family, matrix_s, vector_s, tuple(sim_moves), collective, comm_elements,
+                mem.contention_s, deps, after, resource, shared_live[idx] + work * (not in_local), work * in_local,
             )
         )  # fmt: skip
-        clock_s += kt.total
     kernels = list(per_chip)
     for chip in range(1, chips):
         kernels += [_on_chip(s, chip) for s in per_chip]
     by_limiter: dict[str, float] = {}
     for s in per_chip:
         by_limiter[s.time.limiter] = by_limiter.get(s.time.limiter, 0.0) + s.time.total
-    return SimRun(accel, program.name, chips, tuple(kernels), clock_s, by_limiter)
+    total = max((s.end_s for s in per_chip), default=0.0)
+    return SimRun(accel, program.name, chips, tuple(kernels), total, by_limiter)
 
 
 def _on_chip(s: SimKernel, chip: int) -> SimKernel:

@@ -61,6 +61,42 @@ def gemm_cycles(m: int, n: int, k: int, rows: int, cols: int, dataflow: str) -> 
     raise ValueError(f"dataflow must be one of {', '.join(DATAFLOWS)}, not {dataflow!r}")
 
 
+def pipelined_gemm_cycles(m: int, n: int, k: int, rows: int, cols: int, dataflow: str, count: int = 1) -> int:
+    """Cycles of `count` GEMMs (M x K times K x N) run back to back on an R x C array whose
+    stationary block is double-buffered: the next fold's block shifts in (R cycles) while the
+    current fold streams, and consecutive folds stream back to back, so the fill and drain of the
+    array are paid once (the TPU's MXU holds "one 64 KiB tile of weights plus one for
+    double-buffering (to hide the 256 cycles it takes to shift a tile in)", Jouppi et al., ISCA
+    2017, section 2). With F = count x folds and s the stream of a fold:
+
+        ws: R + (F - 1) x max(s, R) + s + (R + C - 2) - 1,  folds ceil(K/R) ceil(N/C), s = M
+        is: R + (F - 1) x max(s, R) + s + (R + C - 2) - 1,  folds ceil(K/R) ceil(M/C), s = N
+        os:     (F - 1) x max(s, R) + s + (R + C - 2) - 1,  folds ceil(M/R) ceil(N/C), s = K
+            (its outputs drain, R cycles, into a second accumulator bank while the next fold runs)
+
+    One fold is SCALE-Sim's closed form exactly (`gemm_cycles`); more folds cost less, never
+    more: a fold waits for the next block's R-cycle load only when its stream is shorter (a
+    decode GEMM, M = batch < R, runs at M / R of the array)."""
+    _positive(M=m, N=n, K=k, R=rows, C=cols, count=count)
+    c = math.ceil
+    folds, stream, load = {
+        "os": (c(m / rows) * c(n / cols), k, 0),
+        "ws": (c(k / rows) * c(n / cols), m, rows),
+        "is": (c(k / rows) * c(m / cols), n, rows),
+    }.get(dataflow, (0, 0, 0))
+    if not folds:
+        raise ValueError(f"dataflow must be one of {', '.join(DATAFLOWS)}, not {dataflow!r}")
+    return load + (count * folds - 1) * max(stream, rows) + stream + rows + cols - 2 - 1
+
+
+def array_cycles(m: int, n: int, k: int, rows: int, cols: int, dataflow: str, buffers: int = 1, count: int = 1) -> int:
+    """`count` GEMMs on one array: SCALE-Sim's `count x gemm_cycles` with a single-buffered
+    stationary block (`buffers` 1), `pipelined_gemm_cycles` with a double-buffered one (2)."""
+    if buffers >= 2:
+        return pipelined_gemm_cycles(m, n, k, rows, cols, dataflow, count)
+    return count * gemm_cycles(m, n, k, rows, cols, dataflow)
+
+
 def gemm_utilisation(m: int, n: int, k: int, rows: int, cols: int, dataflow: str) -> float:
     """Share of the array's MACs doing work: M x N x K / (cycles x R x C)."""
     return m * n * k / (gemm_cycles(m, n, k, rows, cols, dataflow) * rows * cols)
@@ -127,9 +163,13 @@ class TileLoop:
     stalls: Mapping[str, float]
 
 
-def double_buffered(compute: Sequence[float], load: Sequence[float], store: Sequence[float]) -> TileLoop:
+def double_buffered(
+    compute: Sequence[float], load: Sequence[float], store: Sequence[float], one_queue: bool = False
+) -> TileLoop:
     """Compute on tile i overlaps the load of tile i+1 and the store of tile i-1:
-    total = load_0 + sum_i max(compute_i, load_{i+1}, store_{i-1}) + store_{n-1}."""
+    total = load_0 + sum_i max(compute_i, load_{i+1}, store_{i-1}) + store_{n-1}; with
+    `one_queue` the load and the store share one DMA queue (or one level's bandwidth) and follow
+    each other: max(compute_i, load_{i+1} + store_{i-1})."""
     n = len(compute)
     if not (len(load) == len(store) == n):
         raise ValueError("compute, load and store need one entry per tile")
@@ -140,7 +180,7 @@ def double_buffered(compute: Sequence[float], load: Sequence[float], store: Sequ
     for i in range(n):
         nxt = load[i + 1] if i + 1 < n else 0.0
         prev = store[i - 1] if i > 0 else 0.0
-        step = max(compute[i], nxt, prev)
+        step = max(compute[i], nxt + prev) if one_queue else max(compute[i], nxt, prev)
         body += step
         if step > compute[i]:
             stalls["load" if nxt >= prev else "store"] += step - compute[i]
@@ -256,12 +296,24 @@ def kernel_time(
     return KernelTime(dispatch_s + dma_latency_s + busy + exposed, compute_s, limiter, stalls)
 
 
-def chip_gemm_cycles(m: int, n: int, k: int, rows: int, cols: int, dataflow: str, cores: int, rate: float = 1.0) -> int:
+def chip_gemm_cycles(
+    m: int,
+    n: int,
+    k: int,
+    rows: int,
+    cols: int,
+    dataflow: str,
+    cores: int,
+    rate: float = 1.0,
+    buffers: int = 1,
+    count: int = 1,
+) -> int:
     """A GEMM spread over a chip's cores, output columns split: each core runs M x ceil(N/cores)
-    x K, all at once, so cycles = ceil(gemm_cycles(M, ceil(N/cores), K) / rate), where rate =
-    macs_per_cycle[dtype] / (R x C) (2 for int8 on an array doing two int8 MACs per PE a cycle)."""
+    x K, all at once, so cycles = ceil(array_cycles(M, ceil(N/cores), K, buffers, count) / rate),
+    where rate = macs_per_cycle[dtype] / (R x C) (2 for int8 on an array doing two int8 MACs per
+    PE a cycle); `count` such GEMMs back to back (1: gemm_cycles, SCALE-Sim's form, when single-buffered)."""
     _positive(cores=cores)
-    return math.ceil(gemm_cycles(m, math.ceil(n / cores), k, rows, cols, dataflow) / rate)
+    return math.ceil(array_cycles(m, math.ceil(n / cores), k, rows, cols, dataflow, buffers, count) / rate)
 
 
 def parse_dims(text: str, count: int, what: str) -> tuple[int, ...]:

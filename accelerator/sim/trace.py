@@ -8,10 +8,12 @@ hbm_written, shared_bytes, dtype, family, limiter, stall_cycles {cause: cycles},
 matrix_ns, vector_ns, collective}; tid 1 'dma' one event per DMA transfer, category `dma`
 (name 'DMA <route> <value>', args {route, bytes}; the Kineto reader reads it as kind `dma` on
 the chip's stream 1, not a unit of work: a transfer's time is part of its kernel's).
-Counters ('C' events, per chip, sampled at each kernel's start and set to 0 at its end):
-'matrix utilisation (%)', 'vector utilisation (%)' (busy seconds of the unit / kernel
-seconds), 'HBM bandwidth (GB/s)' (HBM bytes / kernel seconds); Perfetto and chrome://tracing
-draw them (the Kineto reader does not read 'C' events).
+tid 2 'link' holds the collectives (they run beside the cores' kernels that do not need them).
+Counters ('C' events, per chip, a sample where the value changes; `counter_samples`): matrix
+and vector utilisation (%), HBM bandwidth (GB/s), shared memory used (MiB), local memory used
+per core (KiB), DMA queue depth; the Kineto reader reads them into the counters table (track
+'rank0/gpu<chip>/counters'). Flows (category `dependency`, 's'/'f'): producer kernel -> each
+kernel that reads its result.
 Times: integer ns on the simulated clock (each kernel's duration rounded up), written in µs with
 3 decimals, exact to the ns.
 
@@ -37,14 +39,16 @@ def _us(ns: int) -> float:
 
 
 def timeline_ns(run: SimRun) -> list[tuple[int, int]]:
-    """(start_ns, dur_ns) of every kernel of `run`: durations rounded up to the ns, back to back."""
-    out, at, chip = [], 0, -1
-    for s in run.kernels:
-        if s.chip != chip:
-            at, chip = 0, s.chip
-        dur = math.ceil(s.time.total * 1e9)
-        out.append((at, dur))
-        at += dur
+    """(start_ns, dur_ns) of every kernel of `run`: durations rounded up to the ns, each kernel
+    starting at the rounded end of the kernel it waited for (`SimKernel.after`; 0 for none), so
+    kernels on one resource run back to back and a kernel that overlaps a collective does so."""
+    out: list[tuple[int, int]] = []
+    first = 0  # index in run.kernels of the chip's first kernel
+    for i, s in enumerate(run.kernels):
+        if i and s.chip != run.kernels[i - 1].chip:
+            first = i
+        at = sum(out[first + s.after]) if s.after >= 0 else 0
+        out.append((at, math.ceil(s.time.total * 1e9)))
     return out
 
 
@@ -119,6 +123,10 @@ def _collective_args(s, chips: int) -> dict[str, Any]:
     }
 
 
+#: Chrome thread of each resource of a chip: the cores' kernels, DMA transfers, the links' collectives
+TIDS = {"cores": 0, "dma": 1, "link": 2}
+
+
 def trace_events(run: SimRun) -> list[dict[str, Any]]:
     """The Chrome events of `run` (module docstring)."""
     clock = run.accel.clock_hz
@@ -127,9 +135,10 @@ def trace_events(run: SimRun) -> list[dict[str, Any]]:
         events.append(
             {"ph": "M", "name": "process_name", "pid": chip, "args": {"name": f"{run.accel.name} chip {chip}"}}
         )
-        events.append({"ph": "M", "name": "thread_name", "pid": chip, "tid": 0, "args": {"name": "kernels"}})
-        events.append({"ph": "M", "name": "thread_name", "pid": chip, "tid": 1, "args": {"name": "dma"}})
-    for s, (start, dur) in zip(run.kernels, timeline_ns(run), strict=True):
+        for name, tid in (("kernels", 0), ("dma", 1), ("link", 2)):
+            events.append({"ph": "M", "name": "thread_name", "pid": chip, "tid": tid, "args": {"name": name}})
+    spans = timeline_ns(run)
+    for s, (start, dur) in zip(run.kernels, spans, strict=True):
         kt = s.time
         events.append(
             {
@@ -137,7 +146,7 @@ def trace_events(run: SimRun) -> list[dict[str, Any]]:
                 "cat": "kernel",
                 "name": s.name,
                 "pid": s.chip,
-                "tid": 0,
+                "tid": TIDS.get(s.resource, 0),
                 "ts": _us(start),
                 "dur": _us(dur),
                 "args": {
@@ -155,6 +164,7 @@ def trace_events(run: SimRun) -> list[dict[str, Any]]:
                     "compute_ns": round(kt.compute * 1e9, 3),
                     "matrix_ns": round(s.matrix_s * 1e9, 3),
                     "vector_ns": round(s.vector_s * 1e9, 3),
+                    "contention_ns": round(s.contention_s * 1e9, 3),
                     **(_collective_args(s, run.chips) if s.collective else {}),
                 },
             }
@@ -167,24 +177,103 @@ def trace_events(run: SimRun) -> list[dict[str, Any]]:
                     "cat": "dma",
                     "name": f"DMA {t.route} {t.value}",
                     "pid": s.chip,
-                    "tid": 1,
+                    "tid": TIDS["dma"],
                     "ts": _us(round(t.start_s * 1e9 + offset)),
                     "dur": _us(max(1, round(t.dur_s * 1e9))),
                     "args": {"route": t.route, "bytes": t.bytes},
                 }
             )
-        seconds = max(kt.total, 1e-12)
-        samples = {
-            "matrix utilisation (%)": 100 * s.matrix_s / seconds,
-            "vector utilisation (%)": 100 * s.vector_s / seconds,
-            "HBM bandwidth (GB/s)": (s.hbm_read + s.hbm_written) / seconds / 1e9,
-        }
-        for name, value in samples.items():
-            events.append(
-                {"ph": "C", "name": name, "pid": s.chip, "ts": _us(start), "args": {"value": round(value, 3)}}
-            )
-            events.append({"ph": "C", "name": name, "pid": s.chip, "ts": _us(start + dur), "args": {"value": 0}})
+    events += counter_events(run, spans)
+    events += flow_events(run, spans)
     return events
+
+
+#: the counter tracks, per chip (docs/accelerator.md, "Simulating a program")
+COUNTERS = (
+    "matrix utilisation (%)",
+    "vector utilisation (%)",
+    "HBM bandwidth (GB/s)",
+    "shared memory used (MiB)",
+    "local memory used per core (KiB)",
+    "DMA queue depth",
+)
+
+
+def counter_samples(run: SimRun, spans: list[tuple[int, int]] | None = None) -> dict[tuple[int, str], list]:
+    """(chip, counter) -> [(ns, value)] in time order, one sample where the value changes:
+
+    - matrix / vector utilisation: 100 x the unit's busy seconds / the kernel's seconds while a
+      kernel runs, summed over kernels running at once (a collective on the link adds 0);
+    - HBM bandwidth: the kernel's HBM bytes / its seconds, summed likewise (GB/s);
+    - local memory used per core: the running kernel's tile working set (KiB);
+    - shared memory used: the bytes the allocation keeps live in shared memory (and the working
+      set of a kernel tiled in shared memory), set at each kernel's start (MiB; held until the next);
+    - DMA queue depth: transfers queued and not done: a kernel's loads all queue at its first
+      load's start and leave as each finishes; a store queues when it starts."""
+    spans = spans if spans is not None else timeline_ns(run)
+    deltas: dict[tuple[int, str], list[tuple[int, float]]] = {}
+    levels: dict[tuple[int, str], list[tuple[int, float]]] = {}
+
+    def add(chip: int, name: str, at: int, end: int, value: float) -> None:
+        if value:
+            deltas.setdefault((chip, name), []).extend(((at, value), (end, -value)))
+
+    for s, (start, dur) in zip(run.kernels, spans, strict=True):
+        seconds, end = max(s.time.total, 1e-12), start + dur
+        add(s.chip, COUNTERS[0], start, end, 100 * s.matrix_s / seconds)
+        add(s.chip, COUNTERS[1], start, end, 100 * s.vector_s / seconds)
+        add(s.chip, COUNTERS[2], start, end, (s.hbm_read + s.hbm_written) / seconds / 1e9)
+        add(s.chip, COUNTERS[4], start, end, s.local_bytes / 1024)
+        if s.resource == "cores":
+            levels.setdefault((s.chip, COUNTERS[3]), []).append((start, s.shared_live_bytes / 2**20))
+        offset = start - s.start_s * 1e9
+        loads = [t for t in s.transfers if t.route.endswith("->local")]
+        queued = round(min((t.start_s for t in loads), default=0.0) * 1e9 + offset)
+        for t in s.transfers:
+            t_start = round(t.start_s * 1e9 + offset)
+            t_end = t_start + max(1, round(t.dur_s * 1e9))
+            add(s.chip, COUNTERS[5], queued if t.route.endswith("->local") else t_start, t_end, 1.0)
+    out: dict[tuple[int, str], list] = {}
+    for key, changes in deltas.items():
+        changes.sort(key=lambda c: c[0])
+        samples, value = [], 0.0
+        for i, (at, d) in enumerate(changes):
+            value += d
+            if i + 1 == len(changes) or changes[i + 1][0] != at:
+                samples.append((at, max(0.0, round(value, 6))))
+        out[key] = samples
+    for (chip, name), samples in levels.items():  # freed when the chip's last kernel ends
+        samples.append((max(a + d for (a, d), k in zip(spans, run.kernels, strict=True) if k.chip == chip), 0.0))
+    for key, samples in levels.items():
+        samples.sort(key=lambda c: c[0])
+        out[key] = [(at, round(v, 6)) for i, (at, v) in enumerate(samples) if i == 0 or samples[i - 1][1] != v]
+    return out
+
+
+def counter_events(run: SimRun, spans: list[tuple[int, int]] | None = None) -> list[dict[str, Any]]:
+    """`counter_samples` as Chrome counter ('C') events, pid = chip, args {value}."""
+    return [
+        {"ph": "C", "name": name, "pid": chip, "ts": _us(at), "args": {"value": round(v, 3)}}
+        for (chip, name), samples in sorted(counter_samples(run, spans).items())
+        for at, v in samples
+    ]
+
+
+def flow_events(run: SimRun, spans: list[tuple[int, int]]) -> list[dict[str, Any]]:
+    """A Chrome flow (category `dependency`, 's' at the producer's start, 'f' bound to the
+    consumer's start) for every kernel a kernel reads the result of (SimKernel.deps)."""
+    out: list[dict[str, Any]] = []
+    first, n = 0, 0
+    for i, s in enumerate(run.kernels):
+        if i and s.chip != run.kernels[i - 1].chip:
+            first = i
+        for d in s.deps:
+            src = run.kernels[first + d]
+            n += 1
+            common = {"cat": "dependency", "name": "dependency", "id": n, "pid": s.chip}
+            out.append({**common, "ph": "s", "tid": TIDS.get(src.resource, 0), "ts": _us(spans[first + d][0])})
+            out.append({**common, "ph": "f", "bp": "e", "tid": TIDS.get(s.resource, 0), "ts": _us(spans[i][0])})
+    return out
 
 
 def trace_document(run: SimRun) -> dict[str, Any]:

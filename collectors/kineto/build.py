@@ -171,3 +171,32 @@ def build_memory_counters(acc: Accumulator, rank: int, base_ns: int) -> pd.DataF
         )
     out = pd.concat(frames, ignore_index=True)
     return out.astype({"track": "category", "device": "category", "name": "category"})
+
+
+def build_sample_counters(acc: Accumulator, rank: int, base_ns: int) -> pd.DataFrame:
+    """Counter ('C') samples as counters: one row per sample, `name` the event's name, `value`
+    its 'value' arg (in the unit the name states), on track 'rank<r>/<device>/counters', where
+    the device is 'gpu<pid>' when device work (kernels, copies) runs on that pid (Kineto puts a
+    device's work on pid = its index), else 'cpu'.
+
+    Columns as profiler.model.schema.COUNTER_COLUMNS.
+    """
+    ts = acc.column("c_ts")
+    if len(ts) == 0:
+        return empty_table("counters")
+    on_device = np.array([c.lower() in DEVICE_CATEGORIES for c in acc.cats.values], dtype=bool)
+    device_pids = np.unique(acc.column("x_pid")[on_device[acc.column("x_cat", "int32")]] if on_device.any() else [])
+    pid = acc.column("c_pid")
+    device = np.where(np.isin(pid, device_pids), np.char.add("gpu", pid.astype(str)), "cpu").astype(object)
+    names = acc.counter_names.categorical(acc.column("c_name", "int32"))
+    out = pd.DataFrame(
+        {
+            "track": [f"rank{rank}/{d}/counters" for d in device],
+            "rank": np.full(len(ts), rank, dtype=np.int32),
+            "device": device,
+            "ts": ts + base_ns,
+            "name": names,
+            "value": acc.column("c_value", "float64"),
+        }
+    )
+    return out.astype({"track": "category", "device": "category", "name": "category"})

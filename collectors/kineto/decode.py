@@ -58,6 +58,8 @@ class Args(Struct, gc=False, frozen=True):
     mem_device_id: int = field(default=-1, name="Device Id")
     # metadata events (ph "M"): process_name / thread_name
     label: str | None = field(default=None, name="name")
+    # counter events (ph "C"): {"value": number}, the sample (empty Raw: not recorded)
+    value: Raw = field(default=Raw(), name="value")
 
 
 NO_ARGS = Args()

@@ -6,6 +6,7 @@ a name repeated a million times is stored once. What is kept:
 - complete ('X') events: times in exact ns, the ids and numbers the suite links on;
 - `[memory]` instant events (profile_memory samples);
 - 'fwdbwd' flow ends (forward op -> backward op);
+- counter ('C') samples: {"value": number} (the form Chrome's and Perfetto's docs use);
 - process names from 'M' metadata events.
 """
 
@@ -114,6 +115,16 @@ def ints(values: np.ndarray) -> np.ndarray:
     return out
 
 
+def _number(raw: msgspec.Raw) -> float:
+    """A counter's JSON value as a float (numbers arrive as their text: float_hook=str); NaN
+    when absent or not a number."""
+    try:
+        v = msgspec.json.decode(bytes(raw)) if len(raw) else None
+        return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else float("nan")
+    except (msgspec.MsgspecError, ValueError, OverflowError):
+        return float("nan")
+
+
 def _shape_text(blob: bytes) -> str:
     return blob.translate(None, b" \n\r\t").decode()
 
@@ -147,6 +158,7 @@ INTERNED = {
     "x_concrete": "concrete",
     "x_collective": "collectives",
     "x_msg_dtype": "msg_dtypes",
+    "c_name": "counter_names",
 }
 
 
@@ -162,6 +174,7 @@ class Accumulator:
     concrete: Interner = field(default_factory=Interner)
     collectives: Interner = field(default_factory=Interner)
     msg_dtypes: Interner = field(default_factory=Interner)
+    counter_names: Interner = field(default_factory=Interner)
     parts: dict[str, list[np.ndarray]] = field(default_factory=dict)
     process_names: dict[str, str] = field(default_factory=dict)
     x_given: int = 0  # complete events seen, kept or not
@@ -204,6 +217,7 @@ class Accumulator:
         self._complete(Fields.of_rows(events, np.flatnonzero(ph == "X")))
         self._memory(Fields.of_rows(events, np.flatnonzero(ph == "i")))
         self._fwdbwd(Fields.of_rows(events, np.flatnonzero((ph == "s") | (ph == "f"))))
+        self._counters(Fields.of_rows(events, np.flatnonzero(ph == "C")))
         for i in np.flatnonzero(ph == "M"):
             e = events[i]
             if e.name == "process_name" and e.args.label:
@@ -276,6 +290,23 @@ class Accumulator:
             m_allocated=num("arg_total_allocated"),
             m_reserved=num("arg_total_reserved"),
             m_delta=num("arg_mem_bytes"),
+        )
+
+    def _counters(self, samples: Fields) -> None:
+        """Counter ('C') events: (ts, pid, name, value); a sample without a finite numeric
+        'value' arg or a readable ts is counted in the problems, not kept."""
+        if samples.n == 0:
+            return
+        ts, missing, bad = us_to_ns(samples.obj("ts"))
+        value = np.fromiter(map(_number, samples.obj("arg_value")), dtype=np.float64, count=samples.n)
+        skip = missing | bad | ~np.isfinite(value)
+        self.problems.add("counter samples skipped: no readable ts or numeric 'value' arg", int(skip.sum()))
+        ok = ~skip
+        self._put(
+            c_ts=ts[ok],
+            c_pid=ints(samples.obj("pid"))[ok],
+            c_name=self.counter_names.codes(samples.obj("name")[ok]),
+            c_value=value[ok],
         )
 
     def _fwdbwd(self, flows: Fields) -> None:

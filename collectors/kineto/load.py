@@ -17,7 +17,7 @@ import pandas as pd
 from msgspec import Raw
 
 from collectors.kineto import decode, link, parallel
-from collectors.kineto.build import build_events, build_memory_counters
+from collectors.kineto.build import build_events, build_memory_counters, build_sample_counters
 from collectors.kineto.chunks import SplitFailed
 from collectors.kineto.devices import device_table
 from collectors.kineto.extract import Accumulator
@@ -94,6 +94,12 @@ def _read_rank_file(path: Path, max_bytes: int | None) -> RankFile:
         why = "; ".join(problems.lines()) or "no complete ('X') events"
         raise InputError(path, f"no readable events ({why})")
     counters = build_memory_counters(acc, r, base)
+    samples = build_sample_counters(acc, r, base)
+    if len(samples):
+        parts = [c.astype({k: object for k in ("track", "device", "name")}) for c in (counters, samples) if len(c)]
+        counters = pd.concat(parts, ignore_index=True).astype(
+            {"track": "category", "device": "category", "name": "category"}
+        )
     parent, depth = link.nest(ev, problems)
     op_id, flows, launch_ts = link.launches(ev, parent, problems)
     ev["parent_id"], ev["depth"], ev["op_id"] = parent, depth, op_id
