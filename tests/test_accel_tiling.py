@@ -55,11 +55,12 @@ def test_heuristic_shrinks_the_tile_to_the_capacity():
 
 
 def test_vector_kernel_tile():
-    # the layer-0 input RMSNorm chain: streams embedding (fp32), norm weight (fp32), output mul_23
-    # (fp32): 12 B per element, double buffered 24 B; 524288 / 24 = 21845 elements, rounded
-    # down to whole rows of 64 (mean reduces rows), capped at the 1 x 8 x 64 = 512 elements there are
-    k = _kernel(fused("llama", "edge-npu", "bf16"), "pow_1")
-    assert k.unit == "vector" and k.tile == {"elements": 512} and k.attrs["local_bytes"] == 2 * 512 * 12
+    # layer 0's rotary chain for q (mul_90, mul_107, add_104): streams permute_1 (bf16), the cos
+    # and sin tables index/index_1 (fp32), cat (bf16), output add_104 (fp32): 2+4+2+4+4 = 16 B per
+    # element, double buffered 32 B; 524288 / 32 = 16384 elements, a multiple of the lanes, capped
+    # at the 1 x 4 x 8 x 16 = 512 elements there are
+    k = _kernel(fused("llama", "edge-npu", "bf16"), "mul_90")
+    assert k.unit == "vector" and k.tile == {"elements": 512} and k.attrs["local_bytes"] == 2 * 512 * 16
 
 
 def test_attention_tile_whole_then_flash():

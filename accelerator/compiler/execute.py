@@ -124,7 +124,8 @@ def _run_chips(
     program: Program, inputs: Sequence[Any], device: str | None, state: dict[str, Any], clone: bool
 ) -> tuple[list[Any], dict[str, Any]]:
     """A partitioned program on `program.chips` simulated chips, op by op in lock step: each chip
-    holds its slice of every split input (`program.shards`; a state tensor already of the
+    holds its slice of every split input (`program.shards`; chip c holds slice c // r of an input
+    `program.replicas` gives r chips per slice; a state tensor already of the
     per-chip size is taken as every chip's slice) and runs every op on its own values; a
     collective reads every chip's operand. The values returned are the logical ones: a value
     split along a dim (attrs['split']) concatenated over the chips, a partial sum summed, the
@@ -141,10 +142,12 @@ def _run_chips(
         t = state[i.name]
         t = t.to(device) if device else (t.clone() if clone and i.kind == "buffer" else t)
         d = program.shards.get(i.name)
-        full = d is not None and t.shape[d] == n * i.type.hint[d] and n * i.type.hint[d] != i.type.hint[d]
-        parts = t.chunk(n, d) if full else [t] * n  # chunk: views, so an in-place update writes t
-        for env, part in zip(envs, parts):
-            env[i.name] = part
+        r = program.replicas.get(i.name, 1)  # chips holding each slice (KV heads fewer than chips)
+        k = n // r
+        full = d is not None and t.shape[d] == k * i.type.hint[d] and k * i.type.hint[d] != i.type.hint[d]
+        parts = t.chunk(k, d) if full else [t] * k  # chunk: views, so an in-place update writes t
+        for c, env in enumerate(envs):
+            env[i.name] = parts[c // r]
     merged: dict[str, Any] = {}
     for op in program.ops:
         if op.target in npu_ops.COLLECTIVES:
@@ -157,7 +160,8 @@ def _run_chips(
                 env[op.name] = _call(op, env, device, reshape_views=True)
         d = op.attrs.get("split")
         if isinstance(d, int):
-            merged[op.name] = torch.cat([env[op.name] for env in envs], d)
+            step = op.attrs.get("replicas", 1)  # one of each slice's chips
+            merged[op.name] = torch.cat([env[op.name] for env in envs[::step]], d)
         elif op.attrs.get("partial"):
             merged[op.name] = npu_ops.all_reduce([env[op.name] for env in envs], n)
     values = {**envs[0], **merged}
