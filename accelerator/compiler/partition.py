@@ -283,6 +283,8 @@ class _TensorParallel:
                 return None
             self.split[buf] = d
             self.parts[buf] = self.parts.get(src, self.n)
+            if src in self.origin:
+                self.origin[buf] = self.origin[src]
             return d
         return None
 
@@ -291,8 +293,6 @@ class _TensorParallel:
         planned again with its heads replicated; one whose replicated value would still have to
         be gathered is planned plainly (`forbid`)."""
         for _ in range(4):
-            self.split, self.gather, self.why, self.role, self.read = {}, {}, {}, {}, set()
-            self.parts, self.origin, self.wish = {}, {}, {}
             self.plan_round()
             bad = {
                 self.origin.get(v, "")
@@ -310,8 +310,12 @@ class _TensorParallel:
                 return
             self.forbid |= bad
             self.kv_parts = {k: v for k, v in {**self.kv_parts, **wish}.items() if k not in self.forbid}
+        self.kv_parts = {}  # no replication settled: the plain plan
+        self.plan_round()
 
     def plan_round(self) -> None:
+        self.split, self.gather, self.why, self.role, self.read = {}, {}, {}, {}, set()
+        self.parts, self.origin, self.wish = {}, {}, {}
         for op in self.p.ops:
             k = op_kind(op.target)
             if k in LINEARS and self.plan_linear(op):
