@@ -222,5 +222,5 @@ def test_the_four_compile_errors_are_one_line_naming_where_exit_2(tmp_path, monk
     r = run("compile", "mlp", "--accel", "edge-npu", "--plan", str(plan))
     one_line(r, f"{plan}: kernel addmm: tile m=4096 n=4096 k=4096 needs", "B of local memory, over the 524288 B")
     r = run("compile", "badmodels:branches", "--accel", "edge-npu")
-    one_line(r, "Branches: torch.export rejected the model: ")
+    one_line(r, "Branches: torch.export rejected the model: ", "(at badmodels.py:10)")
     sys.modules.pop("badmodels", None)
