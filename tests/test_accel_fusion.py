@@ -229,10 +229,17 @@ def _random_plan(program, draw) -> FusionPlan:
 
 
 def _random_tiles(program, draw) -> dict:
-    """Each matmul and attention kernel a tile of ceil(dim / parts), parts 1..3 per dim."""
+    """Each matmul and attention kernel a tile of ceil(dim / parts), parts 1..3 per dim; each
+    vector kernel ceil(elements / parts) elements, parts 1..5 (ragged tiles run tile by tile)."""
+    from accelerator.compiler.program import tensor_types
+
     tiles = {}
     for k in program.kernels:
-        if k.tile and set(k.tile) & {"m", "q"}:
+        if k.unit == "vector" and k.tile and "elements" in k.tile:
+            last = next(o for o in program.ops if o.name == k.ops[-1])
+            numel = next(tensor_types(last.type)).numel
+            tiles[k.name] = {"elements": max(1, math.ceil(numel / draw(st.integers(1, 5))))}
+        elif k.tile and set(k.tile) & {"m", "q"}:
             if "m" in k.tile:
                 dims = _matmul_extent(program, k)
                 tiles[k.name] = {d: math.ceil(n / draw(st.integers(1, 3))) for d, n in dims.items()}
