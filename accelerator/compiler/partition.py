@@ -295,10 +295,7 @@ class _TensorParallel:
         for _ in range(4):
             self.plan_round()
             bad = {
-                self.origin.get(v, "")
-                for vs in self.gather.values()
-                for v in vs
-                if self.parts.get(v, self.n) < self.n
+                self.origin.get(v, "") for vs in self.gather.values() for v in vs if self.parts.get(v, self.n) < self.n
             } | {
                 self.origin.get(o.name, "")
                 for o in self.p.outputs

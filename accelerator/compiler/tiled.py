@@ -101,7 +101,9 @@ def attention(args: tuple, kwargs: Mapping[str, Any], bq: int, bk: int) -> torch
     return out.to(q.dtype)
 
 
-def convolution(args: tuple, tile: Mapping[str, int], accumulate: str | None, out_dtype: torch.dtype) -> torch.Tensor | None:
+def convolution(
+    args: tuple, tile: Mapping[str, int], accumulate: str | None, out_dtype: torch.dtype
+) -> torch.Tensor | None:
     """A 2-D convolution as the implicit GEMM the tiling pass tiled (M = N*Ho*Wo, N = Cout/groups
     per group, K = Cin/groups*kh*kw): the input's patches (im2col, torch's unfold) times the
     weight as (K, Cout) per group, by `matmul` over tm x tn output tiles and tk steps, the bias

@@ -86,7 +86,9 @@ def run_tiled(ops: list[Op], env: dict[str, Any], elements: int, call: Call) -> 
     reads = [r for o in ops for r in o.refs() if r not in inside]
     for r in reads:
         v = env[r]
-        meta[r] = torch.empty_strided(v.shape, v.stride(), dtype=v.dtype, device="meta") if isinstance(v, torch.Tensor) else v
+        meta[r] = (
+            torch.empty_strided(v.shape, v.stride(), dtype=v.dtype, device="meta") if isinstance(v, torch.Tensor) else v
+        )
     plan: list[tuple[Op, str]] = []  # (op as it runs on a tile, how: op, view, row)
     for op in ops:
         k = _name(op.target)
@@ -132,7 +134,9 @@ def run_tiled(ops: list[Op], env: dict[str, Any], elements: int, call: Call) -> 
             return None
         runs.append((op, how))
     # a layer norm's weight and bias stay whole (1-D over the row), as do a batch norm's parameters
-    whole = {a.name for o, _ in runs if _name(o.target) == "native_layer_norm" for a in o.args[2:4] if isinstance(a, Ref)}
+    whole = {
+        a.name for o, _ in runs if _name(o.target) == "native_layer_norm" for a in o.args[2:4] if isinstance(a, Ref)
+    }
     whole |= {a.name for o, how in runs if how == "bn" for a in o.args[1:5] if isinstance(a, Ref)}
     sources: dict[str, Any] = {}
     rowed: set[str] = set()
@@ -184,4 +188,3 @@ def _laid_out(rows: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
     keeps its layout, and a view after it may rely on that, as the traced program does)."""
     out = torch.empty_strided(like.shape, like.stride(), dtype=rows.dtype)
     return out.copy_(rows.reshape(like.shape))
-
