@@ -177,3 +177,50 @@ def test_precision_override_per_layer():
     ]
     r = run("compile", "mlp", "--accel", "edge-npu", "--precision-override", "fc2")
     assert r.exit_code == 2 and "--precision-override fc2: expected MODULE=POLICY" in r.stderr
+
+
+def test_the_four_compile_errors_are_one_line_naming_where_exit_2(tmp_path, monkeypatch):
+    # issue 12's must-hold: an unsupported op, a plan naming a node that does not exist, a tile
+    # that does not fit, a model torch.export rejects: one line each, naming where, exit 2
+    (tmp_path / "badmodels.py").write_text(
+        textwrap.dedent(
+            """
+            import torch
+            class Sorts(torch.nn.Module):
+                example_inputs = (torch.randn(2, 8),)
+                def forward(self, x):
+                    return torch.sort(x, dim=-1).values * 2
+            class Branches(torch.nn.Module):
+                example_inputs = (torch.randn(3),)
+                def forward(self, x):
+                    if x.sum() > 0:
+                        return x * 2
+                    return x
+            def sorts():
+                return Sorts()
+            def branches():
+                return Branches()
+            """
+        )
+    )
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+
+    def one_line(r, *parts):
+        assert r.exit_code == 2 and r.stderr.strip().count("\n") == 0, r.output
+        for p in parts:
+            assert p in r.stderr, r.stderr
+
+    r = run("compile", "badmodels:sorts", "--accel", "edge-npu", "--no-host-fallback")
+    one_line(r, "badmodels.py:6: aten.sort.default in", "no unit of edge-npu runs it and host fallback is off")
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps({"kernels": [{"ops": ["addmm", "nope"]}]}))
+    r = run("compile", "mlp", "--accel", "edge-npu", "--plan", str(plan))
+    one_line(r, f"{plan}: the plan names op 'nope', which MLP does not have")
+    # a 4096 x 4096 x 4096 fp32 tile needs far more than the edge NPU's 512 KiB of local memory
+    plan.write_text(json.dumps({"kernels": [], "tiles": {"addmm": {"m": 4096, "n": 4096, "k": 4096}}}))
+    r = run("compile", "mlp", "--accel", "edge-npu", "--plan", str(plan))
+    one_line(r, f"{plan}: kernel addmm: tile m=4096 n=4096 k=4096 needs", "B of local memory, over the 524288 B")
+    r = run("compile", "badmodels:branches", "--accel", "edge-npu")
+    one_line(r, "Branches: torch.export rejected the model: ", "(at badmodels.py:10)")
+    sys.modules.pop("badmodels", None)

@@ -1,5 +1,6 @@
 """Functional mode: every workload at every policy on both presets runs op by op in its assigned
-dtypes within the policy's bound of the eager model, per output and per layer; a pass that
+dtypes within the policy's bound of the eager model, per output and per layer (and, through every
+pass, kernel by kernel and tile by tile); a pass that
 breaks numerics is caught."""
 
 from __future__ import annotations
@@ -112,3 +113,23 @@ def test_conv_and_encoder_workloads_compile_whole():
         assert host <= {"aten.sym_size.int", "operator.floordiv", "operator.mul", "operator.add"}, host
     conv = [o for o in compiled("resnet", "edge-npu", "int8").program.ops if o.target == "aten.convolution.default"]
     assert {o.attrs["unit"] for o in conv} == {"vector"}  # fp32 (no int8 conv yet) on a matrix unit without fp32
+
+
+@pytest.mark.parametrize("name,preset,policy", CASES)
+def test_every_workload_through_every_pass_within_the_bound(name, preset, policy):
+    # issue 12's first must-hold, end to end: the whole default pipeline after decomposition
+    # (precision, legalize, partition over 2 chips of the datacenter NPU, fusion, tiling,
+    # allocate, schedule), then functional mode kernel by kernel and tile by tile
+    from accelerator.compiler.pipeline import CompileContext, Pipeline, default_passes
+    from accelerator.hardware import load_accel
+
+    chips = 2 if preset == "datacenter-npu" else 1
+    passes = [p for p in default_passes() if p[0] != "decompose"]
+    c = Pipeline(passes).run_program(decomposed(name), CompileContext(load_accel(preset), policy, chips=chips))
+    p = c.program
+    assert [r.name for r in c.log] == [n for n, _ in passes] and not any(r.skipped for r in c.log)
+    assert p.chips == chips and p.kernels and p.placement and p.transfers
+    assert all(k.tile for k in p.kernels if k.unit != "host")
+    model, inputs = workload(name)
+    result = check(p, model, inputs, decomposed(name), BOUNDS[policy])
+    assert result.layers and result.max_rel_error <= BOUNDS[policy], result.to_dict()

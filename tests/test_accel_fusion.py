@@ -45,16 +45,18 @@ def test_mlp_epilogue_fused_into_the_matmul():
 
 
 def test_llama_kernel_counts():
-    # tiny Llama at bf16 on the edge NPU: 174 ops -> 61 kernels.
+    # tiny Llama at bf16 on the edge NPU: 174 ops, + 36 recomputed norm ops = 210 ops -> 57 kernels.
+    # Each layer's input RMSNorm (6 ops: pow, mean, add, rsqrt, 2 mul) feeds q, k and v: copied
+    # for k and v (12 ops); the post-attention one feeds gate and up: copied for up (6): 18 x 2 layers.
     # matrix 17: per layer q, k, v, o, gate, up, down (7 mm) + SDPA = 8, x 2 layers, + lm_head.
-    # vector 13: the causal mask (le); per layer 2 RMSNorm chains (each norm feeds 3 or 2
-    #   projections, so it cannot be one matmul's prologue), rotary q and k chains, 2 negs: 6 x 2.
+    # vector 9: the causal mask (le); per layer rotary q and k chains, 2 negs: 4 x 2 (every
+    #   RMSNorm is a normalisation prologue of the matmuls it feeds).
     # dma 30: embedding, 2 rope-table gathers, 2 unsqueezes and a slice of the positions (6);
     #   per layer 3 head splits (permute), 4 slices + 2 cats (rotate-half), 2 cache writes,
     #   1 head merge (permute) = 12, x 2.  host 1: the sequence length (sym_size).
     p = fused("llama", "edge-npu", "bf16")
-    assert len(p.ops) == 174 and len(p.kernels) == 61
-    assert Counter(k.unit for k in p.kernels) == {"matrix": 17, "vector": 13, "dma": 30, "host": 1}
+    assert len(p.ops) == 174 + 36 and len(p.kernels) == 57
+    assert Counter(k.unit for k in p.kernels) == {"matrix": 17, "vector": 9, "dma": 30, "host": 1}
     k = _kernels(p)
     # every op in exactly one kernel; one matmul or attention op per matrix kernel
     assert sorted(o for x in p.kernels for o in x.ops) == sorted(o.name for o in p.ops)
@@ -73,6 +75,32 @@ def test_llama_kernel_counts():
     for x in p.kernels:
         assert set(x.inputs) <= done, x.name
         done.update(x.ops)
+
+
+def test_a_norm_feeding_several_matmuls_is_recomputed_in_each_prologue():
+    # layer 0's input RMSNorm (pow_1, mean, add_23, rsqrt, mul_19, mul_23) feeds q (mm), k (mm_1)
+    # and v (mm_2); the post-attention one (pow_2 ... mul_192) feeds gate (mm_4) and up (mm_5)
+    p = fused("llama", "edge-npu", "bf16")
+    k = _kernels(p)
+    norm = ["pow_1", "mean", "add_23", "rsqrt", "mul_19", "mul_23"]
+    assert set(norm) <= set(k["mm"].ops)
+    for mm in ("mm_1", "mm_2"):
+        assert {f"{o}_for_{mm}" for o in norm} <= set(k[mm].ops)
+        assert k[mm].attrs["fused"][f"mean_for_{mm}"] == "normalisation prologue: row reduction"
+    post = ["pow_2", "mean_1", "add_171", "rsqrt_1", "mul_188", "mul_192"]
+    assert set(post) <= set(k["mm_4"].ops) and {f"{o}_for_mm_5" for o in post} <= set(k["mm_5"].ops)
+    # no kernel runs a norm alone, and no norm value leaves its kernel: each matmul kernel reads
+    # the residual stream (embedding / add_161) and its norm weight, not a normalised activation
+    assert not [x for x in p.kernels if x.unit == "vector" and {"mean", "rsqrt"} & {o.split("_")[0] for o in x.ops}]
+    assert {"embedding", "p_layers_0_input_norm_weight"} <= set(k["mm_2"].inputs)
+    # the decision names the consumers and why
+    ctx = CompileContext(load_accel("edge-npu"), "bf16")
+    from accelerator.compiler.fusion import fuse
+
+    fuse(compiled("llama", "edge-npu", "bf16").program, ctx)
+    (d,) = [d for d in ctx.decisions if d.op == "mul_23"]
+    assert d.what == "normalisation recomputed in the prologue of each of mm, mm_1, mm_2 (6 ops each)"
+    assert "HBM" in d.why
 
 
 def test_attention_working_set_decides_whole_or_flash():
@@ -201,10 +229,17 @@ def _random_plan(program, draw) -> FusionPlan:
 
 
 def _random_tiles(program, draw) -> dict:
-    """Each matmul and attention kernel a tile of ceil(dim / parts), parts 1..3 per dim."""
+    """Each matmul and attention kernel a tile of ceil(dim / parts), parts 1..3 per dim; each
+    vector kernel ceil(elements / parts) elements, parts 1..5 (ragged tiles run tile by tile)."""
+    from accelerator.compiler.program import tensor_types
+
     tiles = {}
     for k in program.kernels:
-        if k.tile and set(k.tile) & {"m", "q"}:
+        if k.unit == "vector" and k.tile and "elements" in k.tile:
+            last = next(o for o in program.ops if o.name == k.ops[-1])
+            numel = next(tensor_types(last.type)).numel
+            tiles[k.name] = {"elements": max(1, math.ceil(numel / draw(st.integers(1, 5))))}
+        elif k.tile and set(k.tile) & {"m", "q"}:
             if "m" in k.tile:
                 dims = _matmul_extent(program, k)
                 tiles[k.name] = {d: math.ceil(n / draw(st.integers(1, 3))) for d, n in dims.items()}

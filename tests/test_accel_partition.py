@@ -46,10 +46,10 @@ def test_two_chips_match_eager_within_the_bound(name, policy):
     assert len(result.layers) > 2  # the layers are compared too (their values merged over the chips)
 
 
-@pytest.mark.parametrize("name,chips", [("vit", 2), ("resnet", 2), ("llama", 4)])
+@pytest.mark.parametrize("name,chips", [("vit", 2), ("resnet", 2)])
 def test_splits_that_do_not_divide_are_gathered_and_still_match_eager(name, chips):
-    # ViT's fused qkv (3 x heads) and the tiny Llama's 2 KV heads on 4 chips cannot stay split
-    # through their reshapes: the split values are all-gathered (a decision) and the op runs whole
+    # ViT's fused qkv (3 x heads) cannot stay split through its reshape: the split values are
+    # all-gathered (a decision) and the op runs whole
     model, inputs = WORKLOADS[name]()
     c = compile_model(model, inputs, load_accel(HW), "fp32", chips=chips)
     result = check(c.program, model, inputs, c.programs["decompose"], BOUNDS["fp32"])
@@ -58,6 +58,39 @@ def test_splits_that_do_not_divide_are_gathered_and_still_match_eager(name, chip
         assert collectives(c.program, "all_gather")
         partition = next(r for r in c.log if r.name == "partition")
         assert any(d.what == "all-gather its operands first" for d in partition.decisions)
+
+
+def test_fewer_kv_heads_than_chips_are_replicated_not_gathered():
+    # tiny Llama: 4 query heads, 2 KV heads (head_dim 16) on 4 chips. Each chip holds 1 query
+    # head; chip c's query head c reads KV head c // 2 (group 4 / 2 = 2), so k_proj/v_proj, their
+    # weights and the caches split into 2 slices, each held by 2 chips: no all-gather per layer
+    model, (tokens, pos) = tiny_llama()
+    c = compile_model(model, (tokens, pos), load_accel(HW), "fp32", chips=4)
+    p = c.program
+    # the only gather is the vocab-split logits'; 2 layers x (o_proj + down_proj) all-reduces
+    (gather,) = collectives(p, "all_gather")
+    assert gather.name == p.outputs[0].name and len(collectives(p, "all_reduce")) == 4
+    types = {i.name: i.type.hint for i in p.inputs}
+    # k_proj weight (2 x 16, 64) -> 16 rows a chip; the cache (1, 2, 32, 16) -> 1 head a chip
+    assert types["p_layers_0_attn_k_proj_weight"] == (16, 64) and types["b_layers_0_attn_k_cache"] == (1, 1, 32, 16)
+    assert p.replicas["p_layers_0_attn_k_proj_weight"] == 2 and p.replicas["b_layers_1_attn_v_cache"] == 2
+    assert "p_layers_0_attn_q_proj_weight" not in p.replicas and types["p_layers_0_attn_q_proj_weight"] == (16, 64)
+    sdpa = [o for o in p.ops if o.target == "aten.scaled_dot_product_attention.default"]
+    assert {o.type.hint for o in sdpa} == {(1, 1, 8, 16)}
+    part = next(r for r in c.log if r.name == "partition")
+    assert not any(d.what == "all-gather its operands first" for d in part.decisions)
+    assert sum("head(s) replicated: 2 slices, each on 2 chips" in d.what for d in part.decisions) == 4  # k, v x 2
+    result = check(p, model, (tokens, pos), c.programs["decompose"], BOUNDS["fp32"])
+    assert result.ok, result.to_dict()
+    # a decode step through the replicated caches (each of a slice's 2 chips writes the same row)
+    eager = copy.deepcopy(model)
+    state = {k: v.clone() for k, v in p.state.items()}
+    with torch.no_grad():
+        run(p, (tokens, pos), state=state)
+        (y,), _ = run(p, (torch.tensor([[5]]), torch.tensor([8])), state=state)
+        eager(tokens, pos)
+        ref = eager(torch.tensor([[5]]), torch.tensor([8]))
+    assert float((y - ref).norm() / ref.norm()) < BOUNDS["fp32"]
 
 
 def test_partitioned_program_prints_as_mlir_that_parses_back():
@@ -104,6 +137,39 @@ def test_llama_all_reduces_after_o_proj_and_down_proj():
     assert types["b_layers_0_attn_k_cache"] == (1, 1, 32, 16)
     sdpa = [o for o in p.ops if o.target == "aten.scaled_dot_product_attention.default"]
     assert {o.type.hint for o in sdpa} == {(1, 2, 8, 16)}
+
+
+def test_int8_linears_split_like_fp32_ones():
+    # the int8 policy's quantized linears (npu.qmm) split as the fp32 ones do: fc1 column-parallel
+    # (its int8 weight (64, 32) along the 64 output channels, their 64 per-channel scales and the
+    # bias with it), fc2 row-parallel (its int8 weight (16, 64) along the 64 inputs); the int32
+    # partial sums all-reduced before the dequantize: 4 rows x 16 int32 = 256 B, 2 (2-1)/2 x 256 = 256 B
+    model, inputs, c = compiled("mlp", "int8", 2)
+    p = c.program
+    assert p.shards == {"p_fc1_weight_int8": 0, "p_fc1_weight_scale": 0, "p_fc1_bias": 0, "p_fc2_weight_int8": 1}
+    types = {i.name: i.type for i in p.inputs}
+    assert types["p_fc1_weight_int8"].hint == (32, 32) and types["p_fc1_weight_int8"].dtype == "int8"
+    assert types["p_fc1_weight_scale"].hint == (32,) and types["p_fc2_weight_int8"].hint == (16, 32)
+    (ar,) = collectives(p, "all_reduce")
+    assert ar.name == "addmm_1_acc" and ar.type.dtype == "int32" and ar.attrs["bytes"] == 256
+    assert p.producers()["addmm_1_acc_partial"].target == "npu.qmm"
+    assert not collectives(p, "all_gather")
+    # int32 sums are exact: the same error as on one chip, within the int8 budget
+    one = compiled("mlp", "int8", 1)[2]
+    err = check(p, model, inputs, c.programs["decompose"], BOUNDS["int8"])
+    assert err.ok and err.max_rel_error == check(one.program, model, inputs, one.programs["decompose"], 1).max_rel_error
+
+
+def test_int8_llama_on_two_chips():
+    model, inputs, c = compiled("llama", "int8", 2)
+    p = c.program
+    # 2 layers x (o_proj + down_proj) int32 all-reduces, the vocab-split logits gathered once
+    reduces = collectives(p, "all_reduce")
+    assert [o.name for o in reduces] == ["mm_3_acc", "mm_6_acc", "mm_10_acc", "mm_13_acc"]
+    assert {o.type.dtype for o in reduces} == {"int32"} and len(collectives(p, "all_gather")) == 1
+    assert p.shards["p_layers_0_attn_q_proj_weight_int8"] == 0 and p.shards["p_lm_head_weight_scale"] == 0
+    result = check(p, model, inputs, c.programs["decompose"], BOUNDS["int8"])
+    assert result.ok, result.to_dict()
 
 
 def test_bf16_logits_are_gathered_before_the_cast_to_fp32():

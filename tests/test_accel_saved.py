@@ -31,7 +31,7 @@ def full_compile(name: str, policy: str, chips: int):
     return Pipeline(passes).run_program(decomposed(name), CompileContext(load_accel(HW), policy, chips=chips))
 
 
-@pytest.mark.parametrize("chips", [1, 2])
+@pytest.mark.parametrize("chips", [1, 2, 4])
 @pytest.mark.parametrize("policy", ["fp32", "bf16"])
 @pytest.mark.parametrize("name", ["mlp", "llama"])
 def test_round_trip_keeps_every_field_the_simulator_reads(tmp_path, name, policy, chips):
@@ -39,7 +39,9 @@ def test_round_trip_keeps_every_field_the_simulator_reads(tmp_path, name, policy
     p = compiled.program
     # the program is fully compiled: kernels placed and scheduled, split over `chips`
     assert p.kernels and p.placement and p.transfers and p.chips == chips
-    assert bool(p.shards) == (chips == 2)
+    assert bool(p.shards) == (chips > 1)
+    # the tiny Llama's 2 KV heads on 4 chips: replicated, 2 chips per slice
+    assert bool(p.replicas) == (name == "llama" and chips == 4)
     path = tmp_path / ("p.json.gz" if chips == 2 else "p.json")
     save_program(compiled, path, hardware_name=HW, precision=policy, model=name)
     if chips == 2:
@@ -47,6 +49,7 @@ def test_round_trip_keeps_every_field_the_simulator_reads(tmp_path, name, policy
     saved = load_program(path)
     q = saved.program
     assert q.name == p.name and q.chips == p.chips and dict(q.shards) == dict(p.shards)
+    assert dict(q.replicas) == dict(p.replicas)
     assert q.inputs == p.inputs and q.outputs == p.outputs
     # Op/Kernel equality compares target, args (tuples stay tuples, Refs stay Refs), kwargs, type,
     # module, source and attrs; Placement its live (first, last) tuple; Transfer every field
@@ -61,7 +64,7 @@ def test_round_trip_keeps_every_field_the_simulator_reads(tmp_path, name, policy
     assert [r["decisions"] for r in saved.log] == [len(r.decisions) for r in compiled.log]
     if policy == "bf16":  # the casts the precision pass inserted keep their dtype argument
         assert any(o.target == "npu.cast" and "bfloat16" in o.args for o in q.ops)
-    if chips == 2:
+    if chips > 1:
         assert any("collective" in o.attrs for o in q.ops)
     require_executable(saved)  # every argument of these programs is kept as a value
 

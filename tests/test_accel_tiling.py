@@ -4,6 +4,7 @@ the bytes against the capacity), and the tile-by-tile functional mode."""
 
 from __future__ import annotations
 
+import copy
 from dataclasses import replace
 
 import pytest
@@ -55,11 +56,12 @@ def test_heuristic_shrinks_the_tile_to_the_capacity():
 
 
 def test_vector_kernel_tile():
-    # the layer-0 input RMSNorm chain: streams embedding (fp32), norm weight (fp32), output mul_23
-    # (fp32): 12 B per element, double buffered 24 B; 524288 / 24 = 21845 elements, rounded
-    # down to whole rows of 64 (mean reduces rows), capped at the 1 x 8 x 64 = 512 elements there are
-    k = _kernel(fused("llama", "edge-npu", "bf16"), "pow_1")
-    assert k.unit == "vector" and k.tile == {"elements": 512} and k.attrs["local_bytes"] == 2 * 512 * 12
+    # layer 0's rotary chain for q (mul_90, mul_107, add_104): streams permute_1 (bf16), the cos
+    # and sin tables index/index_1 (fp32), cat (bf16), output add_104 (fp32): 2+4+2+4+4 = 16 B per
+    # element, double buffered 32 B; 524288 / 32 = 16384 elements, a multiple of the lanes, capped
+    # at the 1 x 4 x 8 x 16 = 512 elements there are
+    k = _kernel(fused("llama", "edge-npu", "bf16"), "mul_90")
+    assert k.unit == "vector" and k.tile == {"elements": 512} and k.attrs["local_bytes"] == 2 * 512 * 16
 
 
 def test_attention_tile_whole_then_flash():
@@ -160,3 +162,96 @@ def test_functional_mode_runs_tile_by_tile():
         out, _ = run(p, x)
         flat, _ = run(p, x, tiled=False)
     assert 0 < rel_error(out[0], ref[0]) < 1e-6 and rel_error(flat[0], ref[0]) == 0
+
+
+def _spy_vector(monkeypatch):
+    """Record, per vector kernel run tile by tile, the rows of each tile of its last value."""
+    from accelerator.compiler import tiled_vector
+
+    seen: dict[str, list[int]] = {}
+    real = tiled_vector.run_tiled
+
+    def spy(ops, env, elements, call):
+        def counting(op, tile_env, device):
+            out = call(op, tile_env, device)
+            if device is None and op.name == ops[-1].name:
+                seen.setdefault(op.name, []).append(int(out.shape[0]))
+            return out
+
+        values = real(ops, env, elements, counting)
+        assert values is not None, [o.name for o in ops]  # every vector kernel here runs tiled
+        return values
+
+    monkeypatch.setattr(tiled_vector, "run_tiled", spy)
+    return seen
+
+
+def test_vector_kernels_run_tile_by_tile_with_ragged_edges(monkeypatch):
+    # tiny Llama, fp32: the rotary chain of layer 0's q (mul_90, mul_107, add_104: elementwise
+    # only, tiled by elements) over 1 x 4 x 8 x 16 = 512 elements: 48-element tiles are 10 of 48
+    # and a ragged last of 32; the neg kernel over the 1 x 4 x 8 x 8 = 256 elements of the rotated
+    # half: tiles of 40, 6 of 40 and a last of 16
+    seen = _spy_vector(monkeypatch)
+    model, inputs = workload("llama")
+    tiles = {"mul_90": {"elements": 48}, "neg": {"elements": 40}}
+    p = fuse_and_tile(compiled("llama", "edge-npu", "fp32").program, "edge-npu", "fp32", tiles=tiles)
+    with torch.no_grad():
+        (y,), _ = run(p, inputs)
+        ref = copy.deepcopy(model)(*inputs)
+    assert seen["add_104"] == [48] * 10 + [32] and seen["neg"] == [40] * 6 + [16]
+    assert rel_error(y, ref) <= 1e-5
+
+
+def test_a_row_kernel_runs_whole_rows_per_tile(monkeypatch):
+    # ViT, fp32: the final LayerNorm kernel (native_layer_norm + getitem) reduces rows of D = 64:
+    # a 192-element tile is 3 whole rows; the rows (batch x tokens) in tiles of 3, the last ragged
+    seen = _spy_vector(monkeypatch)
+    model, inputs = workload("vit")
+    program = compiled("vit", "datacenter-npu", "fp32").program
+    ln = [o for o in program.ops if o.target == "aten.native_layer_norm.default"][-1]
+    out = ln.type[0].hint
+    rows = out[0] * out[1]
+    p = fuse_and_tile(program, "datacenter-npu", "fp32", tiles={ln.name: {"elements": 3 * out[-1]}})
+    with torch.no_grad():
+        (y,), _ = run(p, inputs)
+        ref = copy.deepcopy(model)(*inputs)
+    (last,) = [k.ops[-1] for k in p.kernels if k.name == ln.name]
+    assert rows % 3 and seen[last] == [3] * (rows // 3) + [rows % 3]
+    assert rel_error(y, ref) <= 1e-5
+
+
+def test_conv_and_batch_norm_run_tile_by_tile_with_ragged_edges(monkeypatch):
+    # the ResNet-style net, fp32: its first convolution as an implicit GEMM with tiles that do
+    # not divide M = N*Ho*Wo, Cout or K = Cin*kh*kw, and the batch norm after it tiled by 1000
+    # elements (not a multiple of a channel plane), the ReLU too: still eager's result within 1e-5
+    from accelerator.compiler import tiled as tiled_exec
+
+    seen = _spy_vector(monkeypatch)
+    convs: list[tuple[int, ...]] = []
+    real_conv = tiled_exec.convolution
+
+    def conv_spy(args, tile, accumulate, out_dtype):
+        out = real_conv(args, tile, accumulate, out_dtype)
+        assert out is not None
+        convs.append(tuple(out.shape))
+        return out
+
+    monkeypatch.setattr(tiled_exec, "convolution", conv_spy)
+    model, inputs = workload("resnet")
+    program = compiled("resnet", "edge-npu", "fp32").program
+    first = next(o for o in program.ops if o.target == "aten.convolution.default")
+    bn = next(o for o in program.ops if "batch_norm" in o.target)
+    relu = next(o for o in program.ops if o.target == "aten.relu.default")
+    tiles = {first.name: {"m": 50, "n": 12, "k": 20}, bn.name: {"elements": 1000}, relu.name: {"elements": 1000}}
+    p = fuse_and_tile(program, "edge-npu", "fp32", tiles=tiles)
+    with torch.no_grad():
+        (y,), _ = run(p, inputs)
+        ref = copy.deepcopy(model)(*inputs)
+    n_conv = sum(o.target == "aten.convolution.default" for o in program.ops)
+    assert len(convs) == n_conv  # every convolution through the tiled implicit GEMM
+    numel = 1
+    for d in bn.type[0].hint:
+        numel *= d
+    # the ReLU after it (the batch norm computes its tiles directly, not through `call`)
+    assert seen[relu.name] == [1000] * (numel // 1000) + ([numel % 1000] if numel % 1000 else [])
+    assert rel_error(y, ref) <= 1e-5

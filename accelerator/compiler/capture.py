@@ -12,9 +12,13 @@ nn.Linear's op points at the model line that called it)."""
 
 from __future__ import annotations
 
+import contextlib
+import io
+import logging
 import operator
 import os
 import re
+from collections.abc import Iterator
 from dataclasses import replace
 from typing import Any
 
@@ -71,15 +75,38 @@ def _export(model: torch.nn.Module, example_inputs: tuple, ctx: CompileContext) 
             for a in example_inputs
         )
         try:
-            ep = torch.export.export(model, tuple(example_inputs), dynamic_shapes=auto)
+            with _quiet():
+                ep = torch.export.export(model, tuple(example_inputs), dynamic_shapes=auto)
         except Exception as e:  # export raises many types; the static retry below reports its own
             ctx.decide("", "captured with static shapes", f"export rejected dynamic dims: {_first_line(e)}")
     if ep is None:
         try:
-            ep = torch.export.export(model, tuple(example_inputs))
+            with _quiet():
+                ep = torch.export.export(model, tuple(example_inputs))
         except Exception as e:
-            raise InputError(type(model).__name__, f"torch.export rejected the model: {_first_line(e)}") from None
+            where = _user_frame(str(e))
+            at = f" (at {where})" if where else ""
+            raise InputError(type(model).__name__, f"torch.export rejected the model: {_first_line(e)}{at}") from None
     return ep
+
+
+@contextlib.contextmanager
+def _quiet() -> Iterator[None]:
+    """torch.export without its own stderr: its warnings (dims specialised, guards) and, when it
+    fails, the partial graph it prints; the compile log and the one-line error say what matters."""
+    previous = logging.root.manager.disable
+    logging.disable(logging.WARNING)
+    try:
+        with contextlib.redirect_stderr(io.StringIO()):
+            yield
+    finally:
+        logging.disable(previous)
+
+
+def _user_frame(text: str) -> str:
+    """`file:line` of the innermost frame outside torch in an export error's text, or ""."""
+    frames = [(f, n) for f, n in _FRAME.findall(text) if not f.startswith(_TORCH_DIR)]
+    return f"{os.path.basename(frames[-1][0])}:{frames[-1][1]}" if frames else ""
 
 
 def _first_line(e: BaseException) -> str:

@@ -5,8 +5,10 @@ dtype/shape propagation passes use after they change dtypes.
 first, so a run never changes the program's state (a KV cache update writes into the clone).
 A program with kernels (after fusion) runs kernel by kernel in their order, each kernel's ops in
 program order; a tiled matmul (mm, addmm, bmm, npu.qmm) runs tile by tile with its accumulation
-in the accumulate dtype, and attention with a tile smaller than the whole runs flash-style
-(accelerator/compiler/tiled.py). Without kernels (or with `tiled=False`) it runs op by op."""
+in the accumulate dtype, a convolution as its tiled implicit GEMM, and attention with a tile
+smaller than the whole runs flash-style (accelerator/compiler/tiled.py); a vector kernel runs its
+whole op chain over one tile of rows (or elements) after the other
+(accelerator/compiler/tiled_vector.py). Without kernels (or with `tiled=False`) it runs op by op."""
 
 from __future__ import annotations
 
@@ -21,6 +23,7 @@ import torch
 
 from accelerator.compiler import npu_ops
 from accelerator.compiler import tiled as tiled_exec
+from accelerator.compiler import tiled_vector
 from accelerator.compiler.program import Op, Program, TensorType, map_refs
 
 
@@ -39,14 +42,18 @@ def resolve(target: str) -> Callable[..., Any]:
     return getattr(getattr(getattr(torch.ops, ns), name), overload)
 
 
-def _schedule(program: Program, device: str | None, tiled_: bool) -> list[tuple[Op, Any]]:
-    """(op, the tile of its kernel when it runs tiled, else None) in execution order."""
+def _schedule(program: Program, device: str | None, tiled_: bool) -> list[tuple[Any, Any]]:
+    """(op, the tile of its kernel when it runs tiled, else None) in execution order; a tiled
+    vector kernel is one step (its ops as a list, its tile)."""
     names = [o for k in program.kernels for o in k.ops]
     if device is not None or not program.kernels or sorted(names) != sorted(o.name for o in program.ops):
         return [(op, None) for op in program.ops]
     ops = {o.name: o for o in program.ops}
-    out = []
+    out: list[tuple[Any, Any]] = []
     for k in program.kernels:
+        if tiled_ and k.unit == "vector" and k.tile and "elements" in k.tile:
+            out.append(([ops[n] for n in k.ops], k.tile))
+            continue
         for name in k.ops:
             op = ops[name]
             tile = k.tile if tiled_ and k.tile else None
@@ -59,7 +66,7 @@ def _schedule(program: Program, device: str | None, tiled_: bool) -> list[tuple[
     return out
 
 
-_TILED = {"aten.mm.default", "aten.addmm.default", "aten.bmm.default", "npu.qmm"}
+_TILED = {"aten.mm.default", "aten.addmm.default", "aten.bmm.default", "npu.qmm", "aten.convolution.default"}
 _SDPA = "aten.scaled_dot_product_attention.default"
 
 
@@ -89,6 +96,12 @@ def run(
             t = state[i.name]
             env[i.name] = t.to(device) if device else (t.clone() if clone and i.kind == "buffer" else t)
     for op, tile in _schedule(program, device, tiled):
+        if isinstance(op, list):  # a vector kernel: every op over one tile of rows, then the next
+            values = tiled_vector.run_tiled(op, env, tile["elements"], _call)
+            for o in op if values is None else ():  # not expressible by rows: whole
+                env[o.name] = _call(o, env, device)
+            env.update(values or {})
+            continue
         if tile is not None:
             args = map_refs(op.args, lambda r: env[r.name])
             kwargs = {k: map_refs(v, lambda r: env[r.name]) for k, v in op.kwargs.items()}
@@ -103,6 +116,9 @@ def _run_tiled(op: Op, args: tuple, kwargs: dict[str, Any], tile: Any) -> Any:
         return tiled_exec.attention(args, kwargs, tile["q"], tile["kv"])
     out = op.type if isinstance(op.type, TensorType) else None
     dtype = npu_ops.dtype_of(out.dtype) if out else args[-1].dtype
+    if op.target == "aten.convolution.default":
+        y = tiled_exec.convolution(args, tile, op.attrs.get("accumulate"), dtype)
+        return y if y is not None else resolve(op.target)(*args, **kwargs)
     return tiled_exec.matmul(op.target, args, kwargs, tile, op.attrs.get("accumulate"), dtype)
 
 
@@ -124,7 +140,8 @@ def _run_chips(
     program: Program, inputs: Sequence[Any], device: str | None, state: dict[str, Any], clone: bool
 ) -> tuple[list[Any], dict[str, Any]]:
     """A partitioned program on `program.chips` simulated chips, op by op in lock step: each chip
-    holds its slice of every split input (`program.shards`; a state tensor already of the
+    holds its slice of every split input (`program.shards`; chip c holds slice c // r of an input
+    `program.replicas` gives r chips per slice; a state tensor already of the
     per-chip size is taken as every chip's slice) and runs every op on its own values; a
     collective reads every chip's operand. The values returned are the logical ones: a value
     split along a dim (attrs['split']) concatenated over the chips, a partial sum summed, the
@@ -141,10 +158,12 @@ def _run_chips(
         t = state[i.name]
         t = t.to(device) if device else (t.clone() if clone and i.kind == "buffer" else t)
         d = program.shards.get(i.name)
-        full = d is not None and t.shape[d] == n * i.type.hint[d] and n * i.type.hint[d] != i.type.hint[d]
-        parts = t.chunk(n, d) if full else [t] * n  # chunk: views, so an in-place update writes t
-        for env, part in zip(envs, parts):
-            env[i.name] = part
+        r = program.replicas.get(i.name, 1)  # chips holding each slice (KV heads fewer than chips)
+        k = n // r
+        full = d is not None and t.shape[d] == k * i.type.hint[d] and k * i.type.hint[d] != i.type.hint[d]
+        parts = t.chunk(k, d) if full else [t] * k  # chunk: views, so an in-place update writes t
+        for c, env in enumerate(envs):
+            env[i.name] = parts[c // r]
     merged: dict[str, Any] = {}
     for op in program.ops:
         if op.target in npu_ops.COLLECTIVES:
@@ -157,7 +176,8 @@ def _run_chips(
                 env[op.name] = _call(op, env, device, reshape_views=True)
         d = op.attrs.get("split")
         if isinstance(d, int):
-            merged[op.name] = torch.cat([env[op.name] for env in envs], d)
+            step = op.attrs.get("replicas", 1)  # one of each slice's chips
+            merged[op.name] = torch.cat([env[op.name] for env in envs[::step]], d)
         elif op.attrs.get("partial"):
             merged[op.name] = npu_ops.all_reduce([env[op.name] for env in envs], n)
     values = {**envs[0], **merged}

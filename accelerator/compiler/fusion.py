@@ -7,7 +7,8 @@ vector chains; every op left over runs alone):
 - a matmul (mm, addmm, bmm, npu.qmm, convolution) absorbs its **prologue**: views and casts of
   its operands, a permute of a parameter (the weight loaded transposed), and a
   **normalisation** (RMSNorm/LayerNorm: the ops feeding the operand when they include a row
-  statistic: mean, var, rsqrt, native_layer_norm);
+  statistic: mean, var, rsqrt, native_layer_norm); a norm several matmuls read is first
+  copied per matmul (accelerator/compiler/prologue.py: recomputed in each prologue, and why);
 - then its **epilogue**: the elementwise ops (bias, activation, residual add, casts,
   dequantize) and views that read its result, in program order;
 - attention (SDPA) is one kernel with its operand casts and elementwise epilogue; whether its
@@ -369,8 +370,11 @@ def fuse(program: Program, ctx: CompileContext) -> Program:
     """The fusion pass: `program.kernels` from ctx.plan (a FusionPlan) or the automatic plan;
     every op gets attrs['kernel'] (printed in the MLIR text); attention kernels get their
     on-chip decision (accelerator/compiler/tiling.py: attention_working_set)."""
+    from accelerator.compiler.prologue import recompute_norms
     from accelerator.compiler.tiling import attention_decision
 
+    if not isinstance(ctx.plan, FusionPlan):
+        program = recompute_norms(program, ctx)  # a norm shared by matmuls: one copy per prologue
     plan = ctx.plan if isinstance(ctx.plan, FusionPlan) else auto_plan(program, ctx)
     groups = _resolve(program, plan)
     kernels = list(kernels_of(program, groups))

@@ -8,10 +8,17 @@ whose input is replicated is column-parallel: its weight split along the output 
 result split along its last dim (q/k/v, gate/up, lm_head). A linear whose input is split along
 the contracted dim is row-parallel: its weight split along the input features, each chip's
 product a partial sum, followed by `npu.all_reduce` (o_proj, down_proj; a bias is added once,
-after the reduction). Between them a split propagates through elementwise ops (operands
+after the reduction). A quantized linear (`npu.qmm` of the int8/fp8 policies) splits the same
+way: its int8 weight as the fp32 one, a column-parallel one's per-channel scales and bias along
+the output channels with it; a row-parallel one all-reduces its int32 partial sums (exact)
+before the dequantize. Between them a split propagates through elementwise ops (operands
 broadcast along the split dim), views (the split dim found by the product of the dims before
 it), permutes, slices and concatenations along other dims, attention (split along heads: q,
 k and v all by heads) and in-place cache writes (the cache buffer split as its new rows are).
+With fewer KV heads than chips (GQA: k/v projections viewed into h < N heads, N % h == 0) the
+KV heads are replicated, not gathered: k_proj/v_proj, their weights and the KV caches split into
+h slices, chip c holding slice c // (N / h), the KV head its query heads read (query heads per
+chip N_q / N divide the group N_q / h), and attention runs per chip with enable_gqa.
 Any other op that reads a split value gets `npu.all_gather` first (a decision naming why), as
 do the program's outputs. Split dims must be static and divisible by the chip count.
 Collectives run on the DMA engines over the chip links (unit dma, attrs `collective`, `bytes`
@@ -32,14 +39,16 @@ from accelerator.compiler.cuts import SCALARS, host_cuts, value_bytes
 from accelerator.compiler.legalize import op_kind
 from accelerator.compiler.pipeline import CompileContext
 from accelerator.compiler.program import Op, Program, Ref, TensorType, map_refs
+from accelerator.compiler.tp_collectives import Collectives
 from profiler.model.errors import InputError
 
-LINEARS = {"mm", "addmm"}
+LINEARS = {"mm", "addmm", "npu.qmm"}  # npu.qmm: an int8/fp8 linear (accelerator/compiler/quantize.py)
 #: ops applied element by element (with broadcasting): a split passes through them
 ELEMENTWISE = {
     "add", "sub", "mul", "div", "neg", "pow", "relu", "gelu", "silu", "sigmoid", "tanh", "exp", "erf", "rsqrt",
     "sqrt", "reciprocal", "abs", "clamp", "maximum", "minimum", "where", "le", "lt", "ge", "gt", "eq", "ne",
     "logical_and", "logical_or", "logical_not", "npu.cast", "_to_copy", "clone", "alias", "contiguous",
+    "npu.quantize", "npu.dequantize",
 }  # fmt: skip
 VIEWS = {"view", "_unsafe_view", "reshape"}
 WEIGHT_CHAIN = {"permute", "t", "npu.cast", "_to_copy", "clone"}
@@ -60,7 +69,7 @@ def _norm(d: int, rank: int) -> int:
     return d + rank if d < 0 else d
 
 
-class _TensorParallel:
+class _TensorParallel(Collectives):
     """One pass over the ops deciding each value's split (`split`: value -> dim of its logical
     shape split over the chips), then one emitting the per-chip program."""
 
@@ -75,14 +84,28 @@ class _TensorParallel:
         self.why: dict[str, str] = {}
         self.role: dict[str, str] = {}  # linear -> column / row
         self.read: set[str] = set()
+        # KV heads fewer than chips (GQA): a value split into `parts[v]` < n distinct slices, each
+        # held by n / parts chips; `kv_parts` the column linears planned so, `origin` the linear a
+        # split value comes from, `wish`/`forbid` what a planning round asks of the next
+        self.parts: dict[str, int] = {}
+        self.origin: dict[str, str] = {}
+        self.kv_parts: dict[str, int] = {}
+        self.wish: dict[str, int] = {}
+        self.forbid: set[str] = set()
 
     def ttype(self, name: str) -> TensorType | None:
         t = self.types.get(name)
         return t if isinstance(t, TensorType) and t.dtype not in SCALARS else None
 
-    def divisible(self, name: str, d: int) -> bool:
+    def divisible(self, name: str, d: int, parts: int | None = None) -> bool:
         t = self.ttype(name)
-        return t is not None and 0 <= d < len(t.shape) and isinstance(t.shape[d], int) and t.shape[d] % self.n == 0
+        p = parts or self.n
+        return t is not None and 0 <= d < len(t.shape) and isinstance(t.shape[d], int) and t.shape[d] % p == 0
+
+    def parts_of(self, names: list[str]) -> int | None:
+        """The slice count the split values among `names` share, None when they differ."""
+        ps = {self.parts.get(r, self.n) for r in names if r in self.split}
+        return ps.pop() if len(ps) == 1 else None
 
     # -- planning --------------------------------------------------------------------------
 
@@ -100,10 +123,12 @@ class _TensorParallel:
             return None
         return chain[::-1]
 
-    def split_chain(self, chain: list[str], d: int) -> None:
-        """Split the last value of `chain` along `d`, and back through it to the parameter."""
+    def split_chain(self, chain: list[str], d: int, parts: int | None = None) -> None:
+        """Split the last value of `chain` along `d` (into `parts` slices, n by default), and
+        back through it to the parameter."""
         for name in reversed(chain):
             self.split[name] = d
+            self.parts[name] = parts or self.n
             op = self.producers.get(name)
             if op is None:
                 break
@@ -120,21 +145,45 @@ class _TensorParallel:
             return False
         bias = op.args[0].name if op_kind(op.target) == "addmm" else None
         sx = self.split.get(x.name)
-        if sx is None and self.divisible(op.name, 1) and self.divisible(w.name, 1):
+        p = self.kv_parts.get(op.name, self.n)
+        if sx is None and self.divisible(op.name, 1, p) and self.divisible(w.name, 1, p):
             bchain = self.weight_chain(bias) if bias else []
             if bchain is None:
                 return False
-            self.split_chain(chain, 1)
+            self.split_chain(chain, 1, p)
             if bias:
-                self.split_chain(bchain, 0)
+                self.split_chain(bchain, 0, p)
             self.split[op.name] = 1
+            self.parts[op.name] = p
+            self.origin[op.name] = op.name
             self.role[op.name] = "column"
+            if op.target == "npu.qmm":
+                self.split_quantized_epilogue(op.name, p)
             return True
-        if sx == 1 and self.divisible(w.name, 0):
+        if sx == 1 and self.parts.get(x.name, self.n) == self.n and self.divisible(w.name, 0):
             self.split_chain(chain, 0)
             self.role[op.name] = "row"
             return True
         return False
+
+    def split_quantized_epilogue(self, acc: str, parts: int) -> None:
+        """A column-parallel npu.qmm's per-channel weight scale (read by its npu.dequantize) and
+        the bias added after it, split along the output channels as the weight is."""
+        users = self.users.get(acc, [])
+        if len(users) != 1 or users[0].target != "npu.dequantize":
+            return
+        dq = users[0]
+        scale = dq.args[2]
+        if isinstance(scale, Ref) and scale.name in self.inputs and len(self.users.get(scale.name, [])) == 1:
+            self.split[scale.name] = 0
+            self.parts[scale.name] = parts
+        adds = self.users.get(dq.name, [])
+        if len(adds) == 1 and op_kind(adds[0].target) == "add":
+            bias = next((r for r in adds[0].refs() if r != dq.name), None)
+            t = self.ttype(bias) if bias else None
+            chain = self.weight_chain(bias) if t is not None and len(t.shape) == 1 else None
+            if chain and self.divisible(chain[-1], 0, parts):
+                self.split_chain(chain, 0, parts)
 
     def plan_elementwise(self, op: Op) -> int | None:
         rank = len(op.type.shape) if isinstance(op.type, TensorType) else -1
@@ -150,21 +199,29 @@ class _TensorParallel:
         if len(dims) != 1:
             return None
         (d,) = dims
+        p = self.parts_of(op.refs())
+        if p is None:
+            return None
         for t in replicated:  # each replicated operand must broadcast along d
             a = d - (rank - len(t.shape))
             if a >= 0 and t.hint[a] != 1:
                 return None
-        return d if self.divisible(op.name, d) else None
+        return d if self.divisible(op.name, d, p) else None
 
     def plan_view(self, op: Op, d: int) -> int | None:
         src, out = self.ttype(op.args[0].name), self.ttype(op.name)
         if src is None or out is None:
             return None
         before = math.prod(src.hint[:d])
+        x = op.args[0].name
+        p = self.parts.get(x, self.n)
         for e in range(len(out.hint)):
             if math.prod(out.hint[:e]) == before and out.hint[e] > 1:
                 shape = op.args[1]
-                ok = self.divisible(op.name, e) and (not isinstance(shape[e], Ref))
+                ok = self.divisible(op.name, e, p) and (not isinstance(shape[e], Ref))
+                heads = out.hint[e]
+                if not ok and p == self.n and heads < self.n and self.n % heads == 0 and x in self.origin:
+                    self.wish[self.origin[x]] = heads  # fewer heads than chips: replicate them
                 return e if ok else None
         return None
 
@@ -201,14 +258,19 @@ class _TensorParallel:
             parts = [r.name for r in op.args[0]]
             dim = _norm(int(op.args[1]) if len(op.args) > 1 else 0, rank)
             ds = {self.split.get(p) for p in parts}
-            return ds.pop() if len(ds) == 1 and None not in ds and dim not in ds else None
+            same = self.parts_of(parts) is not None
+            return ds.pop() if same and len(ds) == 1 and None not in ds and dim not in ds else None
         if k == "scaled_dot_product_attention":
             q, kk, v = (r.name for r in op.args[:3])
             mask = op.args[3].name if len(op.args) > 3 and isinstance(op.args[3], Ref) else None
             mt = self.ttype(mask) if mask else None
             mask_ok = mt is None or mask not in self.split and (len(mt.shape) < 3 or mt.hint[-3] == 1)
             heads = all(self.split.get(a) == 1 for a in (q, kk, v))
-            return 1 if heads and mask_ok else None
+            # KV heads in fewer slices than the query heads (replicated): SDPA's GQA maps each
+            # chip's query heads onto the one KV slice it holds
+            pq, pk, pv = (self.parts.get(a, self.n) for a in (q, kk, v))
+            gqa = pk == pv and pq == self.n and self.n % pk == 0 and (pk == self.n or op.kwargs.get("enable_gqa"))
+            return 1 if heads and mask_ok and gqa else None
         if k == "index_copy_":
             buf, dim, src = op.args[0].name, _norm(int(op.args[1]), rank), op.args[3].name
             d = self.split.get(src)
@@ -217,14 +279,41 @@ class _TensorParallel:
             if (
                 self.split.get(buf, d) != d
                 or buf not in self.split
-                and (buf in self.read or not self.divisible(buf, d))
+                and (buf in self.read or not self.divisible(buf, d, self.parts.get(src)))
             ):
                 return None
             self.split[buf] = d
+            self.parts[buf] = self.parts.get(src, self.n)
+            if src in self.origin:
+                self.origin[buf] = self.origin[src]
             return d
         return None
 
     def plan(self) -> None:
+        """Plan rounds: a column linear whose heads turn out fewer than the chips (`wish`) is
+        planned again with its heads replicated; one whose replicated value would still have to
+        be gathered is planned plainly (`forbid`)."""
+        for _ in range(4):
+            self.plan_round()
+            bad = {
+                self.origin.get(v, "") for vs in self.gather.values() for v in vs if self.parts.get(v, self.n) < self.n
+            } | {
+                self.origin.get(o.name, "")
+                for o in self.p.outputs
+                if o.name in self.split and self.parts.get(o.name, self.n) < self.n
+            }
+            bad.discard("")
+            wish = {k: v for k, v in self.wish.items() if k not in self.forbid and k not in self.kv_parts}
+            if not bad and not wish:
+                return
+            self.forbid |= bad
+            self.kv_parts = {k: v for k, v in {**self.kv_parts, **wish}.items() if k not in self.forbid}
+        self.kv_parts = {}  # no replication settled: the plain plan
+        self.plan_round()
+
+    def plan_round(self) -> None:
+        self.split, self.gather, self.why, self.role, self.read = {}, {}, {}, {}, set()
+        self.parts, self.origin, self.wish = {}, {}, {}
         for op in self.p.ops:
             k = op_kind(op.target)
             if k in LINEARS and self.plan_linear(op):
@@ -233,6 +322,12 @@ class _TensorParallel:
                 d = self.plan_op(op)
                 if d is not None:
                     self.split[op.name] = d
+                    splits = [r for r in op.refs() if r in self.split]
+                    sdpa = op_kind(op.target) == "scaled_dot_product_attention"
+                    self.parts.setdefault(op.name, self.n if sdpa else self.parts.get(splits[0], self.n))
+                    src = next((self.origin[r] for r in splits if r in self.origin), None)
+                    if src and not sdpa:
+                        self.origin[op.name] = src
                 else:
                     g = {r for r in op.refs() if r in self.split}
                     if g:
@@ -251,31 +346,13 @@ class _TensorParallel:
 
     # -- emitting --------------------------------------------------------------------------
 
-    def local(self, t: Any, d: int) -> Any:
+    def local(self, t: Any, d: int, parts: int | None = None) -> Any:
         if not isinstance(t, TensorType):
             return t
-        shape = tuple(s // self.n if i == d else s for i, s in enumerate(t.shape))
-        hint = tuple(s // self.n if i == d else s for i, s in enumerate(t.hint))
+        p = parts or self.n
+        shape = tuple(s // p if i == d else s for i, s in enumerate(t.shape))
+        hint = tuple(s // p if i == d else s for i, s in enumerate(t.hint))
         return replace(t, shape=shape, hint=hint)
-
-    def collective(self, kind: str, value: str, name: str, near: Op, full: TensorType, dim: int | None) -> Op:
-        nbytes = value_bytes(full)
-        if kind == "all_reduce":
-            args: tuple = (Ref(value), self.n)
-            sent = npu_ops.all_reduce_bytes(nbytes, self.n)
-            steps = 2 * (self.n - 1)
-        else:
-            args = (Ref(value), dim, self.n)
-            sent = npu_ops.all_gather_bytes(nbytes, self.n)
-            steps = self.n - 1
-        link = self.ctx.hardware.link
-        t = (sent / link.bandwidth + steps * link.latency_s) * 1e6 if link else 0.0
-        formula = (
-            f"2 (N-1)/N x {nbytes} B" if kind == "all_reduce" else f"(N-1)/N x {nbytes} B"
-        ) + f" = {sent} B per chip, N = {self.n}"
-        self.ctx.decide(name, f"npu.{kind} of {value}: {sent} B per chip, {t:.3g} us", formula)
-        attrs = {"unit": "dma", "collective": kind, "bytes": sent, "chips": self.n}
-        return Op(name, f"npu.{kind}", args, {}, full, near.module, near.source, attrs)
 
     def run(self) -> Program:
         self.plan()
@@ -309,15 +386,26 @@ class _TensorParallel:
             attrs = dict(op.attrs)
             if d is not None:
                 attrs["split"] = d
-                op = replace(op, type=self.local(op.type, d))
+                p = self.parts.get(op.name, self.n)
+                if p < self.n:
+                    attrs["replicas"] = self.n // p  # chips holding each slice
+                op = replace(op, type=self.local(op.type, d, p))
                 if op_kind(op.target) in VIEWS:
                     shape = list(op.args[1])
                     if shape[d] != -1:
-                        shape[d] = shape[d] // self.n
+                        shape[d] = shape[d] // p
                     op = replace(op, args=(op.args[0], shape, *op.args[2:]))
             if role == "column":
                 attrs["parallel"] = "column"
                 self.ctx.decide(op.name, f"column-parallel over {self.n} chips", "its input is replicated")
+                if op.name in self.kv_parts:
+                    p = self.kv_parts[op.name]
+                    self.ctx.decide(
+                        op.name,
+                        f"{p} head(s) replicated: {p} slices, each on {self.n // p} chips",
+                        f"{p} KV heads < {self.n} chips: each chip holds the KV head its query heads read "
+                        "(no all-gather of K/V per layer)",
+                    )
             ops.append(replace(op, attrs=attrs))
         outputs = []
         for o in self.p.outputs:
@@ -328,8 +416,10 @@ class _TensorParallel:
             else:
                 outputs.append(o)
         shards = {i: self.split[i] for i in self.inputs if i in self.split}
+        replicas = {i: self.n // self.parts[i] for i in shards if self.parts.get(i, self.n) < self.n}
         inputs = tuple(
-            replace(i, type=self.local(i.type, shards[i.name])) if i.name in shards else i for i in self.p.inputs
+            replace(i, type=self.local(i.type, shards[i.name], self.parts.get(i.name))) if i.name in shards else i
+            for i in self.p.inputs
         )
         for name, d in shards.items():
             self.ctx.decide(
@@ -339,25 +429,12 @@ class _TensorParallel:
         self.ctx.decide(
             "", f"{len(shards)} tensors split, {n_coll} collectives", f"tensor parallel over {self.n} chips"
         )
-        return replace(self.p, inputs=inputs, ops=tuple(ops), outputs=tuple(outputs), chips=self.n, shards=shards)
-
-    def row_parallel(self, op: Op) -> list[Op]:
-        """`op` (mm or addmm) as a partial product, its all-reduce, and the bias added once;
-        the last op keeps `op`'s name (its readers and the functional check read it)."""
-        x, w = op.args[-2], op.args[-1]
-        bias = op.args[0] if op_kind(op.target) == "addmm" else None
-        partial = replace(
-            op,
-            name=f"{op.name}_partial",
-            target="aten.mm.default",
-            args=(x, w),
-            attrs={**op.attrs, "parallel": "row", "partial": True},
+        return replace(
+            self.p,
+            inputs=inputs,
+            ops=tuple(ops),
+            outputs=tuple(outputs),
+            chips=self.n,
+            shards=shards,
+            replicas=replicas,
         )
-        self.ctx.decide(op.name, f"row-parallel over {self.n} chips", "its input is split along the contracted dim")
-        reduced = f"{op.name}_reduced" if bias is not None else op.name
-        out = [partial, self.collective("all_reduce", partial.name, reduced, op, op.type, None)]
-        if bias is not None:
-            t = op.type.dtype if isinstance(op.type, TensorType) else "float32"
-            attrs = {"unit": "vector", "dtype": op.attrs.get("dtype", t), "op_class": "add_mul"}
-            out.append(Op(op.name, "aten.add.Tensor", (Ref(reduced), bias), {}, op.type, op.module, op.source, attrs))
-        return out

@@ -149,6 +149,9 @@ class Program:
     repeat: Any = None  # blocks.Repeat: `exported` holds 2 of its identical blocks, the ops all of them
     chips: int = 1  # chips the program runs on, one copy per chip (partition.py); types are per chip
     shards: Mapping[str, int] = field(default_factory=dict)  # input -> dim its state tensor is split along
+    # input -> chips holding each slice of it (absent: 1): KV heads fewer than chips, split into
+    # chips / r slices, chip c holding slice c // r (partition.py)
+    replicas: Mapping[str, int] = field(default_factory=dict)
 
     def types(self) -> dict[str, TensorType | tuple[TensorType, ...]]:
         """The type of every value by name."""

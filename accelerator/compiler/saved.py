@@ -10,6 +10,7 @@ JSON document, gzipped when the name ends in .gz, with everything timing needs a
      "placement": {value: {level, offset, size, live: [first, last]}},
      "transfers": [{value, src, dst, bytes, before, after}],
      "shards":  {input: dim},
+     "replicas": {input: chips holding each slice} (optional; absent in older files: none),
      "log":     [{name, wall_ns, ops_before, ops_after, kernels_before, kernels_after, skipped, decisions}]}
 
 A `type` is {shape, dtype, hint} (a str in `shape` is a dynamic dim), or a list of them for an op
@@ -206,6 +207,7 @@ def to_document(
             for t in program.transfers
         ],
         "shards": dict(program.shards),
+        "replicas": dict(program.replicas),
         "log": [{**row.to_dict(), "decisions": len(row.decisions)} for row in log],
     }
 
@@ -261,6 +263,7 @@ def from_document(doc: Any) -> SavedProgram:
         ),
         chips=_int(doc["chips"]),
         shards={_str(k): _int(v) for k, v in _map(doc["shards"]).items()},
+        replicas={_str(k): _int(v) for k, v in _map(doc.get("replicas", {})).items()},
     )
     hw = _map(doc["hardware"])
     return SavedProgram(

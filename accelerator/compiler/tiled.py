@@ -7,6 +7,11 @@ dtype (fp32 for bf16/fp8 operands; int8 exactly, in float64 as npu_ops.qmm does;
 dtype otherwise), then (addmm) beta * bias + alpha * acc, rounded once to the result dtype.
 Ragged edges (a dimension not a multiple of the tile) are the shorter last tiles.
 
+`convolution(args, tile, accumulate, out_dtype)`: a 2-D convolution as its implicit GEMM (im2col
+patches x the weight as (K, Cout) per group) through `matmul`, tile {m, n, k} as tiled.
+
+Vector kernels run tile by tile in accelerator/compiler/tiled_vector.py.
+
 `attention(args, kwargs, bq, bk)`: scaled_dot_product_attention as a flash-style schedule:
 per q block, an online softmax over kv blocks in fp32 (running max m, sum l, output o:
 m' = max(m, rowmax(s)), o = o * e^(m - m') + e^(s - m') @ v, l = l * e^(m - m') + rowsum e^(s - m')),
@@ -94,3 +99,31 @@ def attention(args: tuple, kwargs: Mapping[str, Any], bq: int, bk: int) -> torch
     if out.dim() == 4:  # laid out (B, L, H, E) as torch's CPU kernel lays it: the traced permute + view relies on it
         return out.to(q.dtype).transpose(1, 2).contiguous().transpose(1, 2)
     return out.to(q.dtype)
+
+
+def convolution(
+    args: tuple, tile: Mapping[str, int], accumulate: str | None, out_dtype: torch.dtype
+) -> torch.Tensor | None:
+    """A 2-D convolution as the implicit GEMM the tiling pass tiled (M = N*Ho*Wo, N = Cout/groups
+    per group, K = Cin/groups*kh*kw): the input's patches (im2col, torch's unfold) times the
+    weight as (K, Cout) per group, by `matmul` over tm x tn output tiles and tk steps, the bias
+    added to the accumulator; None for what this does not cover (transposed, not 2-D)."""
+    x, w, bias, stride, padding, dilation, transposed, _, groups = args[:9]
+    if transposed or x.dim() != 4 or w.dim() != 4:
+        return None
+    n, _, h, wd = x.shape
+    co, cig, kh, kw = w.shape
+    ho = (h + 2 * padding[0] - dilation[0] * (kh - 1) - 1) // stride[0] + 1
+    wo = (wd + 2 * padding[1] - dilation[1] * (kw - 1) - 1) // stride[1] + 1
+    cols = torch.nn.functional.unfold(x, (kh, kw), dilation=dilation, padding=padding, stride=stride)
+    k, cog = cig * kh * kw, co // groups
+    outs = []
+    for g in range(groups):
+        a = cols[:, g * k : (g + 1) * k, :].transpose(1, 2).reshape(n * ho * wo, k)  # (M, K)
+        b = w[g * cog : (g + 1) * cog].reshape(cog, k).t()  # (K, N)
+        if bias is None:
+            y = matmul("aten.mm.default", (a, b), {}, tile, accumulate, out_dtype)
+        else:
+            y = matmul("aten.addmm.default", (bias[g * cog : (g + 1) * cog], a, b), {}, tile, accumulate, out_dtype)
+        outs.append(y.reshape(n, ho, wo, cog).permute(0, 3, 1, 2))
+    return torch.cat(outs, 1).contiguous()

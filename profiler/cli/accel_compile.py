@@ -137,7 +137,9 @@ def register(app: typer.Typer) -> None:
         ] = None,
         chips: Annotated[int, typer.Option("--chips", help="Tensor-parallel over N chips of the preset.")] = 1,
         dump_ir: Annotated[Path | None, typer.Option("--dump-ir", help="Write the MLIR after every pass here.")] = None,
-        check: Annotated[bool, typer.Option("--check", help="Run it op by op and compare with eager.")] = False,
+        check: Annotated[
+            bool, typer.Option("--check", help="Run it kernel by kernel, tile by tile, and compare with eager.")
+        ] = False,
         json: Annotated[bool, typer.Option("--json", help="Write the result as JSON.")] = False,
         trace: Annotated[
             Path | None, typer.Option("--trace", help="Write the passes as a trace (.json or .json.gz).")
