@@ -1,0 +1,134 @@
+"""A simulated serving run (`serving.ServingRun`) as one Chrome/Kineto trace: the steps' kernels
+back to back on every chip (accelerator/sim/trace.py's layout), and on a host track 'serving
+loop' what a serving engine's profile records around them, so the LLM analysis (analysis/llm.py,
+analysis/kv_cache.py) computes TTFT, TPOT, tokens/s and the KV cache from it as from a real trace:
+
+- one step annotation ('user_annotation') per step, spanning its kernels on the simulated
+  clock, named as vLLM's ROCm builds name theirs (analysis/llm_steps.py parses it):
+      prefill: execute_{B*P}_context_{B}(sq{B*P}sk{B*P}sqsq{B*P^2}sqsk{B*P^2})_generation_0(sq0sk0sqsq0sqsk0)
+      decode at cache length L: execute_{B}_context_0(sq0sk0sqsq0sqsk0)_generation_{B}(sq{B}sk{B*L}sqsq{B}sqsk{B*L})
+  (N tokens scheduled; C prefill requests with a query and b key tokens; G decode requests
+  with c query and d key tokens; sqsq / sqsk the sums of q^2 and q*k over the requests);
+- one cache-write op 'npu::kv_cache_write' per layer per step (zero duration, at the start of
+  the kernel writing that layer's K), with the inputs a serving engine's cache write records:
+  key and value (T tokens, kv_heads, head_dim) and key_cache and value_cache (batch, kv_heads,
+  slots, head_dim), in the cache's dtype; from them analysis/kv_cache.py derives
+      kv_cache_bytes = 2 x layers x kv_heads x head_dim x (batch x slots) x bytes/elem.
+The host track has no runtime calls: the simulator has no host runtime, and the document says
+so (`traceSource: simulator`), which the reader and the LLM analysis read (device work of a
+step = the work that runs inside it)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from accelerator.sim.run import SimRun
+from accelerator.sim.serving import ServingRun
+from accelerator.sim.trace import timeline_ns, trace_document
+
+#: the cache's dtype (accelerator names) as Kineto's 'Input type' spells it
+KINETO_INPUT_TYPES = {"fp32": "float", "bf16": "c10::BFloat16", "fp16": "c10::Half", "fp8": "c10::Float8_e4m3fn"}
+KV_WRITE_OP = "npu::kv_cache_write"
+CACHE_WRITE_TARGET = "aten.index_copy_.default"
+
+
+def combined_run(srun: ServingRun) -> tuple[SimRun, list[tuple[int, int]]]:
+    """All steps as one SimRun (each chip's kernels of every step, chip by chip, as
+    `trace.timeline_ns` expects) and each step's [first, last) kernel index among chip 0's."""
+    from dataclasses import replace
+
+    chips = max(1, srun.programs.chips)
+    bounds, kernels, offset = [], [], 0.0
+    per_chip: list[list] = [[] for _ in range(chips)]
+    at = 0
+    for step in srun.steps:
+        mine = [k for k in step.run.kernels if k.chip == 0]
+        bounds.append((at, at + len(mine)))
+        at += len(mine)
+        for k in step.run.kernels:
+            per_chip[k.chip].append(replace(k, start_s=k.start_s + offset) if offset else k)
+        offset += step.run.total_s
+    for ks in per_chip:
+        kernels += ks
+    by_limiter: dict[str, float] = {}
+    for step in srun.steps:
+        for lim, s in step.run.by_limiter.items():
+            by_limiter[lim] = by_limiter.get(lim, 0.0) + s
+    name = f"{srun.programs.model} serving"
+    return SimRun(srun.accel, name, chips, tuple(kernels), offset, by_limiter), bounds
+
+
+def step_label(phase: str, batch: int, tokens: int, kv_tokens: int) -> str:
+    """The step annotation (module docstring): each sequence runs tokens/batch query tokens over
+    kv_tokens/batch keys."""
+    q, k = tokens // batch, kv_tokens // batch
+    sums = f"sq{tokens}sk{kv_tokens}sqsq{batch * q * q}sqsk{batch * q * k}"
+    none = "sq0sk0sqsq0sqsk0"
+    if phase == "prefill":
+        return f"execute_{tokens}_context_{batch}({sums})_generation_0({none})"
+    return f"execute_{tokens}_context_0({none})_generation_{batch}({sums})"
+
+
+def serving_document(srun: ServingRun) -> dict[str, Any]:
+    """The whole trace document (module docstring); write it with orjson."""
+    run, bounds = combined_run(srun)
+    doc = trace_document(run)
+    times = timeline_ns(run)
+    chip0 = [k for k in run.kernels if k.chip == 0]
+    host = run.chips  # the host's pid: after the chips'
+    events = doc["traceEvents"]
+    events.append({"ph": "M", "name": "process_name", "pid": host, "args": {"name": "serving loop (simulated)"}})
+    events.append({"ph": "M", "name": "thread_name", "pid": host, "tid": 0, "args": {"name": "steps"}})
+    for step, (first, last) in zip(srun.steps, bounds, strict=True):
+        if first == last:
+            continue
+        start, end = times[first][0], times[last - 1][0] + times[last - 1][1]
+        label = step_label(step.phase, step.batch, step.tokens, step.kv_tokens)
+        events.append(_x("user_annotation", label, host, start, end - start, {}))
+        if srun.kv is not None:
+            events += _kv_writes(srun, step, chip0[first:last], times[first:last], host)
+    doc["perfSimulate"]["serving"] = serving_summary(srun)
+    return doc
+
+
+def _kv_writes(srun: ServingRun, step, kernels: list, times: list, host: int) -> list[dict[str, Any]]:
+    """One cache-write op per layer: at the kernel writing its K (every other index_copy_)."""
+    kv = srun.kv
+    key = [step.tokens, kv.kv_heads, kv.head_dim]
+    cache = [kv.batch, kv.kv_heads, kv.slots, kv.head_dim]
+    dtype = KINETO_INPUT_TYPES.get(kv.dtype, kv.dtype)
+    args = {"Input Dims": [key, key, cache, cache], "Input type": [dtype] * 4}
+    out, writes = [], 0
+    for k, (start, _) in zip(kernels, times, strict=True):
+        for target in k.targets:
+            if target == CACHE_WRITE_TARGET:
+                if writes % 2 == 0:
+                    out.append(_x("cpu_op", KV_WRITE_OP, host, start, 0, args))
+                writes += 1
+    return out
+
+
+def _x(cat: str, name: str, pid: int, start_ns: int, dur_ns: int, args: dict) -> dict[str, Any]:
+    return {
+        "ph": "X", "cat": cat, "name": name, "pid": pid, "tid": 0, "ts": round(start_ns / 1000, 3),
+        "dur": round(dur_ns / 1000, 3), "args": args,
+    }  # fmt: skip
+
+
+def serving_summary(srun: ServingRun) -> dict[str, Any]:
+    """What the simulator knows of the run (the analysis computes the LLM metrics from the trace)."""
+    p = srun.programs
+    kv = srun.kv
+    return {
+        "model": p.model,
+        "batch": p.batch,
+        "prompt": p.prompt,
+        "decode": p.decode,
+        "chips": p.chips,
+        "precision": p.precision,
+        "steps": len(srun.steps),
+        "kernels_simulated": srun.kernels,
+        "kernel_shapes_timed": srun.timed,
+        "kv_cache": None if kv is None else {f: getattr(kv, f) for f in kv.__dataclass_fields__},
+        "notes": list(srun.notes),
+    }
