@@ -34,11 +34,16 @@ class CacheLengthProgram:
             if ka.tile and ka.tile != kb.tile
         }
         touched = set(self.varying) | {at_m.transfers[i].value for i in self.bytes_step}
-        self.varying_kernels = frozenset(
-            {i for i, k in enumerate(at_m.kernels) if touched.intersection((*k.ops, *k.inputs, *k.outputs))}
-            | {_kernel_of(at_m.transfers[i]) for i in self.bytes_step}
-            | set(self.tile_step)
-        )  # the kernels whose time may change with the length
+        producers = at_m.producers()
+        self.touches: dict[int, tuple[list[str], list[int]]] = {}  # kernel -> (varying values, varying transfers)
+        for i, k in enumerate(at_m.kernels):
+            ops = [producers[n] for n in k.ops if n in producers]
+            values = sorted({n for o in ops for n in (o.name, *o.refs())} & set(self.varying))
+            if values or touched.intersection((*k.inputs, *k.outputs)) or i in self.tile_step:
+                self.touches[i] = (values, [])
+        for j in self.bytes_step:
+            self.touches.setdefault(_kernel_of(at_m.transfers[j]), ([], []))[1].append(j)
+        self.varying_kernels = frozenset(self.touches)  # the kernels whose time may change with the length
         self._types, self._producers = t0, at_m.producers()
 
     def at(self, length: int) -> ProgramAtLength:
@@ -71,6 +76,7 @@ class ProgramAtLength:
         self, param: CacheLengthProgram, length: int, types: Mapping, producers: Mapping, transfers: tuple, kernels: tuple
     ) -> None:
         self.base, self.varying_kernels, self.length = param.base, param.varying_kernels, length
+        self._touches = param.touches
         self.name, self.chips, self.kernels, self.transfers = param.base.name, param.base.chips, kernels, transfers
         self._types, self._producers = types, producers
 
@@ -79,6 +85,17 @@ class ProgramAtLength:
 
     def producers(self) -> Mapping:
         return self._producers
+
+    def varying_key(self, kernel: int) -> tuple:
+        """What of kernel `kernel` differs from the base program at this length: the types of
+        the varying values its ops read or write, its varying transfers' bytes, its tile."""
+        values, moves = self._touches[kernel]
+        tile = self.kernels[kernel].tile
+        return (
+            tuple(self._types[n] for n in values),
+            tuple(self.transfers[j].bytes for j in moves),
+            tuple(sorted(tile.items())) if tile else (),
+        )
 
 
 def _kernel_of(t: Any) -> int:

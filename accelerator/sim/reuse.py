@@ -17,7 +17,7 @@ from typing import Any
 
 from accelerator.compiler.program import Ref
 from accelerator.hardware import AccelSpec
-from accelerator.sim.run import SimKernel, SimRun, SimTransfer, simulate
+from accelerator.sim.run import SimKernel, SimRun, simulate
 
 #: op attrs that name a value or a kernel (they differ between identical layers, never change timing)
 _NAME_ATTRS = frozenset({"kernel", "in_place"})
@@ -31,7 +31,7 @@ class KernelMemo:
     def __init__(self) -> None:
         self.timed: dict[tuple[int, int], SimKernel] = {}  # (chips, signature number) -> kernel
         self.accel: AccelSpec | None = None  # the accelerator the shapes were timed on
-        self.signatures: dict[int, tuple[Any, dict[int, int]]] = {}  # id(base program) -> (it, signatures)
+        self.signatures: dict[int, tuple] = {}  # id(base program) -> (it, its _Layout, its signature numbers)
         self.numbers: dict[tuple, int] = {}  # signature -> its number (a small key: tuples rehash on every lookup)
         self.hits = 0
         self.misses = 0
@@ -108,98 +108,122 @@ def signature(kernel: Any, ops: list, types: Mapping, loads: list, stores: list)
     return tuple(parts)
 
 
-def _by_kernel(transfers: Any) -> tuple[dict[int, list], dict[int, list]]:
-    """Each kernel's loads (issued before it) and stores (after it), by kernel index."""
-    loads: dict[int, list] = {}
-    stores: dict[int, list] = {}
-    for t in transfers:
-        (loads.setdefault(t.before, []) if t.before >= 0 else stores.setdefault(t.after, [])).append(t)
-    return loads, stores
+class _Layout:
+    """What does not change between a program and the same program at another KV-cache length:
+    each accelerator kernel's index, trace name (as run.simulate names it), op names, and the
+    positions of its loads and stores in `program.transfers`."""
+
+    def __init__(self, program: Any) -> None:
+        producers = program.producers()
+        moves: dict[int, tuple[list[int], list[int]]] = {}
+        for i, t in enumerate(program.transfers):
+            pair = moves.setdefault(t.before if t.before >= 0 else t.after, ([], []))
+            pair[0 if t.before >= 0 else 1].append(i)
+        self.rows: list[tuple[int, str, tuple, list[int], list[int]]] = []
+        seen: set[str] = set()
+        for idx, k in enumerate(program.kernels):
+            if k.unit == "host" or not any(n in producers for n in k.ops):
+                continue
+            name = k.name if k.name not in seen else f"{k.name}@{idx}"
+            seen.add(name)
+            loads, stores = moves.get(idx, ([], []))
+            self.rows.append((idx, name, tuple(k.ops), loads, stores))
 
 
-def _all_signatures(program: Any, memo: KernelMemo, only: Any = None) -> dict[int, int]:
-    """kernel index -> `signature` (as its number in `memo`) for the accelerator's kernels of
-    `program` (all, or `only`)."""
-    types, producers = program.types(), program.producers()
-    loads, stores = _by_kernel(program.transfers)
+def _signature_numbers(program: Any, layout: _Layout, memo: KernelMemo, only: Any = None) -> dict[int, int]:
+    """kernel index -> its `signature`'s number in `memo`, for the layout's kernels (or `only` those)."""
+    types, producers, transfers = program.types(), program.producers(), program.transfers
     out = {}
-    for idx, k in enumerate(program.kernels):
+    for idx, _, names, loads, stores in layout.rows:
         if only is not None and idx not in only:
             continue
-        ops = [producers[n] for n in k.ops if n in producers]
-        if k.unit != "host" and ops:
-            sig = signature(k, ops, types, loads.get(idx, []), stores.get(idx, []))
-            out[idx] = memo.numbers.setdefault(sig, len(memo.numbers))
+        ops = [producers[n] for n in names if n in producers]
+        sig = signature(program.kernels[idx], ops, types, [transfers[i] for i in loads], [transfers[i] for i in stores])
+        out[idx] = memo.numbers.setdefault(sig, len(memo.numbers))
     return out
 
 
-def _signatures(program: Any, memo: KernelMemo) -> list[tuple[int, int]]:
-    """(index, signature) of the accelerator's kernels in order. A program at one KV-cache length
+def _plan(program: Any, memo: KernelMemo) -> tuple[_Layout, dict[int, int]]:
+    """The layout and signature numbers of `program`. A program at one KV-cache length
     (accelerator/sim/cache_length.py) names its `base` and the `varying_kernels` the length can
-    change: the others' signatures are the base's, computed once per run."""
+    change: the layout and the other kernels' signatures are the base's, found once per run."""
     base, varying = getattr(program, "base", None), getattr(program, "varying_kernels", None)
     if base is None or varying is None:
-        return sorted(_all_signatures(program, memo).items())
+        layout = _Layout(program)
+        return layout, _signature_numbers(program, layout, memo)
     held = memo.signatures.get(id(base))
     if held is None or held[0] is not base:
-        held = memo.signatures[id(base)] = (base, _all_signatures(base, memo))
-    sigs = dict(held[1])
-    for idx in varying:
-        sigs.pop(idx, None)
-    sigs.update(_all_signatures(program, memo, varying))
-    return sorted(sigs.items())
+        layout = _Layout(base)
+        held = memo.signatures[id(base)] = (base, layout, _signature_numbers(base, layout, memo))
+    _, layout, numbers = held
+    varying_key = getattr(program, "varying_key", None)
+    if varying_key is None:
+        return layout, {**numbers, **_signature_numbers(program, layout, memo, varying)}
+    # the base's signature plus what the length changed stands for the whole signature
+    changed = {i: memo.numbers.setdefault((numbers[i], varying_key(i)), len(memo.numbers)) for i in varying if i in numbers}
+    return layout, {**numbers, **changed}
 
 
-def simulate_reusing(program: Any, accel: AccelSpec, memo: KernelMemo | None = None) -> SimRun:
+def simulate_reusing(
+    program: Any, accel: AccelSpec, memo: KernelMemo | None = None, all_chips: bool = True
+) -> SimRun:
     """`run.simulate(program, accel)`, timing each distinct kernel shape once (module docstring).
-    `memo` carries timed shapes from call to call (a serving run's steps share most kernels)."""
+    `memo` carries timed shapes from call to call (a serving run's steps share most kernels).
+    `all_chips=False`: only chip 0's kernels (every chip runs the same ones at the same times)."""
     memo = memo if memo is not None else KernelMemo()
-    types, producers = program.types(), program.producers()
-    loads, stores = _by_kernel(program.transfers)
     chips = max(1, int(program.chips))
     if memo.accel is not accel:  # times on another accelerator do not carry over
         memo.timed.clear()
         memo.accel = accel
-    keyed = [(idx, (chips, sig)) for idx, sig in _signatures(program, memo)]
+    layout, numbers = _plan(program, memo)
+    timed = memo.timed
     missing: dict[tuple[int, int], int] = {}
-    for idx, key in keyed:
-        if key not in memo.timed and key not in missing:
-            missing[key] = idx
-    memo.hits += len(keyed) - len(missing)
+    for row in layout.rows:
+        key = (chips, numbers[row[0]])
+        if key not in timed and key not in missing:
+            missing[key] = row[0]
+    memo.hits += len(layout.rows) - len(missing)
     memo.misses += len(missing)
     if missing:
         reps = sorted(missing.values())
-        sub = simulate(_Subset(program, reps, types, producers), accel)
+        sub = simulate(_Subset(program, reps, program.types(), program.producers()), accel)
         by_index = dict(zip(reps, [s for s in sub.kernels if s.chip == 0], strict=True))
         for key, idx in missing.items():
-            memo.timed[key] = _relative(by_index[idx])
+            timed[key] = _relative(by_index[idx])
+    transfers = program.transfers
     per_chip: list[SimKernel] = []
-    seen: set[str] = set()
     clock = 0.0
-    for idx, key in keyed:
-        rep, k = memo.timed[key], program.kernels[idx]
-        name = k.name if k.name not in seen else f"{k.name}@{idx}"
-        seen.add(k.name)
-        moves = [*loads.get(idx, []), *stores.get(idx, [])]
-        transfers = tuple(
-            SimTransfer(m.value, r.route, r.bytes, clock + r.start_s, r.dur_s)
-            for m, r in zip(moves, rep.transfers, strict=True)
-        )
-        per_chip.append(
-            SimKernel(
-                name, rep.unit, tuple(k.ops), rep.targets, 0, clock, rep.time, rep.flops, rep.hbm_read,
-                rep.hbm_written, rep.shared_bytes, rep.dtype, rep.family, rep.matrix_s, rep.vector_s, transfers,
-                rep.collective, rep.comm_elements,
+    for idx, name, ops, loads, stores in layout.rows:
+        rep = timed[(chips, numbers[idx])]
+        moves = ()
+        if rep.transfers:
+            values = [transfers[i].value for i in loads] + [transfers[i].value for i in stores]
+            moves = tuple(
+                _copy_with(r, value=v, start_s=clock + r.start_s) for v, r in zip(values, rep.transfers, strict=True)
             )
-        )  # fmt: skip
+        per_chip.append(_copy_with(rep, name=name, ops=ops, start_s=clock, transfers=moves))
         clock += rep.time.total
     kernels = list(per_chip)
-    for chip in range(1, chips):
-        kernels += [_on_chip(s, chip) for s in per_chip]
+    for chip in range(1, chips if all_chips else 1):
+        kernels += [_copy_with(s, chip=chip) for s in per_chip]
     by_limiter: dict[str, float] = {}
     for s in per_chip:
         by_limiter[s.time.limiter] = by_limiter.get(s.time.limiter, 0.0) + s.time.total
     return SimRun(accel, program.name, chips, tuple(kernels), clock, by_limiter)
+
+
+def _copy_with(obj: Any, **changes: Any) -> Any:
+    """`dataclasses.replace(obj, **changes)` for a frozen dataclass of plain fields, without
+    re-running its __init__ (whose frozen __setattr__ per field is most of the cost of
+    copying ~100,000 kernels and their transfers)."""
+    fields = getattr(obj, "__dict__", None)
+    if fields is None:  # a slotted class: the ordinary way
+        from dataclasses import replace
+
+        return replace(obj, **changes)
+    new = object.__new__(type(obj))
+    object.__setattr__(new, "__dict__", {**fields, **changes})
+    return new
 
 
 def _relative(s: SimKernel) -> SimKernel:
@@ -208,9 +232,3 @@ def _relative(s: SimKernel) -> SimKernel:
 
     moves = tuple(replace(t, start_s=t.start_s - s.start_s) for t in s.transfers)
     return replace(s, start_s=0.0, transfers=moves)
-
-
-def _on_chip(s: SimKernel, chip: int) -> SimKernel:
-    from dataclasses import replace
-
-    return replace(s, chip=chip)

@@ -31,7 +31,9 @@ from accelerator.sim.run import SimRun
 @dataclass(frozen=True)
 class ServingStep:
     """One step: `phase` prefill or decode, `batch` sequences, `tokens` query tokens run,
-    `kv_tokens` key tokens attended (all sequences), `run` its kernels from time 0."""
+    `kv_tokens` key tokens attended (all sequences), `run` its kernels from time 0: chip 0's
+    only (with tensor parallelism every chip runs the same kernels at the same times;
+    `run.chips` says how many)."""
 
     phase: str
     batch: int
@@ -107,7 +109,7 @@ def compile_serving(
         if value < least:
             raise ValueError(f"{flag} {value}: expected at least {least}")
     t0 = time.perf_counter()
-    device = "cpu" if model == "llama" else "meta"
+    device = "meta"  # shapes only (workloads.llama.serving_model)
     tokens = torch.zeros(batch, prompt, dtype=torch.long, device=device)
     pre = compile_model(
         serving_model(model, batch, prompt), (tokens, torch.arange(prompt, device=device)), accel, precision,
@@ -136,17 +138,17 @@ def simulate_serving(
     b, p, n = programs.batch, programs.prompt, programs.decode
     memo = KernelMemo()
     t0 = time.perf_counter()
-    steps = [ServingStep("prefill", b, b * p, b * p, simulate_reusing(programs.prefill, accel, memo))]
+    steps = [ServingStep("prefill", b, b * p, b * p, simulate_reusing(programs.prefill, accel, memo, all_chips=False))]
     if progress:
         progress(1, n + 1)
     for i in range(n):
         length = p + i + 1  # the prompt, the i tokens decoded before, and this step's own
-        run = simulate_reusing(programs.decoder.at(length), accel, memo)
+        run = simulate_reusing(programs.decoder.at(length), accel, memo, all_chips=False)
         steps.append(ServingStep("decode", b, b, b * length, run))
         if progress:
             progress(i + 2, n + 1)
     elapsed = time.perf_counter() - t0
-    kernels = sum(sum(1 for k in s.run.kernels if k.chip == 0) for s in steps)
+    kernels = sum(len(s.run.kernels) for s in steps)
     kv, notes = _kv_cache(programs)
     return ServingRun(programs, accel, tuple(steps), kv, elapsed, kernels, memo.misses, notes)
 

@@ -14,6 +14,8 @@ analysis/kv_cache.py) computes TTFT, TPOT, tokens/s and the KV cache from it as 
   key and value (T tokens, kv_heads, head_dim) and key_cache and value_cache (batch, kv_heads,
   slots, head_dim), in the cache's dtype; from them analysis/kv_cache.py derives
       kv_cache_bytes = 2 x layers x kv_heads x head_dim x (batch x slots) x bytes/elem.
+With tensor parallelism (--chips C) the trace holds chip 0's kernels: every chip runs the same
+ones at the same times, so C copies would say nothing more (deviceProperties lists every chip).
 The host track has no runtime calls: the simulator has no host runtime, and the document says
 so (`traceSource: simulator`), which the reader and the LLM analysis read (device work of a
 step = the work that runs inside it)."""
@@ -33,29 +35,20 @@ CACHE_WRITE_TARGET = "aten.index_copy_.default"
 
 
 def combined_run(srun: ServingRun) -> tuple[SimRun, list[tuple[int, int]]]:
-    """All steps as one SimRun (each chip's kernels of every step, chip by chip, as
-    `trace.timeline_ns` expects) and each step's [first, last) kernel index among chip 0's."""
-    from dataclasses import replace
-
-    chips = max(1, srun.programs.chips)
-    bounds, kernels, offset = [], [], 0.0
-    per_chip: list[list] = [[] for _ in range(chips)]
-    at = 0
-    for step in srun.steps:
-        mine = [k for k in step.run.kernels if k.chip == 0]
-        bounds.append((at, at + len(mine)))
-        at += len(mine)
-        for k in step.run.kernels:
-            per_chip[k.chip].append(replace(k, start_s=k.start_s + offset) if offset else k)
-        offset += step.run.total_s
-    for ks in per_chip:
-        kernels += ks
+    """All steps as one SimRun for `trace.trace_document` (which lays kernels back to back on the
+    rounded ns clock; each kernel's `start_s` stays relative to its step, which only places its
+    DMA transfers inside it) and each step's [first, last) index among the kernels."""
+    bounds, kernels, at = [], [], 0
     by_limiter: dict[str, float] = {}
     for step in srun.steps:
+        kernels += step.run.kernels
+        bounds.append((at, at + len(step.run.kernels)))
+        at += len(step.run.kernels)
         for lim, s in step.run.by_limiter.items():
             by_limiter[lim] = by_limiter.get(lim, 0.0) + s
-    name = f"{srun.programs.model} serving"
-    return SimRun(srun.accel, name, chips, tuple(kernels), offset, by_limiter), bounds
+    total = sum(step.run.total_s for step in srun.steps)
+    chips = max(1, srun.programs.chips)
+    return SimRun(srun.accel, f"{srun.programs.model} serving", chips, tuple(kernels), total, by_limiter), bounds
 
 
 def step_label(phase: str, batch: int, tokens: int, kv_tokens: int) -> str:
@@ -74,7 +67,6 @@ def serving_document(srun: ServingRun) -> dict[str, Any]:
     run, bounds = combined_run(srun)
     doc = trace_document(run)
     times = timeline_ns(run)
-    chip0 = [k for k in run.kernels if k.chip == 0]
     host = run.chips  # the host's pid: after the chips'
     events = doc["traceEvents"]
     events.append({"ph": "M", "name": "process_name", "pid": host, "args": {"name": "serving loop (simulated)"}})
@@ -86,7 +78,7 @@ def serving_document(srun: ServingRun) -> dict[str, Any]:
         label = step_label(step.phase, step.batch, step.tokens, step.kv_tokens)
         events.append(_x("user_annotation", label, host, start, end - start, {}))
         if srun.kv is not None:
-            events += _kv_writes(srun, step, chip0[first:last], times[first:last], host)
+            events += _kv_writes(srun, step, run.kernels[first:last], times[first:last], host)
     doc["perfSimulate"]["serving"] = serving_summary(srun)
     return doc
 

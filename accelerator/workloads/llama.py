@@ -171,12 +171,9 @@ SERVING_CONFIGS = {"llama": LlamaConfig(), "llama2-7b": LLAMA2_7B, "llama3-8b": 
 
 def serving_model(name: str, batch: int, max_seq: int) -> TinyLlama:
     """The decoder `name` (a SERVING_CONFIGS key) for `batch` sequences with a KV cache of
-    `max_seq` positions; the large ones on the meta device (compile only), the tiny one real."""
+    `max_seq` positions, on the meta device (shapes only: the simulator times, it does not compute)."""
     from dataclasses import replace
 
     cfg = replace(SERVING_CONFIGS[name], batch=batch, max_seq=max_seq)
-    if name == "llama":
-        torch.manual_seed(0)
-        return TinyLlama(cfg).eval()
     with torch.device("meta"):
         return TinyLlama(cfg).eval()
