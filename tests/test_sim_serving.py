@@ -209,3 +209,20 @@ def test_progress_bar_only_when_enabled():
     p.update(2, 2)
     p.close()
     assert "[##############################] 2/2" in shown.getvalue() and shown.getvalue().endswith("\n")
+
+
+def test_every_simulated_kernel_is_costed_by_the_analysis(served):
+    """Kernel names that stand for calls of different costs (the prefill's and the decode's
+    matmuls, the decode attention at each cache length) are told apart, so the analysis costs
+    every kernel from the trace's fusion rows: none is unknown-bound (an ambiguous name was)."""
+    _, _, srun, _, trace = served
+    units = api.analyze(trace).units
+    npu = units[units["device"].astype(str) == "npu0"]
+    assert len(npu) == srun.kernels
+    assert not (npu["bound"].astype(str) == "unknown").any(), npu[npu["bound"].astype(str) == "unknown"]["name"]
+    names = set(npu["name"].astype(str))
+    assert any(n.endswith("[prefill]") for n in names) and any(n.endswith("[decode]") for n in names)
+    lengths = {"[prefill]"} | {f"[decode L={P + i + 1}]" for i in range(N)}  # each layer's, at each length
+    assert {n for n in names if n.startswith("scaled_dot_product_attention")} == {
+        f"scaled_dot_product_attention{layer} {tag}" for layer in ("", "_1") for tag in lengths
+    }

@@ -199,20 +199,20 @@ def simulate_reusing(
         if rep.transfers:
             values = [transfers[i].value for i in loads] + [transfers[i].value for i in stores]
             moves = tuple(
-                _copy_with(r, value=v, start_s=clock + r.start_s) for v, r in zip(values, rep.transfers, strict=True)
+                copy_with(r, value=v, start_s=clock + r.start_s) for v, r in zip(values, rep.transfers, strict=True)
             )
-        per_chip.append(_copy_with(rep, name=name, ops=ops, start_s=clock, transfers=moves))
+        per_chip.append(copy_with(rep, name=name, ops=ops, start_s=clock, transfers=moves))
         clock += rep.time.total
     kernels = list(per_chip)
     for chip in range(1, chips if all_chips else 1):
-        kernels += [_copy_with(s, chip=chip) for s in per_chip]
+        kernels += [copy_with(s, chip=chip) for s in per_chip]
     by_limiter: dict[str, float] = {}
     for s in per_chip:
         by_limiter[s.time.limiter] = by_limiter.get(s.time.limiter, 0.0) + s.time.total
     return SimRun(accel, program.name, chips, tuple(kernels), clock, by_limiter)
 
 
-def _copy_with(obj: Any, **changes: Any) -> Any:
+def copy_with(obj: Any, **changes: Any) -> Any:
     """`dataclasses.replace(obj, **changes)` for a frozen dataclass of plain fields, without
     re-running its __init__ (whose frozen __setattr__ per field is most of the cost of
     copying ~100,000 kernels and their transfers)."""

@@ -9,6 +9,8 @@ analysis/kv_cache.py) computes TTFT, TPOT, tokens/s and the KV cache from it as 
       decode at cache length L: execute_{B}_context_0(sq0sk0sqsq0sqsk0)_generation_{B}(sq{B}sk{B*L}sqsq{B}sqsk{B*L})
   (N tokens scheduled; C prefill requests with a query and b key tokens; G decode requests
   with c query and d key tokens; sqsq / sqsk the sums of q^2 and q*k over the requests);
+- kernel names that stand for calls of different costs get their phase (and cache length):
+  `distinct_names`;
 - one cache-write op 'npu::kv_cache_write' per layer per step (zero duration, at the start of
   the kernel writing that layer's K), with the inputs a serving engine's cache write records:
   key and value (T tokens, kv_heads, head_dim) and key_cache and value_cache (batch, kv_heads,
@@ -51,6 +53,34 @@ def combined_run(srun: ServingRun) -> tuple[SimRun, list[tuple[int, int]]]:
     return SimRun(srun.accel, f"{srun.programs.model} serving", chips, tuple(kernels), total, by_limiter), bounds
 
 
+def distinct_names(run: SimRun, srun: ServingRun, bounds: list[tuple[int, int]]) -> SimRun:
+    """`run` with one name per kernel cost: the analysis costs a simulated kernel by its name
+    (the fusion rows of trace.py), and a name whose calls differ (the prefill's `mm` runs 2,048
+    tokens, the decode's 1; the decode attention reads more keys each step) would be ambiguous
+    there, so uncosted. Such a name gets its phase, and where decode steps differ among
+    themselves the cache length: 'mm [prefill]', 'mm [decode]',
+    'scaled_dot_product_attention [decode L=2049]'. Names of one cost stay as they are."""
+    from accelerator.sim.reuse import copy_with
+
+    costs: dict[str, dict[str, set]] = {}
+    for step, (first, last) in zip(srun.steps, bounds, strict=True):
+        for k in run.kernels[first:last]:
+            costs.setdefault(k.name, {}).setdefault(step.phase, set()).add((k.flops, k.hbm_read, k.hbm_written))
+    renamed = {n for n, by in costs.items() if len(set().union(*by.values())) > 1}
+    if not renamed:
+        return run
+    kernels = list(run.kernels)
+    for step, (first, last) in zip(srun.steps, bounds, strict=True):
+        length = step.kv_tokens // step.batch
+        for i in range(first, last):
+            name = kernels[i].name
+            if name in renamed:
+                by_length = len(costs[name][step.phase]) > 1
+                tag = f"{step.phase} L={length}" if by_length else step.phase
+                kernels[i] = copy_with(kernels[i], name=f"{name} [{tag}]")
+    return SimRun(run.accel, run.program_name, run.chips, tuple(kernels), run.total_s, run.by_limiter)
+
+
 def step_label(phase: str, batch: int, tokens: int, kv_tokens: int) -> str:
     """The step annotation (module docstring): each sequence runs tokens/batch query tokens over
     kv_tokens/batch keys."""
@@ -65,7 +95,14 @@ def step_label(phase: str, batch: int, tokens: int, kv_tokens: int) -> str:
 def serving_document(srun: ServingRun) -> dict[str, Any]:
     """The whole trace document (module docstring); write it with orjson."""
     run, bounds = combined_run(srun)
+    run = distinct_names(run, srun, bounds)
     doc = trace_document(run)
+    fusion, seen = [], set()
+    for row in doc["perfCompile"]["tables"]["fusion"]:  # one row per kernel name (names now fix the cost)
+        if row["runtime_name"] not in seen:
+            seen.add(row["runtime_name"])
+            fusion.append(row)
+    doc["perfCompile"]["tables"]["fusion"] = fusion
     times = timeline_ns(run)
     host = run.chips  # the host's pid: after the chips'
     events = doc["traceEvents"]
