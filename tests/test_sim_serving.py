@@ -133,6 +133,16 @@ def test_simulated_trace_names_npus_and_raises_no_launch_problem(served):
     assert ("rank0", "npu0") in {tuple(t.split("/")[:2]) for t in trace.events["track"].astype(str)}
 
 
+def test_the_perfetto_export_keeps_the_source_and_raises_no_launch_problem(served, tmp_path):
+    _, _, _, _, trace = served
+    out = tmp_path / "serving.perfetto-trace"
+    api.write_perfetto(trace, out)
+    again = api.load_trace(out)
+    assert set(again.events["source"].astype(str)) == {"simulator"}
+    assert "npu0" in set(again.devices["device"].astype(str))
+    assert not any("runtime launch" in line for line in again.problems.lines())
+
+
 def test_a_kineto_trace_without_the_field_still_counts_unlaunched_kernels(tmp_path):
     """The launch problem is skipped by the document's traceSource field, not by names: the same
     kernels without it are a GPU's, and their missing launches are counted."""
