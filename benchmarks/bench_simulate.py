@@ -72,9 +72,10 @@ def _trace(srun) -> None:
         wall, cpu = _since(t)
     s = {r["phase"]: r for r in result.llm_summary.to_dict("records")}
     print(f"    load + LLM analysis {wall:8.2f} s wall {cpu:8.2f} s CPU")
+    pre, dec = s["prefill"], s["decode"]
     print(
-        f"    from the trace: TTFT {s['prefill']['ttft_ns'] / 1e6:,.2f} ms, TPOT {s['decode']['tpot_ns'] / 1e6:,.3f} ms, "
-        f"{s['decode']['tokens_per_s']:,.1f} decode tokens/s, KV cache "
+        f"    from the trace: TTFT {pre['ttft_ns'] / 1e6:,.2f} ms, TPOT {dec['tpot_ns'] / 1e6:,.3f} ms, "
+        f"{dec['tokens_per_s']:,.1f} decode tokens/s, KV cache "
         f"{result.kv_cache['kv_cache_bytes'].iloc[0] / 2**30:,.3f} GiB per chip"
     )
 

@@ -73,7 +73,13 @@ class ProgramAtLength:
     `base` and `varying_kernels` let accelerator/sim/reuse.py reuse the other kernels' shapes."""
 
     def __init__(
-        self, param: CacheLengthProgram, length: int, types: Mapping, producers: Mapping, transfers: tuple, kernels: tuple
+        self,
+        param: CacheLengthProgram,
+        length: int,
+        types: Mapping,
+        producers: Mapping,
+        transfers: tuple,
+        kernels: tuple,
     ) -> None:
         self.base, self.varying_kernels, self.length = param.base, param.varying_kernels, length
         self._touches = param.touches

@@ -160,13 +160,13 @@ def _plan(program: Any, memo: KernelMemo) -> tuple[_Layout, dict[int, int]]:
     if varying_key is None:
         return layout, {**numbers, **_signature_numbers(program, layout, memo, varying)}
     # the base's signature plus what the length changed stands for the whole signature
-    changed = {i: memo.numbers.setdefault((numbers[i], varying_key(i)), len(memo.numbers)) for i in varying if i in numbers}
+    changed = {
+        i: memo.numbers.setdefault((numbers[i], varying_key(i)), len(memo.numbers)) for i in varying if i in numbers
+    }
     return layout, {**numbers, **changed}
 
 
-def simulate_reusing(
-    program: Any, accel: AccelSpec, memo: KernelMemo | None = None, all_chips: bool = True
-) -> SimRun:
+def simulate_reusing(program: Any, accel: AccelSpec, memo: KernelMemo | None = None, all_chips: bool = True) -> SimRun:
     """`run.simulate(program, accel)`, timing each distinct kernel shape once (module docstring).
     `memo` carries timed shapes from call to call (a serving run's steps share most kernels).
     `all_chips=False`: only chip 0's kernels (every chip runs the same ones at the same times)."""

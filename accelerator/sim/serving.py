@@ -104,7 +104,9 @@ def compile_serving(
     from accelerator.workloads.llama import serving_model
 
     if model not in serving_workloads():
-        raise ValueError(f"{model}: --prompt/--decode serve a decoder with a KV cache ({', '.join(serving_workloads())})")
+        raise ValueError(
+            f"{model}: --prompt/--decode serve a decoder with a KV cache ({', '.join(serving_workloads())})"
+        )
     for flag, value, least in (("--batch", batch, 1), ("--prompt", prompt, 1), ("--decode", decode, 0)):
         if value < least:
             raise ValueError(f"{flag} {value}: expected at least {least}")

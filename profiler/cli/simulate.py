@@ -194,7 +194,9 @@ def register(app: typer.Typer) -> None:
                 if prompt is None:
                     fail("--batch and --decode serve a decoder: give --prompt P too")
                 if _is_saved_program(model):
-                    fail("--prompt/--decode compile the prefill and decode programs: give a workload, not a saved program")
+                    fail(
+                        "--prompt/--decode compile a prefill and a decode program: give a workload, not a saved program"
+                    )
                 from profiler.cli.simulate_serving import simulate_serving
 
                 simulate_serving(
