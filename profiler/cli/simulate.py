@@ -33,9 +33,10 @@ def _listing() -> dict:
 
     try:
         workloads = sorted(api.accel_workloads)
+        serving = api.accel_serving_workloads()
     except ImportError:  # the workloads are torch modules: without torch, none
-        workloads = []
-    return {"workloads": workloads, "presets": api.accel_presets()}
+        workloads, serving = [], []
+    return {"workloads": workloads, "serving": serving, "presets": api.accel_presets()}
 
 
 def _write_trace(path: Path, doc: dict, force: bool) -> Path:
@@ -183,6 +184,7 @@ def register(app: typer.Typer) -> None:
                 _emit(doc)
             else:
                 print("workloads: " + (", ".join(doc["workloads"]) or "none (they need torch: pip install '.[accel]')"))
+                print("serving:   " + (", ".join(doc["serving"]) or "none") + " (--prompt P --decode N)")
                 print("presets:   " + ", ".join(doc["presets"]))
             return
         if model:
