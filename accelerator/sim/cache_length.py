@@ -69,7 +69,8 @@ class CacheLengthProgram:
 
 
 class ProgramAtLength:
-    """The decode program at one cache length (duck-types a Program for accelerator/sim/run.py);
+    """The decode program at one cache length (duck-types a Program for accelerator/sim/run.py:
+    what it does not override, it reads from the base program);
     `base` and `varying_kernels` let accelerator/sim/reuse.py reuse the other kernels' shapes."""
 
     def __init__(
@@ -91,6 +92,9 @@ class ProgramAtLength:
 
     def producers(self) -> Mapping:
         return self._producers
+
+    def __getattr__(self, name: str) -> Any:  # the rest (placement, ops...) as the base program's
+        return getattr(self.__dict__["base"], name)
 
     def varying_key(self, kernel: int) -> tuple:
         """What of kernel `kernel` differs from the base program at this length: the types of

@@ -38,9 +38,11 @@ class KernelMemo:
 
 
 class _Subset:
-    """The few kernels of `program` that `simulate` has to time (duck-types a Program)."""
+    """The few kernels of `program` that `simulate` has to time (duck-types a Program: what it
+    does not override, it reads from `program`)."""
 
     def __init__(self, program: Any, indices: list[int], types: Mapping, producers: Mapping) -> None:
+        self._program = program
         self.name, self.chips = program.name, program.chips
         self.kernels = tuple(program.kernels[i] for i in indices)
         where = {old: new for new, old in enumerate(indices)}
@@ -52,6 +54,9 @@ class _Subset:
 
     def producers(self) -> Mapping:
         return self._producers
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.__dict__["_program"], name)
 
 
 def _kernel_of(t: Any) -> int:
