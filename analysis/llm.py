@@ -4,7 +4,9 @@ Steps are found by `analysis.llm_steps` (the annotations and shape patterns it r
 described there); the KV cache by `analysis.kv_cache`.
 
 **Per step** (ns): start = the annotation's start; the step's device work is what runtime
-calls on the annotation's thread inside the annotation launched (launch flows);
+calls on the annotation's thread inside the annotation launched (launch flows), or, in a
+simulator's trace (event source 'simulator': no host runtime, nothing launches), the device
+work on the step's rank that starts inside the annotation;
 ``end = max(annotation end, end of that device work)`` (a token exists once its kernels end);
 ``duration = end - start``; ``device_busy = |union of the device work's intervals|`` (on a
 rank without device work: the union of its host ops inside the step); ``host_busy`` and

@@ -53,6 +53,8 @@ def device_work(trace: Trace, steps: pd.DataFrame) -> pd.DataFrame:
     src, dst, which = src[which >= 0], dst[which >= 0], which[which >= 0]
     is_work = ev["kind"].isin([k.value for k in DEVICE_WORK_KINDS]).to_numpy()[dst]
     dst, which = dst[is_work], which[is_work]
+    sim_dst, sim_which = _simulated_work(ev, win_rank, win_start, win_end)
+    dst, which = np.concatenate([dst, sim_dst]), np.concatenate([which, sim_which])
     start = ev["ts"].to_numpy()[dst]
     end = start + ev["dur"].to_numpy()[dst]
     busy = np.zeros(n, np.int64)
@@ -96,6 +98,29 @@ def device_work(trace: Trace, steps: pd.DataFrame) -> pd.DataFrame:
         steps[c] = steps[c].astype(np.int64)
     steps["rank"] = steps["rank"].astype(np.int64)
     return steps
+
+
+def _simulated_work(
+    ev: pd.DataFrame, w_rank: np.ndarray, w_start: np.ndarray, w_end: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """(rows, window) of a simulator's device work (source 'simulator': no host runtime, so no
+    launches to follow): each piece of work belongs to the step on its rank whose window holds
+    its start, whatever the step's thread (a simulated serving loop has one)."""
+    rows = np.flatnonzero(
+        (ev["source"] == "simulator").to_numpy() & ev["kind"].isin([k.value for k in DEVICE_WORK_KINDS]).to_numpy()
+    )
+    if len(rows) == 0 or len(w_start) == 0:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    which = assign_windows(
+        w_rank,
+        np.zeros(len(w_rank), np.int64),
+        w_start,
+        w_end,
+        ev["rank"].to_numpy()[rows],
+        np.zeros(len(rows), np.int64),
+        ev["ts"].to_numpy()[rows],
+    )
+    return rows[which >= 0], which[which >= 0]
 
 
 def _host_time(

@@ -59,7 +59,10 @@ _EXECUTE = re.compile(
 )
 _EXECUTE_V0 = re.compile(r"^execute_context_(?P<c>\d+)\((?P<csq>\d+)_\d+\)_generation_(?P<g>\d+)\(\d+\)$")
 #: cache-write ops taking (key, value, key_cache, value_cache, ...): evidence of a KV cache
-KV_WRITE = re.compile(r"^(sglang::store_cache|_C_cache_ops::reshape_and_cache(_flash)?|.*set_kv_buffer.*)$")
+#: (npu::kv_cache_write: the simulated accelerator's, accelerator/sim/serving_trace.py)
+KV_WRITE = re.compile(
+    r"^(sglang::store_cache|_C_cache_ops::reshape_and_cache(_flash)?|.*set_kv_buffer.*|npu::kv_cache_write)$"
+)
 #: training work: autograd's backward ops and the optimizer's step
 _TRAINING = re.compile(r"^autograd::engine::evaluate_function|Backward\d*$|_backward$|^Optimizer\.")
 _MODES = {"EXTEND": "prefill", "PREFILL": "prefill", "SPLIT_PREFILL": "prefill", "DECODE": "decode", "MIXED": "mixed"}

@@ -65,6 +65,7 @@ def test_list():
     from accelerator.workloads import WORKLOADS
 
     assert doc["workloads"] == sorted(WORKLOADS)  # the registry, llama2-7b once the compiler adds it
+    assert doc["serving"] == ["llama", "llama2-7b", "llama3-8b"]  # the decoders --prompt/--decode serve
     text = run("simulate", "--list").stdout
     assert "edge-npu" in text and "mlp" in text
 

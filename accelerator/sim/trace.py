@@ -281,6 +281,7 @@ def trace_document(run: SimRun) -> dict[str, Any]:
     return {
         "schemaVersion": 1,
         "framework": f"perf simulate (the simulated {run.accel.name}, {run.chips} chip(s))",
+        "traceSource": "simulator",  # no host runtime: the reader names the chips npu<N>, expects no launches
         "deviceProperties": [
             {"id": c, "name": run.accel.name, "totalGlobalMem": run.accel.hbm.capacity_bytes} for c in range(run.chips)
         ],

@@ -162,3 +162,18 @@ def llama2_7b():
 
 def llama3_8b():
     return meta_llama(LLAMA3_8B)
+
+
+#: The workloads `perf simulate --prompt/--decode` serves: name -> the decoder's config (batch
+#: and cache length are set per run).
+SERVING_CONFIGS = {"llama": LlamaConfig(), "llama2-7b": LLAMA2_7B, "llama3-8b": LLAMA3_8B}
+
+
+def serving_model(name: str, batch: int, max_seq: int) -> TinyLlama:
+    """The decoder `name` (a SERVING_CONFIGS key) for `batch` sequences with a KV cache of
+    `max_seq` positions, on the meta device (shapes only: the simulator times, it does not compute)."""
+    from dataclasses import replace
+
+    cfg = replace(SERVING_CONFIGS[name], batch=batch, max_seq=max_seq)
+    with torch.device("meta"):
+        return TinyLlama(cfg).eval()

@@ -18,8 +18,12 @@ LINK_COLUMNS = ["parent_id", "depth", "op_id", "step"]
 GLOO_PREFIX = "gloo:"  # record_function names of gloo's collectives, e.g. 'gloo:all_reduce'
 
 
-def build_events(acc: Accumulator, rank: int, base_ns: int) -> pd.DataFrame:
+def build_events(acc: Accumulator, rank: int, base_ns: int, simulated: bool = False) -> pd.DataFrame:
     """The complete ('X') events of one file as an events table (without LINK_COLUMNS).
+
+    `simulated`: the file says it comes from a simulator (top-level `traceSource: simulator`,
+    accelerator/sim/trace.py): its devices are NPUs ('npu<N>') and every row's source is
+    'simulator'.
 
     Columns as profiler.model.schema.EVENT_COLUMNS except parent_id, depth, op_id and step, which
     the loader adds from `link`. `id` is the row number here; the loader offsets it per file.
@@ -45,7 +49,7 @@ def build_events(acc: Accumulator, rank: int, base_ns: int) -> pd.DataFrame:
     dev_index = np.where(dev_arg >= 0, dev_arg, pid)
     stream = np.where(on_device, np.where(stream_arg >= 0, stream_arg, tid), -1)
     thread = np.where(on_device | profiler_rows, -1, tid)
-    device, track = _places(rank, on_device, dev_index, stream, thread, profiler_rows)
+    device, track = _places(rank, on_device, dev_index, stream, thread, profiler_rows, "npu" if simulated else "gpu")
     compiler = cat_kind[cat_codes] == Kind.COMPILE_PASS.value
     if compiler.any():  # perf's torch.compile steps: tid = the lane (collectors/torch_compile/embed.py)
         device, track, thread = _compiler_places(rank, compiler, tid, device, track, thread)
@@ -75,8 +79,8 @@ def build_events(acc: Accumulator, rank: int, base_ns: int) -> pd.DataFrame:
             "correlation": col("x_correlation"),
             "external_id": ext,
             "source": pd.Categorical.from_codes(
-                compiler.astype(np.int8),
-                categories=pd.Index(["runtime", "compiler"][: 1 + compiler.any()], dtype=object),
+                np.zeros(n, np.int8) if simulated else compiler.astype(np.int8),
+                categories=pd.Index(["simulator"] if simulated else ["runtime", "compiler"][: 1 + compiler.any()]),
             ),
             "shapes": acc.shapes.categorical(col("x_shapes", "int32")),
             "dtypes": acc.dtypes.categorical(col("x_dtypes", "int32")),
@@ -98,8 +102,9 @@ def _places(
     stream: np.ndarray,
     thread: np.ndarray,
     profiler_rows: np.ndarray,
+    prefix: str = "gpu",
 ) -> tuple[pd.Categorical, pd.Categorical]:
-    """Device label ('cpu', 'gpu<N>') and track label per row, built once per distinct place."""
+    """Device label ('cpu', 'gpu<N>', or `prefix`<N>) and track label per row, built once per distinct place."""
     # One int64 key per place: device rows pack (device+1, stream+1) into the upper and lower
     # 32 bits; host rows are -(thread+3); profiler rows -1. Ids are clipped into 31 bits (real
     # ones fit) so that no junk id can land in another place's range.
@@ -117,7 +122,7 @@ def _places(
             devices.append("cpu")
             tracks.append(f"rank{rank}/cpu/thread{-k - 3}")
         else:
-            devices.append(f"gpu{(k >> 32) - 1}")
+            devices.append(f"{prefix}{(k >> 32) - 1}")
             tracks.append(f"rank{rank}/{devices[-1]}/stream{(k & 0xFFFFFFFF) - 1}")
     return _from_codes(codes, devices), _from_codes(codes, tracks)
 

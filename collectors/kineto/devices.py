@@ -48,7 +48,7 @@ def device_table(events: pd.DataFrame, metadata_by_rank: dict[int, dict[str, Any
 
 
 def _properties(meta: dict[str, Any], device: str) -> dict[str, Any]:
-    if not device.startswith("gpu"):
+    if not device.startswith(("gpu", "npu")):  # npu: a simulated accelerator's chip
         return {}
     props = meta.get("deviceProperties")
     listed = [p for p in props if isinstance(p, dict)] if isinstance(props, list) else []

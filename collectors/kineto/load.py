@@ -89,7 +89,7 @@ def _read_rank_file(path: Path, max_bytes: int | None) -> RankFile:
     base = meta.get("baseTimeNanoseconds")
     base = base if isinstance(base, int) and not isinstance(base, bool) and abs(base) < 2**62 else 0  # int64 ns
     r = rank or 0
-    ev = build_events(acc, r, base)
+    ev = build_events(acc, r, base, simulated=meta.get("traceSource") == "simulator")
     if ev.empty:
         why = "; ".join(problems.lines()) or "no complete ('X') events"
         raise InputError(path, f"no readable events ({why})")

@@ -94,6 +94,10 @@ FACADE: dict[str, tuple[str, str]] = {
     "accel_simulate": ("accelerator.sim.run", "simulate"),  # perf simulate MODEL: a compiled program's kernels
     "accel_sim_summary": ("accelerator.sim.trace", "summary"),  # ... its times and limiters (--json)
     "accel_sim_document": ("accelerator.sim.trace", "trace_document"),  # ... as a Kineto-shaped trace (-o)
+    "accel_serving_workloads": ("accelerator.sim.serving", "serving_workloads"),  # decoders it can serve (torch)
+    "accel_compile_serving": ("accelerator.sim.serving", "compile_serving"),  # perf simulate --prompt/--decode
+    "accel_simulate_serving": ("accelerator.sim.serving", "simulate_serving"),  # ... its prefill and decode steps
+    "accel_serving_document": ("accelerator.sim.serving_trace", "serving_document"),  # ... as one annotated trace
     "CompileReport": ("collectors.torch_compile.report", "CompileReport"),  # perf compile-report's tables
     "compile_report_doc": ("collectors.torch_compile.report", "report_doc"),  # ... as the perfCompile JSON doc
     "CompareResult": ("collectors.torch_compile.compare", "CompareResult"),  # perf profile --compare-compile

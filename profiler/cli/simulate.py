@@ -3,7 +3,9 @@ one systolic array (SCALE-Sim's closed forms, accelerator/sim/timing.py), with `
 [--dtype D]` also on all cores of one chip (accelerator/sim/kernel.py); `perf simulate --list
 [--json]`: the built-in workloads and the accelerator presets.
 
-`perf simulate MODEL --accel PRESET [--precision P] [--chips C] [-o TRACE] [--force] [--json]`:
+`perf simulate MODEL --accel PRESET [--batch B --prompt P --decode N] [--precision P] [--chips C]
+[-o TRACE] [--force] [--json] [--progress]`: with --prompt, LLM serving (profiler/cli/simulate_serving.py);
+otherwise:
 compile MODEL (a workload or pkg.module:factory, as `perf compile`), run its scheduled kernels
 on the simulated accelerator (accelerator/sim/run.py), print the time by limiter and the
 `perf analyze` verdict of the simulated trace, and write the trace to TRACE (.json, .json.gz;
@@ -31,9 +33,10 @@ def _listing() -> dict:
 
     try:
         workloads = sorted(api.accel_workloads)
+        serving = api.accel_serving_workloads()
     except ImportError:  # the workloads are torch modules: without torch, none
-        workloads = []
-    return {"workloads": workloads, "presets": api.accel_presets()}
+        workloads, serving = [], []
+    return {"workloads": workloads, "serving": serving, "presets": api.accel_presets()}
 
 
 def _write_trace(path: Path, doc: dict, force: bool) -> Path:
@@ -153,6 +156,22 @@ def register(app: typer.Typer) -> None:
         ] = None,
         force: Annotated[bool, typer.Option("--force", help="Overwrite the -o file.")] = False,
         json: Annotated[bool, typer.Option("--json", help="Write the result as JSON.")] = False,
+        batch: Annotated[
+            int | None, typer.Option("--batch", help="With --prompt: sequences served at once (default 1).")
+        ] = None,
+        prompt: Annotated[
+            int | None,
+            typer.Option("--prompt", help="Serve MODEL (a decoder): a prefill step of batch x PROMPT tokens."),
+        ] = None,
+        decode: Annotated[
+            int | None, typer.Option("--decode", help="With --prompt: then N decode steps over the growing KV cache.")
+        ] = None,
+        progress: Annotated[
+            bool | None,
+            typer.Option(
+                "--progress/--no-progress", help="A progress bar on stderr (default: when stderr is a terminal)."
+            ),
+        ] = None,
     ) -> None:
         """Simulate on the accelerator: one GEMM on one systolic array (--gemm), or list what there is."""
         from profiler.cli.common import fail
@@ -165,6 +184,7 @@ def register(app: typer.Typer) -> None:
                 _emit(doc)
             else:
                 print("workloads: " + (", ".join(doc["workloads"]) or "none (they need torch: pip install '.[accel]')"))
+                print("serving:   " + (", ".join(doc["serving"]) or "none") + " (--prompt P --decode N)")
                 print("presets:   " + ", ".join(doc["presets"]))
             return
         if model:
@@ -172,6 +192,20 @@ def register(app: typer.Typer) -> None:
                 fail("MODEL needs --accel PRESET_OR_YAML (presets: " + ", ".join(_listing()["presets"]) + ")")
             if chips < 1:
                 fail(f"--chips {chips}: expected a positive number of chips")
+            if prompt is not None or decode is not None or batch is not None:
+                if prompt is None:
+                    fail("--batch and --decode serve a decoder: give --prompt P too")
+                if _is_saved_program(model):
+                    fail(
+                        "--prompt/--decode compile a prefill and a decode program: give a workload, not a saved program"
+                    )
+                from profiler.cli.simulate_serving import simulate_serving
+
+                simulate_serving(
+                    model, accel, precision.strip().lower(), chips, 1 if batch is None else batch, prompt,
+                    0 if decode is None else decode, output, force, json, progress,
+                )  # fmt: skip
+                return
             _simulate_model(model, accel, precision.strip().lower(), chips, output, force, json)
             return
         from profiler import api
