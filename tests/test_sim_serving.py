@@ -113,7 +113,12 @@ def test_timing_each_shape_once_equals_timing_every_kernel(served, which):
     full = simulate(program, hw)
     memo = KernelMemo()
     once = simulate_reusing(program, hw, memo)
-    assert memo.misses < memo.hits  # the two layers' kernels are shared
+    # the two layers' kernels are shared: prefill 29 timed, 29 reused (the second layer's 25
+    # kernels, and within a layer k/v's projection like v's, one index and one cache write)
+    assert memo.misses <= memo.hits
+    misses = memo.misses
+    simulate_reusing(program, hw, memo)
+    assert memo.misses == misses  # a second run of the same program times nothing again
     assert once.total_s == full.total_s and once.by_limiter == full.by_limiter
     for a, b in zip(full.kernels, once.kernels, strict=True):
         assert (a.name, a.ops, a.targets, a.start_s, a.time, a.flops, a.hbm_read, a.hbm_written) == (

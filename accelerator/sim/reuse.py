@@ -5,8 +5,9 @@ bytes) and copies that kernel's time to every identical one. A Llama layer's ker
 times per step and every decode step repeats all of them but the attention's, so a serving run
 of 129 steps times a few hundred distinct kernels instead of ~100,000 (benchmarks/bench_simulate.py).
 
-Sound while a kernel's time depends only on the kernel itself (run.py times each kernel on its
-own, back to back); tests/test_sim_serving.py checks the result equals `simulate`'s, kernel for
+Sound while a kernel's duration depends only on the kernel itself (run.py times each kernel on
+its own; where it starts, after its inputs and once its resource is free, is placed here by the
+same `run.Timeline`); tests/test_sim_serving.py checks the result equals `simulate`'s, kernel for
 kernel, so a timing model that starts to depend on a kernel's neighbours fails there.
 """
 
@@ -17,7 +18,7 @@ from typing import Any
 
 from accelerator.compiler.program import Ref
 from accelerator.hardware import AccelSpec
-from accelerator.sim.run import SimKernel, SimRun, simulate
+from accelerator.sim.run import SimKernel, SimRun, Timeline, simulate
 
 #: op attrs that name a value or a kernel (they differ between identical layers, never change timing)
 _NAME_ATTRS = frozenset({"kernel", "in_place"})
@@ -197,24 +198,32 @@ def simulate_reusing(program: Any, accel: AccelSpec, memo: KernelMemo | None = N
             timed[key] = _relative(by_index[idx])
     transfers = program.transfers
     per_chip: list[SimKernel] = []
-    clock = 0.0
-    for idx, name, ops, loads, stores in layout.rows:
+    timeline = Timeline()  # placed as run.simulate places them: the kernels around a kernel set its start
+    rows = iter(layout.rows)
+    row = next(rows, None)
+    for kidx, kernel in enumerate(program.kernels):
+        if row is None or row[0] != kidx:  # no accelerator time (host, views)
+            timeline.skip(kernel)
+            continue
+        idx, name, ops, loads, stores = row
+        row = next(rows, None)
         rep = timed[(chips, numbers[idx])]
+        at, after, deps = timeline.place(kernel, rep.resource, rep.time.total)
         moves = ()
         if rep.transfers:
             values = [transfers[i].value for i in loads] + [transfers[i].value for i in stores]
             moves = tuple(
-                copy_with(r, value=v, start_s=clock + r.start_s) for v, r in zip(values, rep.transfers, strict=True)
+                copy_with(r, value=v, start_s=at + r.start_s) for v, r in zip(values, rep.transfers, strict=True)
             )
-        per_chip.append(copy_with(rep, name=name, ops=ops, start_s=clock, transfers=moves))
-        clock += rep.time.total
+        per_chip.append(copy_with(rep, name=name, ops=ops, start_s=at, transfers=moves, after=after, deps=deps))
     kernels = list(per_chip)
     for chip in range(1, chips if all_chips else 1):
         kernels += [copy_with(s, chip=chip) for s in per_chip]
     by_limiter: dict[str, float] = {}
     for s in per_chip:
         by_limiter[s.time.limiter] = by_limiter.get(s.time.limiter, 0.0) + s.time.total
-    return SimRun(accel, program.name, chips, tuple(kernels), clock, by_limiter)
+    total = max((s.end_s for s in per_chip), default=0.0)
+    return SimRun(accel, program.name, chips, tuple(kernels), total, by_limiter)
 
 
 def copy_with(obj: Any, **changes: Any) -> Any:

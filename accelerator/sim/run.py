@@ -261,13 +261,12 @@ def simulate(program, accel: AccelSpec) -> SimRun:
     link = accel.link
     per_chip: list[SimKernel] = []
     shared_live = _live_bytes(program, "shared")
-    free = {"cores": (0.0, -1), "link": (0.0, -1)}  # resource -> (free at s, the kernel that ends then)
-    ends: dict[str, tuple[float, int]] = {}  # value -> (written at s, the kernel that wrote it)
+    timeline = Timeline()
     seen: dict[str, int] = {}
     for idx, k in enumerate(program.kernels):
         ops = [producers[n] for n in k.ops if n in producers]
-        if k.unit == "host" or not ops:  # no accelerator time: its results are there when the cores are free
-            ends.update({v: free["cores"] for v in k.outputs})
+        if k.unit == "host" or not ops:
+            timeline.skip(k)
             continue
         dtype = _dtype(ops, types)
         matrix_s = vector_s = flops = 0.0
@@ -334,15 +333,7 @@ def simulate(program, accel: AccelSpec) -> SimRun:
         # the timeline: after the kernels it reads from, once its resource (the cores; the chip's
         # links for a collective) is free
         resource = "link" if collective else "cores"
-        deps = tuple(sorted({ends[v][1] for v in k.inputs if v in ends and ends[v][1] >= 0}))
-        at, after = free[resource]
-        for v in k.inputs:
-            if v in ends and ends[v][0] > at:
-                at, after = ends[v]
-        pos = len(per_chip)
-        free[resource] = (at + kt.total, pos)
-        for v in k.outputs or k.inputs:  # a kernel without outputs writes its inputs in place (index_copy_)
-            ends[v] = (at + kt.total, pos)
+        at, after, deps = timeline.place(k, resource, kt.total)
         start = at + dispatch + dma_lat
         sim_moves, load_at, store_at = [], start, start + busy - mem.store_s
         for t in (*k_loads, *k_stores):
@@ -376,6 +367,36 @@ def simulate(program, accel: AccelSpec) -> SimRun:
         by_limiter[s.time.limiter] = by_limiter.get(s.time.limiter, 0.0) + s.time.total
     total = max((s.end_s for s in per_chip), default=0.0)
     return SimRun(accel, program.name, chips, tuple(kernels), total, by_limiter)
+
+
+class Timeline:
+    """Where each kernel of one chip starts (the module docstring's timeline): once the kernels
+    it reads from have ended and its resource is free. `place` it in program order."""
+
+    def __init__(self) -> None:
+        self.free = {"cores": (0.0, -1), "link": (0.0, -1)}  # resource -> (free at s, the kernel that ends then)
+        self.ends: dict[str, tuple[float, int]] = {}  # value -> (written at s, the kernel that wrote it)
+        self.placed = 0  # kernels placed: the next one's position in its chip's list
+
+    def skip(self, k) -> None:
+        """A kernel that takes no accelerator time (host, views): its results are there when the
+        cores are free."""
+        self.ends.update({v: self.free["cores"] for v in k.outputs})
+
+    def place(self, k, resource: str, seconds: float) -> tuple[float, int, tuple[int, ...]]:
+        """(start s, the kernel it started after (-1: at 0), the kernels it reads from) of kernel
+        `k` lasting `seconds` on `resource`."""
+        ends = self.ends
+        deps = tuple(sorted({ends[v][1] for v in k.inputs if v in ends and ends[v][1] >= 0}))
+        at, after = self.free[resource]
+        for v in k.inputs:
+            if v in ends and ends[v][0] > at:
+                at, after = ends[v]
+        pos, self.placed = self.placed, self.placed + 1
+        self.free[resource] = (at + seconds, pos)
+        for v in k.outputs or k.inputs:  # a kernel without outputs writes its inputs in place (index_copy_)
+            ends[v] = (at + seconds, pos)
+        return at, after, deps
 
 
 def _on_chip(s: SimKernel, chip: int) -> SimKernel:

@@ -37,15 +37,26 @@ CACHE_WRITE_TARGET = "aten.index_copy_.default"
 
 
 def combined_run(srun: ServingRun) -> tuple[SimRun, list[tuple[int, int]]]:
-    """All steps as one SimRun for `trace.trace_document` (which lays kernels back to back on the
-    rounded ns clock; each kernel's `start_s` stays relative to its step, which only places its
-    DMA transfers inside it) and each step's [first, last) index among the kernels."""
+    """All steps as one SimRun for `trace.trace_document` and each step's [first, last) index
+    among the kernels. The trace places a kernel at the rounded end of the kernel it started
+    after (`SimKernel.after`, a position in the run): a step's positions move by the kernels
+    before it, and its first kernels (after -1) start after the previous step's last to end, the
+    step boundary (each kernel's `start_s` stays relative to its step: it only places its DMA
+    transfers inside it)."""
+    from accelerator.sim.reuse import copy_with
+
     bounds, kernels, at = [], [], 0
     by_limiter: dict[str, float] = {}
+    last = -1  # position of the previous step's kernel that ends last
     for step in srun.steps:
-        kernels += step.run.kernels
-        bounds.append((at, at + len(step.run.kernels)))
-        at += len(step.run.kernels)
+        ks = step.run.kernels
+        kernels += [
+            copy_with(k, after=at + k.after if k.after >= 0 else last, deps=tuple(at + d for d in k.deps)) for k in ks
+        ]
+        if ks:
+            last = at + max(range(len(ks)), key=lambda i: ks[i].end_s)
+        bounds.append((at, at + len(ks)))
+        at += len(ks)
         for lim, s in step.run.by_limiter.items():
             by_limiter[lim] = by_limiter.get(lim, 0.0) + s
     total = sum(step.run.total_s for step in srun.steps)
