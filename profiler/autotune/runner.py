@@ -66,14 +66,22 @@ def analyze_run(run: Any) -> list[dict[str, Any]]:
 
 class SimulatorRunner:
     """The simulator runner (module docstring). `check=False` skips the functional check (only
-    for candidates the caller has proven equal, never the default)."""
+    for candidates the caller has proven equal, never the default); `analyze=False` leaves the
+    per-kernel analysis out of the summary (a caller that only needs times)."""
 
     name = "simulator"
 
-    def __init__(self, workload: Any, space: Space, accuracy_budget: float | None = None, check: bool = True):
+    def __init__(
+        self,
+        workload: Any,
+        space: Space,
+        accuracy_budget: float | None = None,
+        check: bool = True,
+        analyze: bool = True,
+    ):
         from accelerator.compiler.check import BOUNDS
 
-        self.w, self.space, self.check = workload, space, check
+        self.w, self.space, self.check, self.analyze = workload, space, check, analyze
         self.hardware = workload.hw.name
         self.bound = accuracy_budget if accuracy_budget is not None else BOUNDS[workload.precision]
 
@@ -94,7 +102,10 @@ class SimulatorRunner:
             return TrialResult(None, f"compile: {str(e).splitlines()[0]}")
         error = None
         if self.check:
-            result = check(compiled.program, self.w.model, self.w.inputs, self.w.decomposed, self.bound)
+            try:
+                result = check(compiled.program, self.w.model, self.w.inputs, self.w.decomposed, self.bound)
+            except (RuntimeError, TypeError, ValueError) as e:  # the compiled program does not run
+                return TrialResult(None, f"functional check: the program does not run: {str(e).splitlines()[0]}")
             error = result.max_rel_error
             if not result.ok:
                 worst = max(
@@ -112,5 +123,5 @@ class SimulatorRunner:
             int(s["total_ns"]),
             "",
             error,
-            {"total_ns": s["total_ns"], "by_limiter": s["by_limiter"], "kernels": analyze_run(run)},
+            {"total_ns": s["total_ns"], "by_limiter": s["by_limiter"], "kernels": analyze_run(run) if self.analyze else []},
         )

@@ -23,7 +23,8 @@ and pruned when the floor exceeds the best measured time. The analytic floor of 
     a region split          + one dispatch (t_runtime) per kernel it adds (at least one)
 
 After each trial that improves the best, the new trace's analysis re-ranks the kernels, so the
-next move follows the new bottleneck. When every kernel's levers are spent it tries every
+next move follows the new bottleneck (a kernel already worked on is taken up again only when
+the improvement changed its time). When every kernel's levers are spent it tries every
 dimension's neighbours by floor, then random untried candidates.
 
 Baselines through the same loop: exhaustive (the space in mixed-radix order), random (uniform,
@@ -167,8 +168,13 @@ class RooflineStrategy(Strategy):
         if trial.time_ns is None:
             return
         if self.best is None or trial.time_ns < self.best[1].time_ns:
+            # a new best: re-rank from its analysis; kernels whose time the change moved are
+            # worked on again, the others' levers were already tried against the same kernel
+            old = {r["name"]: r["time_ns"] for r in self.best[1].trace_summary.get("kernels", [])} if self.best else {}
+            new = {r["name"]: r["time_ns"] for r in trial.trace_summary.get("kernels", [])}
+            self.done = {k for k in self.done if k in new and old.get(k) == new[k]}
             self.best = (candidate, trial)
-            self.queue, self.done, self.widened = [], set(), False  # a new best: re-rank from its analysis
+            self.queue, self.widened = [], False
 
     def propose(self) -> Proposal | None:
         if not self.tried:
