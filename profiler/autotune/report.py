@@ -38,6 +38,8 @@ def kernel_table(space: Space, trials: list[Trial]) -> list[dict[str, Any]]:
         return []
     before = {r["name"]: r["time_ns"] for r in base.trace_summary.get("kernels", [])}
     after = {r["name"]: r["time_ns"] for r in best.trace_summary.get("kernels", [])}
+    renamed = _renamed(base.trace_summary.get("kernels", []), best.trace_summary.get("kernels", []))
+    after = {renamed.get(k, k): t for k, t in after.items()}
     why = _why(trials)
     touches: dict[str, list[str]] = {}
     for name, option in best.candidate.items():
@@ -64,6 +66,25 @@ def kernel_table(space: Space, trials: list[Trial]) -> list[dict[str, Any]]:
         )
     rows.sort(key=lambda r: -((r["baseline_ns"] or 0) - (r["tuned_ns"] or 0)))
     return rows
+
+
+def _renamed(base: list[dict], best: list[dict]) -> dict[str, str]:
+    """Tuned kernel -> the baseline kernel it replaces, for kernels whose name changed (an int8
+    linear's kernel is named after its qmm): the baseline kernel gone from the tuned run that
+    shares the most op names with it (ops keep their names through the passes)."""
+    gone = {r["name"]: set(r.get("ops", ())) for r in base}
+    names = {r["name"] for r in best}
+    gone = {k: ops for k, ops in gone.items() if k not in names}
+    out = {}
+    for r in best:
+        if r["name"] in {x["name"] for x in base}:
+            continue
+        ops = set(r.get("ops", ()))
+        match = max(gone, key=lambda k: len(gone[k] & ops), default=None)
+        if match is not None and gone[match] & ops:
+            out[r["name"]] = match
+            del gone[match]
+    return out
 
 
 def _kernels(space: Space, name: str) -> tuple[str, ...]:

@@ -47,7 +47,7 @@ class Runner(Protocol):
 
 def analyze_run(run: Any) -> list[dict[str, Any]]:
     """The analysis of a simulated run (its Chrome trace through profiler.api, as `perf simulate`
-    does), one row per kernel of chip 0 with KERNEL_COLUMNS."""
+    does), one row per kernel of chip 0 with KERNEL_COLUMNS and `ops` (the op names it runs)."""
     import orjson
 
     from accelerator.sim.trace import trace_document
@@ -61,7 +61,11 @@ def analyze_run(run: Any) -> list[dict[str, Any]]:
         return []
     units = units[units["device"] == "gpu0"]
     rows = units[list(KERNEL_COLUMNS)].to_dict("records")
-    return [{k: (round(float(v), 3) if isinstance(v, float) else v) for k, v in r.items()} for r in rows]
+    ops = {k.name: list(k.ops) for k in run.kernels if k.chip == 0}
+    return [
+        {**{k: (round(float(v), 3) if isinstance(v, float) else v) for k, v in r.items()}, "ops": ops.get(r["name"], [])}
+        for r in rows
+    ]
 
 
 class SimulatorRunner:

@@ -52,8 +52,11 @@ MAX_DRAWS = 10_000  # random draws before a strategy says the space has no untri
 
 @dataclass(frozen=True)
 class Proposal:
+    """A candidate to run, the finding that proposed it, and its analytic floor (ns; 0: none)."""
+
     candidate: Candidate
     finding: str = ""
+    floor: float = 0.0
 
 
 class Strategy:
@@ -201,20 +204,29 @@ class RooflineStrategy(Strategy):
             dims = [d.name for d in self.space.dimensions if r["name"] in d.kernels and d.lever in levers]
             if not dims:
                 continue
-            loss = r["time_ns"] - r["floor_ns"]
-            eff = r["efficiency"] if r["efficiency"] == r["efficiency"] else 0.0
-            finding = (
-                f"{r['name']}: {r['bound']}-bound, {r['time_ns'] / 1e3:.3f} us against a "
-                f"{r['floor_ns'] / 1e3:.3f} us floor ({eff:.0%}), {loss / 1e3:.3f} us lost: "
-                + "/".join(dict.fromkeys(self.space.dimension(n).lever for n in dims))
-            )
+            finding = f"{self._finding(r)}: " + "/".join(dict.fromkeys(self.space.dimension(n).lever for n in dims))
             if self._enqueue(best_c, rows, dims, finding):
                 return True
-        if not self.widened:
+        if not self.widened:  # the bound's levers are spent: every lever of every kernel, by floor
             self.widened = True
-            dims = [d.name for d in self.space.dimensions]
-            return self._enqueue(best_c, rows, dims, "every lever (the ranked kernels' are spent)")
+            found = False
+            for r in ranked:
+                dims = [d.name for d in self.space.dimensions if r["name"] in d.kernels]
+                levers = "/".join(dict.fromkeys(self.space.dimension(n).lever for n in dims))
+                finding = f"{self._finding(r)}: {levers} (beyond the {r['bound']} bound's levers)"
+                found = self._enqueue(best_c, rows, dims, finding) or found
+            if found:
+                self.queue.sort(key=lambda p: p.floor)
+            return found
         return False
+
+    @staticmethod
+    def _finding(r: dict) -> str:
+        eff = r["efficiency"] if r["efficiency"] == r["efficiency"] else 0.0  # NaN: no floor
+        return (
+            f"{r['name']}: {r['bound']}-bound, {r['time_ns'] / 1e3:.3f} us against a "
+            f"{r['floor_ns'] / 1e3:.3f} us floor ({eff:.0%}), {(r['time_ns'] - r['floor_ns']) / 1e3:.3f} us lost"
+        )
 
     def _enqueue(self, best: Candidate, rows: list[dict], dims: list[str], finding: str) -> bool:
         best_time = self.best[1].time_ns  # type: ignore[index]
@@ -226,7 +238,7 @@ class RooflineStrategy(Strategy):
             if f <= best_time:
                 scored.append((f, c))
         scored.sort(key=lambda p: p[0])
-        self.queue += [Proposal(c, f"{finding} (floor {f / 1e3:.3f} us)") for f, c in scored]
+        self.queue += [Proposal(c, f"{finding} (floor {f / 1e3:.3f} us)", f) for f, c in scored]
         return bool(scored)
 
     def floor(self, best: Candidate, c: Candidate, rows: list[dict]) -> float:
