@@ -28,7 +28,7 @@ import sys
 import time
 from pathlib import Path
 
-from profiler.autotune.build import build_space, compile_candidate, load_workload
+from profiler.autotune.build import build_space, load_workload
 from profiler.autotune.db import Study, TrialDB
 from profiler.autotune.loop import tune
 from profiler.autotune.runner import SimulatorRunner, TrialResult, analyze_run

@@ -88,9 +88,7 @@ def test_a_changed_plan_round_trips_through_compile_and_simulate(tmp_path):
     m, xs = tiny_mlp()
     w = load_workload("mlp", m, xs, load_accel("edge-npu"), "bf16", "edge-npu")
     space = build_space(w)
-    c = space.candidate(
-        {"fusion:addmm": "split", "tile:addmm": {"m": 4, "n": 32, "k": 32}, "precision:fc2": "int8"}
-    )
+    c = space.candidate({"fusion:addmm": "split", "tile:addmm": {"m": 4, "n": 32, "k": 32}, "precision:fc2": "int8"})
     trial = SimulatorRunner(w, space, accuracy_budget=5e-2).run(c)
     assert trial.failure == ""
     doc = plan_document(w, space, c, compile_candidate(w, space, c))
@@ -99,7 +97,9 @@ def test_a_changed_plan_round_trips_through_compile_and_simulate(tmp_path):
     assert doc["flags"] == "--accel edge-npu --precision bf16 --precision-override fc2=int8"
     flags = [*doc["flags"].split(), "--plan", str(path)]
     k = json.loads(run("compile", "mlp", *flags, "--json").stdout)["kernels"]
-    assert [(x["name"], x["ops"], x["tile"]) for x in k] == [(x["name"], x["ops"], x.get("tile")) for x in doc["kernels"]]
+    assert [(x["name"], x["ops"], x["tile"]) for x in k] == [
+        (x["name"], x["ops"], x.get("tile")) for x in doc["kernels"]
+    ]
     assert any(x["name"] == "gelu" for x in k) and k[0]["tile"] == {"m": 4, "n": 32, "k": 32}
     assert "npu.qmm" in [t for x in k for t in x["fused_ops"]]
     s = run("simulate", "mlp", *flags, "--json")

@@ -63,7 +63,10 @@ def _row(name, time_ns, floor, comp, mem, run, bound):  # type: ignore[no-untype
 def test_roofline_attacks_the_largest_loss_with_its_bounds_lever():
     # mm: compute bound, 40 us against a 10 us floor (30 us lost); pow: runtime bound at its
     # 5 us dispatch floor (nothing lost). Baseline total 45 us.
-    rows = [_row("mm", 40_000, 10_000, 10_000, 2_000, 5_000, "compute"), _row("pow", 5_000, 5_000, 10, 20, 5_000, "runtime")]
+    rows = [
+        _row("mm", 40_000, 10_000, 10_000, 2_000, 5_000, "compute"),
+        _row("pow", 5_000, 5_000, 10, 20, 5_000, "runtime"),
+    ]
     s = RooflineStrategy(SPACE, 0, {"bf16": 1e12, "fp32": 0.25e12, "int8": 2e12})
     base = s.propose()
     assert base.candidate == SPACE.candidate({}) and base.finding == "baseline"
@@ -94,13 +97,19 @@ def test_roofline_attacks_the_largest_loss_with_its_bounds_lever():
 
 
 def test_roofline_follows_the_new_bottleneck_after_an_improvement():
-    rows = [_row("mm", 40_000, 10_000, 10_000, 2_000, 5_000, "compute"), _row("pow", 5_000, 5_000, 10, 20, 5_000, "runtime")]
+    rows = [
+        _row("mm", 40_000, 10_000, 10_000, 2_000, 5_000, "compute"),
+        _row("pow", 5_000, 5_000, 10, 20, 5_000, "runtime"),
+    ]
     s = RooflineStrategy(SPACE, 0, {"bf16": 1e12, "fp32": 0.25e12, "int8": 2e12})
     b = s.propose()
     s.observe(b.candidate, _trial(0, b.candidate, 45_000, rows))
     p = s.propose()
     # int8 made mm memory bound at 12 us: the next move starts from the new best's analysis
-    new = [_row("mm", 12_000, 8_000, 5_000, 8_000, 5_000, "memory"), _row("pow", 5_000, 5_000, 10, 20, 5_000, "runtime")]
+    new = [
+        _row("mm", 12_000, 8_000, 5_000, 8_000, 5_000, "memory"),
+        _row("pow", 5_000, 5_000, 10, 20, 5_000, "runtime"),
+    ]
     s.observe(p.candidate, _trial(1, p.candidate, 17_000, new))
     q = s.propose()
     assert q.finding.startswith("mm: memory-bound, 12.000 us against a 8.000 us floor")

@@ -130,7 +130,9 @@ def build_space(w: Workload, levers: tuple[str, ...] = LEVERS) -> Space:
                     seen.setdefault(module, []).append(k.name)
         for module, kernels in seen.items():
             dims.append(
-                Dimension(f"precision:{module}", "precision", tuple(_policies(w.hw, w.precision)), tuple(kernels), module)
+                Dimension(
+                    f"precision:{module}", "precision", tuple(_policies(w.hw, w.precision)), tuple(kernels), module
+                )
             )
     if "chips" in levers and w.hw.chips > 1:
         counts = [c for c in (1, 2, 4, 8, 16, 32) if c <= w.hw.chips]

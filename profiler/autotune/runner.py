@@ -63,7 +63,10 @@ def analyze_run(run: Any) -> list[dict[str, Any]]:
     rows = units[list(KERNEL_COLUMNS)].to_dict("records")
     ops = {k.name: list(k.ops) for k in run.kernels if k.chip == 0}
     return [
-        {**{k: (round(float(v), 3) if isinstance(v, float) else v) for k, v in r.items()}, "ops": ops.get(r["name"], [])}
+        {
+            **{k: (round(float(v), 3) if isinstance(v, float) else v) for k, v in r.items()},
+            "ops": ops.get(r["name"], []),
+        }
         for r in rows
     ]
 
@@ -127,5 +130,9 @@ class SimulatorRunner:
             int(s["total_ns"]),
             "",
             error,
-            {"total_ns": s["total_ns"], "by_limiter": s["by_limiter"], "kernels": analyze_run(run) if self.analyze else []},
+            {
+                "total_ns": s["total_ns"],
+                "by_limiter": s["by_limiter"],
+                "kernels": analyze_run(run) if self.analyze else [],
+            },
         )

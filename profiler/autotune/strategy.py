@@ -117,8 +117,7 @@ class TPEStrategy(Strategy):
         self.optuna = optuna
         self.study = optuna.create_study(direction="minimize", sampler=optuna.samplers.TPESampler(seed=seed))
         self.dists = {
-            d.name: optuna.distributions.CategoricalDistribution(list(range(len(d.options))))
-            for d in space.dimensions
+            d.name: optuna.distributions.CategoricalDistribution(list(range(len(d.options)))) for d in space.dimensions
         }
         self.values: dict[str, float | None] = {}
         self.pending: dict[str, Any] = {}

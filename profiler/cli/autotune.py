@@ -75,7 +75,9 @@ def register(app: typer.Typer) -> None:
     def autotune_cmd(
         model: Annotated[str, typer.Argument(help="A workload (perf simulate --list) or MODULE:FACTORY.")],
         accel: Annotated[str, typer.Option("--accel", help="edge-npu, datacenter-npu or a YAML file.")] = "",
-        precision: Annotated[str, typer.Option("--precision", help="The baseline policy: fp32, bf16, int8, fp8.")] = "bf16",
+        precision: Annotated[
+            str, typer.Option("--precision", help="The baseline policy: fp32, bf16, int8, fp8.")
+        ] = "bf16",
         budget: Annotated[int, typer.Option("--budget", help="Trials stored for this study, baseline included.")] = 50,
         seed: Annotated[int, typer.Option("--seed", help="Seed of the strategy's random choices.")] = 0,
         strategy: Annotated[str, typer.Option("--strategy", help="roofline, random, tpe or exhaustive.")] = "roofline",
@@ -130,7 +132,9 @@ def register(app: typer.Typer) -> None:
                 raise InputError(None, f"--precision {precision}: expected one of {', '.join(api.accel_bounds)}")
             m, xs = _model_and_inputs(model, [])
             if any(t.is_meta for t in (*m.parameters(), *m.buffers())):
-                raise InputError(None, f"{model}: autotune checks every trial; this model's weights are on the meta device")
+                raise InputError(
+                    None, f"{model}: autotune checks every trial; this model's weights are on the meta device"
+                )
             w = load_workload(model, m, xs, hw, precision, accel)
             levers = ("tile", "fusion", "chips") + (("precision",) if accuracy_budget is not None else ())
             space = build_space(w, levers)

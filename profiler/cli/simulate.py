@@ -4,11 +4,12 @@ one systolic array (SCALE-Sim's closed forms, accelerator/sim/timing.py), with `
 [--json]`: the built-in workloads and the accelerator presets.
 
 `perf simulate MODEL --accel PRESET [--precision P] [--precision-override MODULE=POLICY]... [--chips C]
-[--plan PLAN] [-o TRACE] [--force] [--json]`: compile MODEL (with `--plan`, the fusion plan and
-tiles of a plan file, as `perf compile --plan`; `perf autotune --plan-out` writes one) (a workload or pkg.module:factory, as `perf compile`), run its scheduled kernels
-on the simulated accelerator (accelerator/sim/run.py), print the time by limiter and the
-`perf analyze` verdict of the simulated trace, and write the trace to TRACE (.json, .json.gz;
-.perfetto-trace / .pftrace as Perfetto). Registered on the CLI by `register(app)`."""
+[--plan PLAN] [-o TRACE] [--force] [--json]`: compile MODEL (a workload or pkg.module:factory, as
+`perf compile`; with `--plan`, the fusion plan and tiles of a plan file, as `perf compile --plan`;
+`perf autotune --plan-out` writes one), run its scheduled kernels on the simulated accelerator
+(accelerator/sim/run.py), print the time by limiter and the `perf analyze` verdict of the
+simulated trace, and write the trace to TRACE (.json, .json.gz; .perfetto-trace / .pftrace as
+Perfetto). Registered on the CLI by `register(app)`."""
 
 from __future__ import annotations
 
