@@ -83,11 +83,16 @@ def _tile_options(program: Any, kernel: Any, hw: Any) -> list[tuple[tuple[str, i
             for n in _candidates(d["n"], cols)
             for k in _candidates(d["k"], rows)
         ]
-        key = lambda t: (t["m"] * t["n"], t["k"], -t["m"], t["n"])  # noqa: E731 - the tiling pass's order
+        order: tuple[str, ...] = ("m*n", "k", "-m", "n")  # the tiling pass's order
     else:
         d = attention_dims(program, op)
         grid = [{"q": q, "kv": kv} for q in _candidates(d["lq"], 1) for kv in _candidates(d["lk"], 1)]
-        key = lambda t: (t["q"] * t["kv"], t["kv"])  # noqa: E731
+        order = ("q*kv", "kv")
+
+    def key(t: dict[str, int]) -> tuple[int, ...]:
+        terms = {"m*n": t.get("m", 0) * t.get("n", 0), "-m": -t.get("m", 0), "q*kv": t.get("q", 0) * t.get("kv", 0)}
+        return tuple(terms.get(o, t.get(o, 0)) for o in order)
+
     fits = [t for t in grid if tiler.local_bytes(kernel, t) <= cap]
     chosen = tuple(sorted(kernel.tile.items()))
     rest = [tuple(sorted(t.items())) for t in sorted(fits, key=key, reverse=True)]

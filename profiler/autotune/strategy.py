@@ -116,7 +116,7 @@ class TPEStrategy(Strategy):
         optuna.logging.set_verbosity(optuna.logging.WARNING)
         self.optuna = optuna
         self.study = optuna.create_study(direction="minimize", sampler=optuna.samplers.TPESampler(seed=seed))
-        self.dists = {
+        self.dists: dict[str, Any] = {
             d.name: optuna.distributions.CategoricalDistribution(list(range(len(d.options)))) for d in space.dimensions
         }
         self.values: dict[str, float | None] = {}
@@ -199,8 +199,8 @@ class RooflineStrategy(Strategy):
             if r["name"] in self.done:
                 continue
             self.done.add(r["name"])
-            levers = LEVERS_BY_BOUND.get(r["bound"], LEVERS_BY_BOUND["unknown"])
-            dims = [d.name for d in self.space.dimensions if r["name"] in d.kernels and d.lever in levers]
+            fitting = LEVERS_BY_BOUND.get(r["bound"], LEVERS_BY_BOUND["unknown"])
+            dims = [d.name for d in self.space.dimensions if r["name"] in d.kernels and d.lever in fitting]
             if not dims:
                 continue
             finding = f"{self._finding(r)}: " + "/".join(dict.fromkeys(self.space.dimension(n).lever for n in dims))
