@@ -25,7 +25,7 @@ def run(*args):  # type: ignore[no-untyped-def]
 def test_autotune_json_resume_refusal_and_plan_round_trip(tmp_path):
     db, plan = tmp_path / "trials.sqlite", tmp_path / "plan.json"
     common = ["autotune", "mlp", "--accel", "edge-npu", "--db", str(db), "--strategy", "random", "--seed", "3"]
-    r = run(*common, "--budget", "3")
+    r = run(*common, "--budget", "3", "--resume")  # --resume on a missing database starts fresh
     assert r.exit_code == 0, r.output
     assert r.stderr.count("[") >= 3 and "[1/3]" in r.stderr and "baseline" in r.stderr  # live progress
     assert "baseline" in r.stdout and "tuned" in r.stdout

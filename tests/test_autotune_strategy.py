@@ -135,3 +135,22 @@ def test_seeded_strategies_repeat_and_never_propose_a_tried_candidate(cls):
 
     a = sequence(5)
     assert a == sequence(5) and len(set(a)) == 12 and a[0] == SPACE.candidate({}).hash
+
+
+def test_exhaustive_covers_the_space_once_then_stops(tmp_path):
+    from profiler.autotune.db import Study, TrialDB
+    from profiler.autotune.loop import tune
+    from profiler.autotune.runner import TrialResult
+    from profiler.autotune.strategy import ExhaustiveStrategy
+
+    class Fake:
+        name, hardware = "simulator", "edge-npu"
+
+        def run(self, c):  # type: ignore[no-untyped-def]
+            return TrialResult(_fake_time(c))
+
+    study = Study("w", "edge-npu", "simulator", "synthetic")
+    trials = tune(SPACE, Fake(), ExhaustiveStrategy(SPACE), TrialDB(tmp_path / "t.sqlite"), study, 50)
+    # 36 points: every one once, the baseline first, then the strategy has nothing left (budget 50)
+    assert len(trials) == 36 and trials[0].candidate == {}
+    assert len({t.candidate_hash for t in trials}) == 36
