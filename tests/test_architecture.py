@@ -7,6 +7,8 @@ out of `perf analyze`.
     accelerator accelerator/                 the model (and accelerator); analysis must not
                                              import it (collectors may read its logs later)
     facade      profiler/api/                anything below it
+    autotune    profiler/autotune/           the model, the facade, analysis and accelerator (and
+                                             autotune); the CLI imports it, nothing below does
     top         the rest of profiler/: cli,  the facade, the model and the top floor's own
                 render*, report, calibrate,  modules
                 docs
@@ -28,6 +30,9 @@ MODEL = {"profiler.model"}
 API = {"profiler.api"}
 #: `perf dashboard` starts the app: the CLI's one import of its sibling on the top floor.
 DASHBOARD_ENTRY = {"dashboard.app"}
+#: The autotune loop (issue 14) drives the compiler and the simulator and reads the analysis of
+#: their traces: it sits above the facade and the middle floor, below the CLI.
+AUTOTUNE = MODEL | API | {"analysis", "accelerator", "profiler.autotune"}
 # What each floor may import of ours.
 ALLOWED = {
     "analysis": MODEL | {"analysis"},
@@ -91,11 +96,27 @@ def test_cli_and_output_call_the_facade_only():
     top = [
         p
         for p in sorted((ROOT / "profiler").rglob("*.py"))
-        if not {"model", "api"} & set(p.relative_to(ROOT / "profiler").parts)
+        if not {"model", "api", "autotune"} & set(p.relative_to(ROOT / "profiler").parts)
         and p.relative_to(ROOT / "profiler").as_posix() not in ("__init__.py", "__main__.py")
     ]
     assert any(p.parent.name == "cli" or p.name == "cli.py" for p in top)
     bad = violations(top, {"profiler"} | DASHBOARD_ENTRY)
+    assert not bad, "\n".join(bad)
+
+
+def test_autotune_imports_its_floor_only():
+    """profiler/autotune imports the model, the facade, analysis and accelerator; the floors
+    below it and the facade never import it (the CLI does)."""
+    paths = sorted((ROOT / "profiler" / "autotune").rglob("*.py"))
+    assert paths
+    bad = violations(paths, AUTOTUNE)
+    assert not bad, "\n".join(bad)
+    below = [
+        p
+        for floor in ("analysis", "accelerator", "collectors", "dashboard", "profiler/api", "profiler/model")
+        for p in sorted((ROOT / floor).rglob("*.py"))
+    ]
+    bad = [f"{p.relative_to(ROOT)} imports {m}" for p in below for m in imports(p) if m.startswith("profiler.autotune")]
     assert not bad, "\n".join(bad)
 
 
@@ -123,6 +144,10 @@ def test_the_rules_catch_what_they_forbid(tmp_path):
         ("from collectors.kineto import load_kineto", ALLOWED["accelerator"]),
         ("from analysis.roofline import classify", ALLOWED["dashboard"]),
         ("from collectors.perfetto import write_perfetto", {"profiler"} | DASHBOARD_ENTRY),
+        ("from collectors.kineto import load_kineto", AUTOTUNE),
+        ("from profiler.cli import main", AUTOTUNE),
+        ("from profiler.render.text import render_short", AUTOTUNE),
+        ("from dashboard.app import build_app", AUTOTUNE),
     ]
     for i, (line, rules) in enumerate(cases):
         f = tmp_path / f"case{i}.py"

@@ -3,7 +3,7 @@
 Exit codes: 0 success, 2 bad input (one line naming the file and the problem), 1 failed gate.
 One module per command (`analyze`, `hardware` with `calibrate`, `diff`, `export`, `gate`,
 `profile`, `serve` for `perf dashboard`, `compile` for `perf compile-report`, `accel_compile` for
-`perf compile`, `simulate`, `counters`) on the app and the
+`perf compile`, `simulate`, `counters`, `autotune`) on the app and the
 shared options of `common`; importing them registers the commands, in the order `perf --help`
 lists them. Each imports what it runs (the facade, a renderer) inside the command, so that
 `perf --help` stays fast.
@@ -21,6 +21,7 @@ from profiler.cli import serve as _serve
 from profiler.cli import compile as _compile
 from profiler.cli import accel_compile as _accel_compile
 from profiler.cli import simulate as _simulate
+from profiler.cli import autotune as _autotune
 from profiler.cli import counters as _counters
 from profiler.cli.common import app, fail, main, one_line_errors
 
@@ -37,6 +38,7 @@ _COMMANDS = (
     _accel_compile,
     _simulate,
     _counters,
+    _autotune,
 )
 
 

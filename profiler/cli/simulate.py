@@ -3,11 +3,12 @@ one systolic array (SCALE-Sim's closed forms, accelerator/sim/timing.py), with `
 [--dtype D]` also on all cores of one chip (accelerator/sim/kernel.py); `perf simulate --list
 [--json]`: the built-in workloads and the accelerator presets.
 
-`perf simulate MODEL --accel PRESET [--batch B --prompt P --decode N] [--precision P] [--chips C]
-[-o TRACE] [--force] [--json] [--progress]`: with --prompt, LLM serving (profiler/cli/simulate_serving.py);
-otherwise:
-compile MODEL (a workload or pkg.module:factory, as `perf compile`), run its scheduled kernels
-on the simulated accelerator (accelerator/sim/run.py), print the time by limiter and the
+`perf simulate MODEL --accel PRESET [--batch B --prompt P --decode N] [--precision P]
+[--precision-override MODULE=POLICY]... [--chips C] [--plan PLAN] [-o TRACE] [--force] [--json] [--progress]`:
+with --prompt, LLM serving (profiler/cli/simulate_serving.py); otherwise: compile MODEL (a
+workload or pkg.module:factory, as `perf compile`; with `--plan`, the fusion plan and tiles of a
+plan file, as `perf compile --plan`; `perf autotune --plan-out` writes one), run its scheduled
+kernels on the simulated accelerator (accelerator/sim/run.py), print the time by limiter and the
 `perf analyze` verdict of the simulated trace, and write the trace to TRACE (.json, .json.gz;
 .perfetto-trace / .pftrace as Perfetto). Registered on the CLI by `register(app)`."""
 
@@ -65,7 +66,15 @@ def _is_saved_program(model: str) -> bool:
 
 
 def _simulate_model(
-    model: str, accel: str, precision: str, chips: int, out: Path | None, force: bool, json: bool
+    model: str,
+    accel: str,
+    precision: str,
+    chips: int,
+    out: Path | None,
+    force: bool,
+    json: bool,
+    plan: Path | None = None,
+    overrides: list[str] | None = None,
 ) -> None:
     """Compile, simulate, print the summary and the analysis of the simulated trace (module docstring)."""
     import tempfile
@@ -83,9 +92,20 @@ def _simulate_model(
             hw = api.load_accel(accel or saved.hardware_source or saved.hardware)
             program, precision = saved.program, saved.precision
         else:
+            from profiler.model.errors import InputError
+
             hw = api.load_accel(accel)
+            per_module = {}
+            for item in overrides or []:
+                module, sep, policy = item.partition("=")
+                if not sep or not module or not policy:
+                    raise InputError(None, f"--precision-override {item}: expected MODULE=POLICY, e.g. lm_head=fp32")
+                per_module[module] = policy
+            fusion_plan = api.accel_load_plan(plan) if plan is not None else None
             m, xs = _model_and_inputs(model, [])
-            program = api.compile_model(m, xs, hw, precision, chips=chips).program
+            program = api.compile_model(
+                m, xs, hw, precision, chips=chips, plan=fusion_plan, precision_overrides=per_module
+            ).program
         compile_s = time.perf_counter() - t0
         simulate = api.accel_simulate  # imported here, not inside the timed call
         import gc
@@ -151,6 +171,12 @@ def register(app: typer.Typer) -> None:
         list_: Annotated[bool, typer.Option("--list", help="Name the built-in workloads and presets.")] = False,
         precision: Annotated[str, typer.Option("--precision", help="With MODEL: fp32, bf16, int8 or fp8.")] = "fp32",
         chips: Annotated[int, typer.Option("--chips", help="With MODEL: tensor-parallel over N chips.")] = 1,
+        plan: Annotated[
+            Path | None, typer.Option("--plan", help="With MODEL: a fusion plan (JSON/YAML), as perf compile --plan.")
+        ] = None,
+        override: Annotated[
+            list[str], typer.Option("--precision-override", help="With MODEL: MODULE=POLICY for one layer.")
+        ] = [],  # noqa: B006
         output: Annotated[
             Path | None, typer.Option("-o", "--output", help="With MODEL: write the simulated trace here.")
         ] = None,
@@ -195,6 +221,8 @@ def register(app: typer.Typer) -> None:
             if prompt is not None or decode is not None or batch is not None:
                 if prompt is None:
                     fail("--batch and --decode serve a decoder: give --prompt P too")
+                if plan is not None or override:
+                    fail("--plan and --precision-override apply to one compile, not yet to serving (--prompt)")
                 if _is_saved_program(model):
                     fail(
                         "--prompt/--decode compile a prefill and a decode program: give a workload, not a saved program"
@@ -206,7 +234,9 @@ def register(app: typer.Typer) -> None:
                     0 if decode is None else decode, output, force, json, progress,
                 )  # fmt: skip
                 return
-            _simulate_model(model, accel, precision.strip().lower(), chips, output, force, json)
+            if plan is not None and _is_saved_program(model):
+                fail("--plan applies when compiling MODEL, not to a saved program")
+            _simulate_model(model, accel, precision.strip().lower(), chips, output, force, json, plan, override)
             return
         from profiler import api
         from profiler.cli.common import one_line_errors

@@ -1,0 +1,174 @@
+"""`perf autotune MODEL --accel PRESET [--precision P] [--budget N] [--seed S]
+[--strategy roofline|random|tpe|exhaustive] [--db trials.sqlite] [--resume] [--plan-out FILE]
+[--force] [--json] [--accuracy-budget X]`: search the compiler's fusion, tiling, precision and
+partitioning choices for MODEL on the simulated accelerator (profiler/autotune), every trial
+checked in functional mode before its time counts and stored in the trials database.
+
+Progress on stderr (trials, best so far, elapsed, the finding being attacked); on stdout the
+baseline against the tuned plan per kernel (speedup, what changed, which finding led to it) and
+the speed/accuracy front, or with --json the document of profiler/autotune/report.summary.
+`--plan-out` writes the best plan as a file `perf compile --plan` and `perf simulate --plan`
+read (with the precision flags it names). Registered on the CLI by `register(app)`."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from profiler.cli.common import app
+
+STRATEGIES = ("roofline", "random", "tpe", "exhaustive")
+ROWS_SHOWN = 15
+
+
+def _progress(budget: int):  # type: ignore[no-untyped-def]
+    def show(trial: Any, stored: int, best: Any, elapsed: float, finding: str) -> None:
+        now = f"{trial.time_ns / 1e3:,.3f} us" if trial.ok else f"failed ({trial.failure})"
+        b = f"{best.time_ns / 1e3:,.3f} us" if best is not None else "none yet"
+        print(
+            f"[{stored}/{budget}] {now}; best {b}; {elapsed:,.1f} s; {finding or trial.strategy}",
+            file=sys.stderr,
+            flush=True,
+        )
+
+    return show
+
+
+def _print_table(doc: dict) -> None:
+    base, best = doc["baseline"], doc["best"]
+    print(
+        f"{doc['model']} on {doc['accel']} ({doc['precision']}): {doc['trials']} trials "
+        f"({doc['failed']} failed) in a space of {doc['space_size']:,} points over {doc['dimensions']} choices"
+    )
+    if base is None or best is None or base["time_ns"] is None:
+        print("no trial passed its check: nothing to compare")
+        return
+    print(
+        f"baseline {base['time_ns'] / 1e3:,.3f} us -> tuned {best['time_ns'] / 1e3:,.3f} us: "
+        f"{doc['speedup']:.3f}x (candidate {best['candidate_hash'][:12]}, trial {best['seq']})"
+    )
+    rows = [r for r in doc["kernels"] if r["changed"] or r["baseline_ns"] != r["tuned_ns"]]
+    if not rows:
+        print("the compiler's own plan was the fastest found")
+    else:
+        print(f"{'kernel':<30}{'baseline us':>13}{'tuned us':>11}{'speedup':>9}  changed; finding")
+        for r in rows[:ROWS_SHOWN]:
+            b = f"{r['baseline_ns'] / 1e3:,.3f}" if r["baseline_ns"] is not None else "-"
+            t = f"{r['tuned_ns'] / 1e3:,.3f}" if r["tuned_ns"] is not None else "-"
+            s = f"{r['speedup']:.2f}x" if r["speedup"] else "-"
+            why = f"; {r['finding']}" if r["finding"] else ""
+            print(f"{r['kernel']:<30}{b:>13}{t:>11}{s:>9}  {r['changed'] or '(placement/neighbours)'}{why}")
+        if len(rows) > ROWS_SHOWN:
+            print(f"... {len(rows) - ROWS_SHOWN} more kernels (--json has them all)")
+    if len(doc["front"]) > 1 or any(f["accuracy_error"] for f in doc["front"]):
+        print("speed/accuracy front (accepted plans):")
+        for f in doc["front"]:
+            err = f"{f['accuracy_error']:.3g}" if f["accuracy_error"] is not None else "-"
+            print(f"    {f['time_ns'] / 1e3:>12,.3f} us  error {err}  {f['candidate_hash'][:12]}")
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("autotune")
+    def autotune_cmd(
+        model: Annotated[str, typer.Argument(help="A workload (perf simulate --list) or MODULE:FACTORY.")],
+        accel: Annotated[str, typer.Option("--accel", help="edge-npu, datacenter-npu or a YAML file.")] = "",
+        precision: Annotated[
+            str, typer.Option("--precision", help="The baseline policy: fp32, bf16, int8, fp8.")
+        ] = "bf16",
+        budget: Annotated[int, typer.Option("--budget", help="Trials stored for this study, baseline included.")] = 50,
+        seed: Annotated[int, typer.Option("--seed", help="Seed of the strategy's random choices.")] = 0,
+        strategy: Annotated[str, typer.Option("--strategy", help="roofline, random, tpe or exhaustive.")] = "roofline",
+        db: Annotated[Path, typer.Option("--db", help="The SQLite trials database.")] = Path("trials.sqlite"),
+        resume: Annotated[bool, typer.Option("--resume", help="Continue the study --db holds.")] = False,
+        plan_out: Annotated[
+            Path | None, typer.Option("--plan-out", help="Write the best plan (perf compile/simulate --plan).")
+        ] = None,
+        force: Annotated[bool, typer.Option("--force", help="Overwrite --plan-out.")] = False,
+        json: Annotated[bool, typer.Option("--json", help="Write the result as JSON.")] = False,
+        accuracy_budget: Annotated[
+            float | None,
+            typer.Option("--accuracy-budget", help="Largest relative error accepted; turns on per-layer precision."),
+        ] = None,
+    ) -> None:
+        """Search fusion, tiling, precision and partitioning for MODEL on the simulated accelerator,
+        each trial checked before its time counts, the analysis choosing the next move."""
+        from profiler.cli.common import fail, one_line_errors, require_torch
+
+        strategy = strategy.strip().lower()
+        if strategy not in STRATEGIES:
+            fail(f"--strategy {strategy}: expected one of {', '.join(STRATEGIES)}")
+        if not accel:
+            fail("--accel PRESET_OR_YAML is required (presets: datacenter-npu, edge-npu)")
+        if budget < 1:
+            fail(f"--budget {budget}: expected at least 1 trial (the baseline)")
+        if accuracy_budget is not None and not accuracy_budget > 0:
+            fail(f"--accuracy-budget {accuracy_budget}: expected a positive relative error")
+        if strategy == "tpe":
+            import importlib.util
+
+            if importlib.util.find_spec("optuna") is None:
+                fail("--strategy tpe needs optuna: pip install 'perf-suite[autotune]'")
+        require_torch("autotune")
+        with one_line_errors(Path(model)):
+            from profiler import api
+            from profiler.autotune.build import build_space, compile_candidate, load_workload, plan_document
+            from profiler.autotune.db import Study, TrialDB
+            from profiler.autotune.loop import best_trial, tune
+            from profiler.autotune.report import summary
+            from profiler.autotune.runner import SimulatorRunner
+            from profiler.autotune.space import Candidate
+            from profiler.autotune.strategy import make_strategy
+            from profiler.cli.accel_compile import _model_and_inputs
+            from profiler.model.errors import InputError
+            from profiler.model.files import check_writable, write_atomic
+
+            if plan_out is not None:
+                check_writable(plan_out, force=force, inputs=[db])
+            hw = api.load_accel(accel)
+            if precision not in api.accel_bounds:
+                raise InputError(None, f"--precision {precision}: expected one of {', '.join(api.accel_bounds)}")
+            m, xs = _model_and_inputs(model, [])
+            if any(t.is_meta for t in (*m.parameters(), *m.buffers())):
+                raise InputError(
+                    None, f"{model}: autotune checks every trial; this model's weights are on the meta device"
+                )
+            w = load_workload(model, m, xs, hw, precision, accel)
+            levers = ("tile", "fusion", "chips") + (("precision",) if accuracy_budget is not None else ())
+            space = build_space(w, levers)
+            store = TrialDB(db)
+            study = Study(w.hash, hw.name, SimulatorRunner.name, model)
+            held = store.count(study)
+            if held and not resume:
+                raise InputError(
+                    db, f"holds {held} trials of this study ({model} on {hw.name}); add --resume to continue it"
+                )
+            runner = SimulatorRunner(w, space, accuracy_budget)
+            trials = tune(
+                space, runner, make_strategy(strategy, space, seed, hw), store, study, budget, seed,
+                None if json else _progress(budget),
+            )  # fmt: skip
+            store.close()
+            best = best_trial(trials)
+            plan = None
+            if best is not None:
+                c = Candidate.from_json(best.candidate)
+                plan = plan_document(w, space, c, compile_candidate(w, space, c))
+                if plan_out is not None:
+                    import orjson
+
+                    write_atomic(plan_out, orjson.dumps(plan, option=orjson.OPT_INDENT_2) + b"\n", force=force)
+            doc = summary(space, trials, plan)
+        if json:
+            import orjson
+
+            sys.stdout.buffer.write(orjson.dumps(doc, option=orjson.OPT_INDENT_2) + b"\n")
+            return
+        _print_table(doc)
+        if plan_out is not None and plan is not None:
+            print(f"plan: {plan_out} (perf compile {model} {plan['flags']} --plan {plan_out})")
+
+
+register(app)
