@@ -43,6 +43,7 @@ included), device work and waiting (blocked in a synchronisation or a blocking c
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 from array import array
 
 import numpy as np
@@ -87,10 +88,10 @@ def critical_path(trace: Trace, rank: int, units: pd.DataFrame | None = None) ->
     bound = _bounds(units)
     if g.n == 0:
         seg = pd.DataFrame(columns=SEGMENT_COLUMNS)
-        return _result(rank, 0, 0, seg, dropped, g.has_device)
+        return _result(rank, 0, 0, seg, _NO_TOTALS, dropped, g.has_device)
     last = _last(L, R)
-    seg = _segments(g, _chain(P, last), bound)
-    return _result(rank, g.wall_ns, int(L[last]), seg, dropped, g.has_device)
+    seg, totals = _segments(g, _chain(P, last), bound)
+    return _result(rank, g.wall_ns, int(L[last]), seg, totals, dropped, g.has_device)
 
 
 def _last(L: np.ndarray, R: np.ndarray) -> int:
@@ -299,7 +300,7 @@ def _bounds(units: pd.DataFrame | None) -> pd.Series:
     return pd.Series(units["bound"].to_numpy(dtype=object), index=units["unit_id"].to_numpy()).groupby(level=0).first()
 
 
-def _segments(g: Graph, chain: np.ndarray, bound: pd.Series) -> pd.DataFrame:
+def _segments(g: Graph, chain: np.ndarray, bound: pd.Series) -> tuple[pd.DataFrame, _Totals]:
     """The path's segments in time order: work pieces, untraced host gaps and waits. Each chain
     node v (after its chosen predecessor) gives up to three rows ('slots'), in this order:
 
@@ -309,7 +310,7 @@ def _segments(g: Graph, chain: np.ndarray, bound: pd.Series) -> pd.DataFrame:
 
     with prev_r the latest end along the chain before v (the path's frontier) and
     cut = max(prev_r, min(seg_s, start_v)) on the same thread, prev_r otherwise; empty rows
-    are dropped."""
+    are dropped. With the table, its _Totals (summed from the class and place codes)."""
     start, end, cs, pos = g.start[chain], g.end[chain], g.cs[chain], g.pos[chain]
     # the first node has no frontier before it: prev_r = its cs leaves both its gaps empty
     prev_r = np.concatenate([cs[:1], np.maximum.accumulate(end)[:-1]])
@@ -323,7 +324,7 @@ def _segments(g: Graph, chain: np.ndarray, bound: pd.Series) -> pd.DataFrame:
     if len(row) == 0:  # same empty frame (object columns) as building it from no rows
         seg = pd.DataFrame([], columns=SEGMENT_COLUMNS[:-1])
         seg["dur_ns"] = seg["end_ns"] - seg["start_ns"]
-        return seg
+        return seg, _NO_TOTALS
     node, slot = row // 3, row % 3
     gaps = [np.flatnonzero(slot == k) for k in (0, 1)]  # few: most rows are work
 
@@ -342,6 +343,7 @@ def _segments(g: Graph, chain: np.ndarray, bound: pd.Series) -> pd.DataFrame:
     untraced_kind, wait_kind = len(g.kind_labels), len(g.kind_labels) + 1
     on = (~g.on_host[chain]).astype(np.int64)  # 0 host, 1 device
     host, waiting = cls_labels.index("host"), cls_labels.index("waiting")
+    cls_row, on_row = pick(host, np.where(label, host, waiting), cls), pick(0, np.where(label, 0, on), on)
     seg = pd.DataFrame(
         {
             "event_id": pick(-1, np.where(label, ids, -1), ids),
@@ -354,14 +356,40 @@ def _segments(g: Graph, chain: np.ndarray, bound: pd.Series) -> pd.DataFrame:
                 [*g.kind_labels, "untraced", "wait"], pick(untraced_kind, np.where(label, kinds, wait_kind), kinds)
             ),
             "track": _strings(g.track_labels, g.track_code[pos][node]),
-            "on": _strings(["host", "device"], pick(0, np.where(label, 0, on), on)),
-            "class": _strings(cls_labels, pick(host, np.where(label, host, waiting), cls)),
+            "on": _strings(["host", "device"], on_row),
+            "class": _strings(cls_labels, cls_row),
             "start_ns": pick(prev_r, cut, seg_s),
             "end_ns": pick(cut, seg_s, end),
         }
     )
     seg["dur_ns"] = seg["end_ns"] - seg["start_ns"]
-    return seg
+    return seg, _totals(cls_labels, cls_row, on_row, seg["dur_ns"].to_numpy())
+
+
+class _Totals(NamedTuple):
+    """What the result reads of the segments: time per class (ns), work on the host and on the
+    device (ns, waiting excluded), the path's length (ns)."""
+
+    per_class: dict[str, int]
+    host_ns: int
+    device_ns: int
+    length_ns: int
+
+
+_NO_TOTALS = _Totals({}, 0, 0, 0)
+
+
+def _totals(labels: list[str], cls: np.ndarray, on: np.ndarray, dur: np.ndarray) -> _Totals:
+    """_Totals from the rows' class codes (into `labels`; a label may repeat: its codes add up)
+    and place codes (0 host, 1 device): integer sums, no string compare per row."""
+    per_code = np.zeros(len(labels) + 1, dtype=np.int64)  # the extra last code: '' (as _strings)
+    np.add.at(per_code, cls, dur)
+    per: dict[str, int] = {}
+    for label, t in zip([*labels, ""], per_code.tolist()):
+        per[label] = per.get(label, 0) + t
+    work = np.array([label != "waiting" for label in [*labels, ""]])[cls]
+    host, device = (int(dur[work & (on == place)].sum()) for place in (0, 1))
+    return _Totals(per, host, device, int(dur.sum()))
 
 
 def _strings(labels: list[str], codes: np.ndarray) -> pd.Series:
@@ -391,14 +419,12 @@ def _classes(g: Graph, nodes: np.ndarray, bound: pd.Series) -> tuple[np.ndarray,
     return unit, cls, labels
 
 
-def _result(rank: int, wall: int, work: int, seg: pd.DataFrame, dropped: int, has_device: bool) -> CriticalPath:
-    length = int(seg["dur_ns"].sum()) if len(seg) else 0
-    per = seg.groupby("class")["dur_ns"].sum() if len(seg) else pd.Series(dtype=np.int64)
+def _result(
+    rank: int, wall: int, work: int, seg: pd.DataFrame, totals: _Totals, dropped: int, has_device: bool
+) -> CriticalPath:
+    length, per, host, device = totals.length_ns, totals.per_class, totals.host_ns, totals.device_ns
     times = np.array([int(per.get(c, 0)) for c in CLASSES], dtype=np.int64)
     by_class = pd.DataFrame({"class": CLASSES, "time_ns": times, "share": times / length if length else 0.0})
-    work_rows = seg["class"] != "waiting" if len(seg) else pd.Series(dtype=bool)
-    host = int(seg.loc[work_rows & (seg["on"] == "host"), "dur_ns"].sum()) if len(seg) else 0
-    device = int(seg.loc[work_rows & (seg["on"] == "device"), "dur_ns"].sum()) if len(seg) else 0
     waiting = int(per.get("waiting", 0))
     verdict = (
         "cpu-only"
