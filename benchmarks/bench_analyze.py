@@ -13,9 +13,9 @@ after another (never side by side in time: two cores), medians of --runs:
   benchmarks/.venv-hta (bash benchmarks/setup_hta_env.sh); skipped when that venv is missing.
 
 Time is wall time from spawn to exit, imports included, from compiled bytecode as installed
-(PYTHONDONTWRITEBYTECODE is dropped for the contenders, so the first run writes it). Memory: peak RSS of the process tree
-(benchmarks/whole_process.py) minus that of a process that only imports the same modules (the
-import baseline), over the uncompressed trace size. Goals (issue 11): ours <= 1.5x bare,
+(PYTHONDONTWRITEBYTECODE is dropped for the contenders, so the first run writes it). Memory: peak
+RSS of the process tree (benchmarks/whole_process.py) minus that of a process that only imports
+the same modules (the import baseline), over the uncompressed trace size. Goals (issue 11): ours <= 1.5x bare,
 ours >= 10x faster than HTA, ours' memory <= 2x the uncompressed trace.
 """
 
