@@ -191,9 +191,13 @@ def _launch_times(trace: Trace, work: pd.DataFrame) -> pd.Series:
 
 def rank_spans(ev: pd.DataFrame) -> dict[int, tuple[int, int]]:
     """Per rank, (first start, last end) of its host and device events (_SPAN_KINDS), ns."""
-    e = ev.loc[ev["kind"].isin(_SPAN_KINDS).to_numpy(), ["rank", "ts", "dur"]]
-    g = e.assign(end=e["ts"] + e["dur"]).groupby("rank", observed=True).agg(lo=("ts", "min"), hi=("end", "max"))
-    return {int(r): (int(lo), int(hi)) for r, lo, hi in g.itertuples()}
+    keep = ev["kind"].isin(_SPAN_KINDS).to_numpy()
+    ts = ev["ts"].to_numpy()[keep]
+    ranks, at = np.unique(ev["rank"].to_numpy()[keep], return_inverse=True)
+    lo, hi = np.full(len(ranks), np.iinfo(np.int64).max), np.full(len(ranks), np.iinfo(np.int64).min)
+    np.minimum.at(lo, at, ts)
+    np.maximum.at(hi, at, ts + ev["dur"].to_numpy()[keep])
+    return {int(r): (int(a), int(b)) for r, a, b in zip(ranks, lo, hi)}
 
 
 def _sync_calls(ev: pd.DataFrame) -> dict[int, tuple[np.ndarray, np.ndarray]]:
@@ -203,9 +207,10 @@ def _sync_calls(ev: pd.DataFrame) -> dict[int, tuple[np.ndarray, np.ndarray]]:
     codes = ev["name"].cat.codes.to_numpy()
     waiting = np.flatnonzero(names.str.contains(SYNC_CALL, regex=True))
     reading = np.flatnonzero(names.str.contains(SYNC_OP, regex=True))
-    kind = ev["kind"].to_numpy()
-    is_sync = ((kind == Kind.RUNTIME.value) & np.isin(codes, waiting)) | (
-        (kind == Kind.OP.value) & np.isin(codes, reading)
+    kinds, kind = ev["kind"].cat.categories, ev["kind"].cat.codes.to_numpy()  # codes: no object array per row
+    runtime, op = (int(kinds.get_indexer([k])[0]) for k in (Kind.RUNTIME.value, Kind.OP.value))
+    is_sync = ((kind == runtime) & (runtime >= 0) & np.isin(codes, waiting)) | (
+        (kind == op) & (op >= 0) & np.isin(codes, reading)
     )
     calls = ev.loc[is_sync, ["rank", "ts", "dur"]]
     out = {}

@@ -43,7 +43,8 @@ included), device work and waiting (blocked in a synchronisation or a blocking c
 from __future__ import annotations
 
 from dataclasses import dataclass
-from itertools import compress, count, islice
+from typing import NamedTuple
+from array import array
 
 import numpy as np
 import pandas as pd
@@ -87,10 +88,10 @@ def critical_path(trace: Trace, rank: int, units: pd.DataFrame | None = None) ->
     bound = _bounds(units)
     if g.n == 0:
         seg = pd.DataFrame(columns=SEGMENT_COLUMNS)
-        return _result(rank, 0, 0, seg, dropped, g.has_device)
-    last = _last(np.array(L, dtype=np.int64), np.array(R, dtype=np.int64))  # a dtype: 3x faster
-    seg = _segments(g, _chain(P, last), bound)
-    return _result(rank, g.wall_ns, L[last], seg, dropped, g.has_device)
+        return _result(rank, 0, 0, seg, _NO_TOTALS, dropped, g.has_device)
+    last = _last(L, R)
+    seg, totals = _segments(g, _chain(P, last), bound)
+    return _result(rank, g.wall_ns, int(L[last]), seg, totals, dropped, g.has_device)
 
 
 def _last(L: np.ndarray, R: np.ndarray) -> int:
@@ -100,13 +101,19 @@ def _last(L: np.ndarray, R: np.ndarray) -> int:
     return int(top[R[top] == R[top].max()][-1])
 
 
-def _chain(P: list[int], last: int) -> np.ndarray:
-    """The nodes of the path ending at `last`, first to last, following the chosen predecessors."""
-    chain, v = [], last
+def _chain(P: np.ndarray, last: int) -> np.ndarray:
+    """The nodes of the path ending at `last`, first to last, following the chosen predecessors.
+    Where P(x) = x - 1 (most nodes: a thread's consecutive pieces) the chain is a stretch of
+    consecutive nodes: the walk jumps from x to its stretch's first node in one step."""
+    idx = np.arange(len(P))
+    first_of = np.maximum.accumulate(np.where(P == idx - 1, 0, idx))  # the stretch's first node
+    firsts, lasts, v = [], [], last
     while v >= 0:
-        chain.append(v)
-        v = P[v]
-    return np.array(chain[::-1], dtype=np.int64)
+        b = int(first_of[v])
+        firsts.append(b)
+        lasts.append(v)
+        v = int(P[b])
+    return _spans(np.array(firsts[::-1], dtype=np.int64), np.array(lasts[::-1], dtype=np.int64))[0]
 
 
 def critical_paths(trace: Trace, units: pd.DataFrame | None = None) -> pd.DataFrame:
@@ -140,14 +147,6 @@ def critical_paths(trace: Trace, units: pd.DataFrame | None = None) -> pd.DataFr
     return pd.DataFrame(rows, columns=cols)
 
 
-def _adjacency(key: np.ndarray, other: np.ndarray, n: int) -> tuple[list[int], list[int]]:
-    """CSR lists: the `other` ends of the edges whose `key` end is v are items[ptr[v]:ptr[v + 1]],
-    in edge order (a stable sort, so ties in the DP go to the same predecessor every time)."""
-    items = other[np.argsort(key, kind="stable")].tolist()
-    ptr = np.concatenate([[0], np.cumsum(np.bincount(key, minlength=n))]).tolist()
-    return items, ptr
-
-
 def _runs(g: Graph) -> np.ndarray:
     """run_end per node: for a linked node v, the last node of its run of linked nodes; -1 for
     the others. v is linked when its only in-edge comes from v - 1 and v - 1 ends by cs_v
@@ -163,25 +162,14 @@ def _runs(g: Graph) -> np.ndarray:
     return np.where(linked, ends[at] if len(ends) else -1, -1)
 
 
-def _first_unfinished(indeg: list[int], by_start: list[int], cursor: int) -> int:
-    """The first position from `cursor` in by_start whose node is unfinished (indeg > 0).
-    The scan may pass most nodes (a cycle late in the trace), so it runs in C: map/compress."""
-    unfinished = map((0).__lt__, map(indeg.__getitem__, islice(by_start, cursor, None)))
-    return next(compress(count(cursor), unfinished))
+def _ints(values: np.ndarray) -> array:
+    """An int64 numpy array as a compact array.array: 8 bytes an entry, read as Python ints."""
+    return array("q", np.ascontiguousarray(values, dtype=np.int64).tobytes())
 
 
-def _cut_run(run_end: list[int], v: int) -> None:
-    """v is done before its predecessor (released): its run now ends at v - 1, so a jump along
-    the run stops before v instead of computing it again."""
-    y = v - 1
-    while v > 0 and run_end[v] >= 0 and run_end[y] == run_end[v]:
-        run_end[y] = v - 1
-        y -= 1
-
-
-def _longest(g: Graph) -> tuple[list[int], list[int], list[int], int]:
-    """L, R and the chosen predecessor P (-1: none) per node, as lists, in a topological order
-    (Kahn's); when every unfinished node still waits on one (a cycle, from clock skew), the
+def _longest(g: Graph) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
+    """L, R and the chosen predecessor P (-1: none) per node, in a topological order (Kahn's);
+    when every unfinished node still waits on one (a cycle, from clock skew), the
     earliest-starting one is released, ignoring its unfinished predecessors (counted, returned
     as the last value).
 
@@ -190,27 +178,42 @@ def _longest(g: Graph) -> tuple[list[int], list[int], list[int], int]:
     gets stuck are all those not downstream of a cycle. So this loop takes the order that is
     cheapest in Python. A linked node (_runs) is done right after its predecessor, and once the
     frontier R(v) <= cs_w of the next node w, the rest of the run is plain: each node extends
-    the path by its own work (L(x) = L(x-1) + end_x - cs_x, R(x) = end_x, P(x) = x - 1, the
-    DP's formula when R(x-1) <= cs_x), filled in one step from a running sum. The loop visits
-    only the other nodes: it is the function's hot spot."""
+    the path by its own work (L(x) = L(v) + sum of end - cs over v+1..x, R(x) = end_x,
+    P(x) = x - 1: the DP's formula when R(x-1) <= cs_x), a 'tail' anchored at v, filled in
+    by numpy after the loop. The loop visits only the other nodes (in a trace, about one in
+    six); the values it reads of a tail node, at the sources of the other edges, are kept per
+    edge. Per node it holds only 8-byte arrays (array.array, a bytearray of done flags)."""
     n = g.n
     if n == 0:
-        return [], [], [], 0
-    run_end_arr = _runs(g)
-    # the edges v-1 -> v into linked nodes are followed by the runs, not by these lists
-    src, dst = g.src[run_end_arr[g.dst] < 0], g.dst[run_end_arr[g.dst] < 0]
-    pred, pptr = _adjacency(dst, src, n)
-    succ, sptr = _adjacency(src, dst, n)
-    run_end = run_end_arr.tolist()
-    end, cs = g.end.tolist(), g.cs.tolist()
-    work_sum = np.cumsum(g.end - g.cs).tolist()  # sum of end - cs over nodes 0..v
-    # unfinished predecessors per node; 0 once done (a released node goes to 0 and its late
-    # predecessors push it below, so it never becomes ready again). A linked node keeps 1 until
-    # its run reaches it: its in-edge is not in succ.
-    indeg_arr = np.bincount(g.dst, minlength=n)
-    indeg, ready = indeg_arr.tolist(), np.flatnonzero(indeg_arr == 0).tolist()
-    by_start: list[int] = []  # nodes in start order, for releases (only on a cycle)
-    L, R, P = [0] * n, end[:], [-1] * n
+        empty = np.zeros(0, dtype=np.int64)
+        return empty, empty, empty, 0
+    linked_np = _runs(g) >= 0
+    # the edges v-1 -> v into linked nodes are followed by the runs, not by these
+    keep = ~linked_np[g.dst]
+    src, dst = g.src[keep], g.dst[keep]
+    work_np = np.cumsum(g.end - g.cs)  # sum of end - cs over nodes 0..v
+    in_e = np.argsort(dst, kind="stable")  # per node its in-edges, in edge order (ties: the same pred)
+    out_e = np.argsort(src, kind="stable")
+    pptr = _ints(np.concatenate([[0], np.cumsum(np.bincount(dst, minlength=n))]))
+    sptr = _ints(np.concatenate([[0], np.cumsum(np.bincount(src, minlength=n))]))
+    e_src = _ints(src)
+    # per out-edge (in out_e order): where it goes, and its source's work sum and end, to value
+    # a tail node's L and R when its tail is filled
+    o_dst, o_work, o_end = _ints(dst[out_e]), _ints(work_np[src[out_e]]), _ints(g.end[src[out_e]])
+    o_edge = _ints(out_e)
+    in_edge = _ints(in_e)
+    e_l, e_r = array("q", bytes(8 * len(src))), array("q", bytes(8 * len(src)))  # the source's L, R
+    end, cs, work = _ints(g.end), _ints(g.cs), _ints(work_np)
+    linked = bytearray(linked_np.tobytes())
+    indeg_np = np.bincount(dst, minlength=n)  # unfinished predecessors of a node that is not linked
+    indeg = _ints(indeg_np)
+    ready = np.flatnonzero((indeg_np == 0) & ~linked_np).tolist()
+    del keep, src, dst, in_e, out_e, indeg_np
+    done = bytearray(n)  # 1 once a node's L, R, P are final
+    L, R, P = array("q", bytes(8 * n)), array("q", bytes(8 * n)), _ints(np.full(n, -1))
+    tail_at: list[int] = []  # tails: anchor v, last node (nodes v+1 .. last are plain)
+    tail_to: list[int] = []
+    by_start = None  # node order by start, for releases (only on a cycle)
     cursor = dropped = 0
     unfinished = n
     nxt = -1  # the next node of the current run, stepped one by one while R(v) > cs_w
@@ -219,47 +222,76 @@ def _longest(g: Graph) -> tuple[list[int], list[int], list[int], int]:
             nxt = ready.pop()
         if nxt >= 0:
             v, nxt = nxt, -1
-            preds = [v - 1] if run_end[v] >= 0 else pred[pptr[v] : pptr[v + 1]]
+            if linked[v]:  # stepped: its one predecessor v - 1 is done
+                preds = [(v - 1, L[v - 1], R[v - 1])]
+            else:
+                preds = [(e_src[e], e_l[e], e_r[e]) for e in in_edge[pptr[v] : pptr[v + 1]]]
         else:  # stuck on a cycle: release the earliest unfinished node
-            by_start = by_start or np.argsort(g.start, kind="stable").tolist()
-            cursor = _first_unfinished(indeg, by_start, cursor)
-            v = by_start[cursor]
-            every = [v - 1] if run_end[v] >= 0 else pred[pptr[v] : pptr[v + 1]]
-            preds = [u for u in every if indeg[u] <= 0]
+            if by_start is None:
+                by_start = np.argsort(g.start, kind="stable")
+            cursor += int(np.flatnonzero(np.frombuffer(done, dtype=np.uint8)[by_start[cursor:]] == 0)[0])
+            v = int(by_start[cursor])
+            if linked[v]:
+                every = [(v - 1, L[v - 1], R[v - 1])]
+            else:
+                every = [(e_src[e], e_l[e], e_r[e]) for e in in_edge[pptr[v] : pptr[v + 1]]]
+            preds = [p for p in every if done[p[0]]]
             dropped += len(every) - len(preds)
-            _cut_run(run_end, v)
-        indeg[v] = 0
+            indeg[v] = 0  # its late predecessors push it below 0: never ready again
         # L(v) = max(end - cs, max over preds of L(u) + max(0, end - max(cs, R(u)))), ties to
         # the predecessor with the later frontier R(u) (module docstring). Conditional
         # expressions, not max(): a builtin call per edge costs 6x more.
         ev, cv = end[v], cs[v]
         best, best_r, best_p = ev - cv, 0, -1
-        for u in preds:
-            ru = R[u]
+        for u, lu, ru in preds:
             frontier = ru if ru > cv else cv  # noqa: FURB136
-            cand = L[u] + (ev - frontier if ev > frontier else 0)
+            cand = lu + (ev - frontier if ev > frontier else 0)
             if cand > best or (cand == best and (best_p < 0 or ru > best_r)):
                 best, best_r, best_p = cand, ru, u
-        L[v], P[v] = best, best_p
-        R[v] = best_r if best_p >= 0 and best_r > ev else ev
+        rv = best_r if best_p >= 0 and best_r > ev else ev
+        L[v], R[v], P[v] = best, rv, best_p
+        done[v] = 1
         done_to = v + 1  # nodes v .. done_to - 1 are done: release their successors
         w = v + 1
-        if w < n and run_end[w] >= 0 and indeg[w] > 0:
-            if R[v] <= cs[w]:  # the plain rest of the run w .. run_end[w]
-                done_to = run_end[w] + 1
-                base = L[v] - work_sum[v]
-                L[w:done_to] = [base + s for s in work_sum[w:done_to]]
-                P[w:done_to] = range(v, done_to - 1)
-                indeg[w:done_to] = [0] * (done_to - w)
+        if w < n and linked[w] and not done[w]:
+            if rv <= cs[w]:  # the plain rest of the run, up to its end or a node released before
+                stop = linked.find(0, w)
+                stop = n if stop < 0 else stop
+                at = done.find(1, w, stop)
+                done_to = stop if at < 0 else at
+                done[w:done_to] = b"\x01" * (done_to - w)
+                tail_at.append(v)
+                tail_to.append(done_to - 1)
             else:
                 nxt = w
         unfinished -= done_to - v
-        for x in succ[sptr[v] : sptr[done_to]]:
+        base = best - work[v]
+        for k in range(sptr[v], sptr[done_to]):
+            e = o_edge[k]
+            if e_src[e] == v:
+                e_l[e], e_r[e] = best, rv
+            else:  # a tail node
+                e_l[e], e_r[e] = base + o_work[k], o_end[k]
+            x = o_dst[k]
             left = indeg[x] - 1
             indeg[x] = left
             if left == 0:
                 ready.append(x)
-    return L, R, P, dropped
+    Ln, Rn, Pn = (np.frombuffer(a, dtype=np.int64).copy() for a in (L, R, P))
+    if tail_at:  # tail nodes: L = L(v) + work sum since v, R = own end, P = the node before
+        x, anchor = _spans(np.array(tail_at, dtype=np.int64) + 1, np.array(tail_to, dtype=np.int64))
+        Ln[x] = Ln[anchor] + work_np[x] - work_np[anchor]
+        Rn[x] = g.end[x]
+        Pn[x] = x - 1
+    return Ln, Rn, Pn, dropped
+
+
+def _spans(first: np.ndarray, last: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The nodes first[i] .. last[i] of every span i, concatenated, and each one's span's
+    first - 1 (its tail's anchor)."""
+    size = last - first + 1
+    x = np.arange(int(size.sum())) - np.repeat(np.cumsum(size) - size - first, size)
+    return x, np.repeat(first - 1, size)
 
 
 def _bounds(units: pd.DataFrame | None) -> pd.Series:
@@ -268,7 +300,7 @@ def _bounds(units: pd.DataFrame | None) -> pd.Series:
     return pd.Series(units["bound"].to_numpy(dtype=object), index=units["unit_id"].to_numpy()).groupby(level=0).first()
 
 
-def _segments(g: Graph, chain: np.ndarray, bound: pd.Series) -> pd.DataFrame:
+def _segments(g: Graph, chain: np.ndarray, bound: pd.Series) -> tuple[pd.DataFrame, _Totals]:
     """The path's segments in time order: work pieces, untraced host gaps and waits. Each chain
     node v (after its chosen predecessor) gives up to three rows ('slots'), in this order:
 
@@ -278,7 +310,7 @@ def _segments(g: Graph, chain: np.ndarray, bound: pd.Series) -> pd.DataFrame:
 
     with prev_r the latest end along the chain before v (the path's frontier) and
     cut = max(prev_r, min(seg_s, start_v)) on the same thread, prev_r otherwise; empty rows
-    are dropped."""
+    are dropped. With the table, its _Totals (summed from the class and place codes)."""
     start, end, cs, pos = g.start[chain], g.end[chain], g.cs[chain], g.pos[chain]
     # the first node has no frontier before it: prev_r = its cs leaves both its gaps empty
     prev_r = np.concatenate([cs[:1], np.maximum.accumulate(end)[:-1]])
@@ -292,7 +324,7 @@ def _segments(g: Graph, chain: np.ndarray, bound: pd.Series) -> pd.DataFrame:
     if len(row) == 0:  # same empty frame (object columns) as building it from no rows
         seg = pd.DataFrame([], columns=SEGMENT_COLUMNS[:-1])
         seg["dur_ns"] = seg["end_ns"] - seg["start_ns"]
-        return seg
+        return seg, _NO_TOTALS
     node, slot = row // 3, row % 3
     gaps = [np.flatnonzero(slot == k) for k in (0, 1)]  # few: most rows are work
 
@@ -311,6 +343,7 @@ def _segments(g: Graph, chain: np.ndarray, bound: pd.Series) -> pd.DataFrame:
     untraced_kind, wait_kind = len(g.kind_labels), len(g.kind_labels) + 1
     on = (~g.on_host[chain]).astype(np.int64)  # 0 host, 1 device
     host, waiting = cls_labels.index("host"), cls_labels.index("waiting")
+    cls_row, on_row = pick(host, np.where(label, host, waiting), cls), pick(0, np.where(label, 0, on), on)
     seg = pd.DataFrame(
         {
             "event_id": pick(-1, np.where(label, ids, -1), ids),
@@ -323,14 +356,40 @@ def _segments(g: Graph, chain: np.ndarray, bound: pd.Series) -> pd.DataFrame:
                 [*g.kind_labels, "untraced", "wait"], pick(untraced_kind, np.where(label, kinds, wait_kind), kinds)
             ),
             "track": _strings(g.track_labels, g.track_code[pos][node]),
-            "on": _strings(["host", "device"], pick(0, np.where(label, 0, on), on)),
-            "class": _strings(cls_labels, pick(host, np.where(label, host, waiting), cls)),
+            "on": _strings(["host", "device"], on_row),
+            "class": _strings(cls_labels, cls_row),
             "start_ns": pick(prev_r, cut, seg_s),
             "end_ns": pick(cut, seg_s, end),
         }
     )
     seg["dur_ns"] = seg["end_ns"] - seg["start_ns"]
-    return seg
+    return seg, _totals(cls_labels, cls_row, on_row, seg["dur_ns"].to_numpy())
+
+
+class _Totals(NamedTuple):
+    """What the result reads of the segments: time per class (ns), work on the host and on the
+    device (ns, waiting excluded), the path's length (ns)."""
+
+    per_class: dict[str, int]
+    host_ns: int
+    device_ns: int
+    length_ns: int
+
+
+_NO_TOTALS = _Totals({}, 0, 0, 0)
+
+
+def _totals(labels: list[str], cls: np.ndarray, on: np.ndarray, dur: np.ndarray) -> _Totals:
+    """_Totals from the rows' class codes (into `labels`; a label may repeat: its codes add up)
+    and place codes (0 host, 1 device): integer sums, no string compare per row."""
+    per_code = np.zeros(len(labels) + 1, dtype=np.int64)  # the extra last code: '' (as _strings)
+    np.add.at(per_code, cls, dur)
+    per: dict[str, int] = {}
+    for label, t in zip([*labels, ""], per_code.tolist()):
+        per[label] = per.get(label, 0) + t
+    work = np.array([label != "waiting" for label in [*labels, ""]])[cls]
+    host, device = (int(dur[work & (on == place)].sum()) for place in (0, 1))
+    return _Totals(per, host, device, int(dur.sum()))
 
 
 def _strings(labels: list[str], codes: np.ndarray) -> pd.Series:
@@ -360,14 +419,12 @@ def _classes(g: Graph, nodes: np.ndarray, bound: pd.Series) -> tuple[np.ndarray,
     return unit, cls, labels
 
 
-def _result(rank: int, wall: int, work: int, seg: pd.DataFrame, dropped: int, has_device: bool) -> CriticalPath:
-    length = int(seg["dur_ns"].sum()) if len(seg) else 0
-    per = seg.groupby("class")["dur_ns"].sum() if len(seg) else pd.Series(dtype=np.int64)
+def _result(
+    rank: int, wall: int, work: int, seg: pd.DataFrame, totals: _Totals, dropped: int, has_device: bool
+) -> CriticalPath:
+    length, per, host, device = totals.length_ns, totals.per_class, totals.host_ns, totals.device_ns
     times = np.array([int(per.get(c, 0)) for c in CLASSES], dtype=np.int64)
     by_class = pd.DataFrame({"class": CLASSES, "time_ns": times, "share": times / length if length else 0.0})
-    work_rows = seg["class"] != "waiting" if len(seg) else pd.Series(dtype=bool)
-    host = int(seg.loc[work_rows & (seg["on"] == "host"), "dur_ns"].sum()) if len(seg) else 0
-    device = int(seg.loc[work_rows & (seg["on"] == "device"), "dur_ns"].sum()) if len(seg) else 0
     waiting = int(per.get("waiting", 0))
     verdict = (
         "cpu-only"

@@ -84,6 +84,9 @@ class Graph:
         self.pos = np.concatenate([self.owner, self.dev_pos])  # node -> event row (rank frame)
         self.on_host = np.arange(self.n) < self.np_
         self._edges(trace, is_host)
+        # what only the construction reads: the critical path keeps the nodes, not these
+        del self.ts, self.te, self.tracks, self.row_of, self.dev_node, self.first_piece, self.last_piece
+        del self.ps, self.pe, self.owner, self.dev_pos
 
     def kind_in(self, kinds) -> np.ndarray:
         """Per event row: is its kind one of `kinds`? (compared as category codes)"""

@@ -59,6 +59,7 @@ LEVERS = {
     "untraced": "host time outside any recorded event: profile with with_stack=True to see the Python frames",
 }
 _HOST_KINDS = (Kind.OP.value, Kind.RUNTIME.value, Kind.PYTHON.value, Kind.ANNOTATION.value, Kind.COLLECTIVE.value)
+_ACTIVITY_KEYS = ("category", "name", "kind")  # what the activity table sums time by
 _STEP_LABEL = "ProfilerStep#"  # covers the whole step: its self time is code between ops
 
 
@@ -91,20 +92,30 @@ def idle_gaps(trace: Trace, top: int = 5) -> IdleGaps:
     host = ev.loc[on_host, ["id", "name", "kind", "ts", "dur", "rank", "thread"]]  # what is read: less to copy
     gaps = gaps.assign(thread=_gap_threads(gaps, ev, host))
     pieces = _self_pieces(host, set(zip(gaps["rank"].tolist(), gaps["thread"].tolist())))
+    block = _thread_blocks(pieces)
+    p_start, p_end = pieces["start"].to_numpy(), pieces["end"].to_numpy()
+    # one int code per (category, name, kind): groups summed by code, in order of first appearance
+    key = np.zeros(len(pieces), dtype=np.int64)
+    for col in _ACTIVITY_KEYS:
+        codes, uniq = pd.factorize(pieces[col].to_numpy())
+        key = key * (len(uniq) + 1) + codes
     acts, per_gap = [], []
     for (rank, device, thread), g in gaps.groupby(["rank", "device", "thread"], sort=True):
         g = g.sort_values("start_ns")
-        p = pieces[(pieces["rank"] == rank) & (pieces["thread"] == thread)]
-        inside = _covered(
-            (g["start_ns"].to_numpy(), g["end_ns"].to_numpy()), p["start"].to_numpy(), p["end"].to_numpy()
-        )
-        hit = p.assign(time_ns=inside)[inside > 0]
+        lo, hi = block.get((int(rank), int(thread)), (0, 0))
+        inside = _covered((g["start_ns"].to_numpy(), g["end_ns"].to_numpy()), p_start[lo:hi], p_end[lo:hi])
+        hit = np.flatnonzero(inside > 0)
         untraced = int(g["dur_ns"].sum() - inside.sum())
-        a = hit.groupby(["category", "name", "kind"], sort=False)["time_ns"].sum().reset_index()
+        group = pd.factorize(key[lo + hit])[0]
+        time_ns = np.zeros(group.max(initial=-1) + 1, dtype=np.int64)
+        np.add.at(time_ns, group, inside[hit])
+        first = lo + hit[np.unique(group, return_index=True)[1]]  # a row of each group, in group order
+        a = pd.DataFrame({c: pd.Series(pieces[c].to_numpy()[first], dtype=object) for c in _ACTIVITY_KEYS})
+        a["time_ns"] = time_ns
         if untraced > 0:
             a.loc[len(a)] = ["untraced", "(untraced host time)", "untraced", untraced]
         acts.append(a.assign(rank=int(rank), device=str(device)))
-        per_gap.append(_describe(g.nlargest(top, "dur_ns"), p))
+        per_gap.append(_describe(g.nlargest(top, "dur_ns"), pieces.iloc[lo:hi]))
     activity = pd.concat(acts, ignore_index=True)
     activity = (
         activity.groupby(["rank", "device", "category", "name", "kind"], sort=False)["time_ns"].sum().reset_index()
@@ -205,8 +216,10 @@ def _self_pieces(host: pd.DataFrame, threads: set[tuple[int, int]]) -> pd.DataFr
     start = h["ts"].to_numpy(dtype=np.int64)
     parent, clip = _enclosers(thread_code[order], start, start + h["dur"].to_numpy(dtype=np.int64))
     codes, distinct = distinct_names(h["name"])
-    kind = h["kind"].astype(object).to_numpy()
-    category = _inherit(_own_categories(codes, distinct, kind), parent)
+    kind_code, kinds = distinct_names(h["kind"])  # a handful of kinds: compared once each
+    kind = kinds[kind_code]
+    is_runtime, is_op = (kind_code == _index(kinds, Kind.RUNTIME.value)), (kind_code == _index(kinds, Kind.OP.value))
+    category = _inherit(_own_categories(codes, distinct, is_runtime, is_op), parent)  # CATEGORIES index, -1
     kids = np.flatnonzero(parent >= 0)
     kids = kids[np.lexsort((start[kids], parent[kids]))]  # by encloser, then start
     up = parent[kids]
@@ -222,8 +235,9 @@ def _self_pieces(host: pd.DataFrame, threads: set[tuple[int, int]]) -> pd.DataFr
     keep = keep[np.lexsort((s0[keep], thread_code[order][row[keep]]))]  # by thread, then time
     row, s0, e0 = row[keep], s0[keep], e0[keep]
     step = np.array([n.startswith(_STEP_LABEL) for n in distinct] + [False], dtype=bool)[codes]
+    cat_of = CATEGORIES.index
     by_kind = np.select(
-        [kind == Kind.RUNTIME.value, kind == Kind.OP.value, step], ["launch", "dispatch", "untraced"], "python"
+        [is_runtime, is_op, step], [cat_of("launch"), cat_of("dispatch"), cat_of("untraced")], cat_of("python")
     )
     return pd.DataFrame(
         {
@@ -231,7 +245,10 @@ def _self_pieces(host: pd.DataFrame, threads: set[tuple[int, int]]) -> pd.DataFr
             "thread": h["thread"].to_numpy()[row],
             "name": pd.Series(distinct[codes[row]], dtype=object),
             "kind": pd.Series(kind[row], dtype=object),
-            "category": pd.Series(np.where(category[row] == "", by_kind[row], category[row]), dtype=object),
+            "category": pd.Series(
+                np.array(CATEGORIES, dtype=object)[np.where(category[row] < 0, by_kind[row], category[row])],
+                dtype=object,
+            ),
             "start": s0,
             "end": e0,
         }
@@ -275,39 +292,74 @@ def _enclosers(thread: np.ndarray, start: np.ndarray, end: np.ndarray) -> tuple[
 
 
 def _inherit(own: np.ndarray, parent: np.ndarray) -> np.ndarray:
-    """Each event's category: its own, else its nearest encloser's that has one. Pointer
-    jumping: every round looks twice as far up, so rounds ~ log2(depth)."""
+    """Each event's category code: its own, else its nearest encloser's that has one (-1: none).
+    Pointer jumping: every round looks twice as far up, so rounds ~ log2(depth)."""
     cat, up = own.copy(), parent.copy()
-    todo = np.flatnonzero((cat == "") & (up >= 0))
+    todo = np.flatnonzero((cat < 0) & (up >= 0))
     while len(todo):
         above = up[todo]
         cat[todo], up[todo] = cat[above], up[above]  # both read before either is written
-        todo = todo[(cat[todo] == "") & (up[todo] >= 0)]
+        todo = todo[(cat[todo] < 0) & (up[todo] >= 0)]
     return cat
 
 
-def _own_categories(codes: np.ndarray, distinct: np.ndarray, kind: np.ndarray) -> np.ndarray:
-    """The category an event's own name gives it ('' when none: it inherits its parent's)."""
+def _own_categories(codes: np.ndarray, distinct: np.ndarray, is_runtime: np.ndarray, is_op: np.ndarray) -> np.ndarray:
+    """The CATEGORIES index an event's own name gives it (-1 when none: it inherits its parent's)."""
     d = pd.Series(distinct, dtype=object)
     is_input = d.str.contains(INPUT_NAMES, regex=True).to_numpy(dtype=bool)[codes]
     call = d.str.contains(SYNC_CALL, regex=True).to_numpy(dtype=bool)[codes]
     op = d.str.contains(SYNC_OP, regex=True).to_numpy(dtype=bool)[codes]
-    own = np.full(len(codes), "", dtype=object)
-    own[is_input] = "input"
-    own[((kind == Kind.RUNTIME.value) & call) | ((kind == Kind.OP.value) & op)] = "sync"
+    own = np.full(len(codes), -1, dtype=np.int64)
+    own[is_input] = CATEGORIES.index("input")
+    own[(is_runtime & call) | (is_op & op)] = CATEGORIES.index("sync")
     return own
 
 
+def _index(values: np.ndarray, value: str) -> int:
+    """The position of `value` in `values`, -2 (matching no code) when absent."""
+    at = np.flatnonzero(values == value)
+    return int(at[0]) if len(at) else -2
+
+
+def _thread_blocks(pieces: pd.DataFrame) -> dict[tuple[int, int], tuple[int, int]]:
+    """(rank, thread) -> the rows [lo, hi) of its pieces (_self_pieces keeps each thread's
+    pieces together, in time order)."""
+    if len(pieces) == 0:
+        return {}
+    r, t = pieces["rank"].to_numpy(), pieces["thread"].to_numpy()
+    lo = np.flatnonzero(np.concatenate(([True], (r[1:] != r[:-1]) | (t[1:] != t[:-1]))))
+    hi = np.append(lo[1:], len(pieces))
+    return {(int(r[a]), int(t[a])): (int(a), int(b)) for a, b in zip(lo, hi)}
+
+
 def _describe(g: pd.DataFrame, p: pd.DataFrame) -> pd.DataFrame:
-    """For each gap of `g` (a few): the host pieces of `p` inside it (exact overlaps), its
-    largest three as text, and the category filling most of it (untraced when no event does)."""
+    """For each gap of `g` (a few): the host pieces of `p` (one thread's, in time order) inside
+    it (exact overlaps), its largest three as text, and the category filling most of it
+    (untraced when no event does). Only the pieces between the first that ends after the gap
+    starts and the last that starts before it ends are read."""
     activity, category = [], []
+    start, end = p["start"].to_numpy(), p["end"].to_numpy()
+    name, cat = p["name"].to_numpy(), p["category"].to_numpy()
+    reach = np.maximum.accumulate(end) if len(end) else end  # sorted, whatever the pieces' ends
     for a, b, dur in zip(g["start_ns"].to_numpy(), g["end_ns"].to_numpy(), g["dur_ns"].to_numpy()):
-        inside = np.minimum(p["end"].to_numpy(), b) - np.maximum(p["start"].to_numpy(), a)
-        h = p.assign(time_ns=inside)[inside > 0]
-        names = h.groupby("name", sort=False)["time_ns"].sum().nlargest(3)
-        activity.append("; ".join(f"{n} ({fmt_ns(t)})" for n, t in names.items()) or "(no host event recorded)")
-        cats = h.groupby("category", sort=False)["time_ns"].sum()
-        untraced = dur - int(cats.sum())
-        category.append(str(cats.idxmax()) if len(cats) and cats.max() >= untraced else "untraced")
+        lo, hi = int(np.searchsorted(reach, a, "right")), int(np.searchsorted(start, b, "left"))
+        inside = np.minimum(end[lo:hi], b) - np.maximum(start[lo:hi], a)
+        hit = lo + np.flatnonzero(inside > 0)
+        t = inside[hit - lo].tolist()
+        names = _sums(name[hit], t)
+        top3 = sorted(names.items(), key=lambda kv: -kv[1])[:3]  # stable: ties keep the first seen
+        activity.append("; ".join(f"{n} ({fmt_ns(x)})" for n, x in top3) or "(no host event recorded)")
+        cats = _sums(cat[hit], t)
+        untraced = int(dur) - sum(cats.values())
+        largest = max(cats.values(), default=0)
+        chosen = next((c for c, x in cats.items() if x == largest), None)  # the first largest
+        category.append(str(chosen) if cats and largest >= untraced else "untraced")
     return g.assign(activity=activity, category=category)
+
+
+def _sums(keys: np.ndarray, values: list[int]) -> dict:
+    """values summed per key, keys in order of first appearance (a few pieces: plain Python)."""
+    out: dict = {}
+    for k, v in zip(keys.tolist(), values):
+        out[k] = out.get(k, 0) + v
+    return out

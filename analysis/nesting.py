@@ -26,6 +26,7 @@ import numpy as np
 import pandas as pd
 
 from analysis.units import op_parent
+from profiler.model.strings import contains
 
 _FIELDS = ("flops", "flops_effective", "bytes_read", "bytes_written")
 #: Autograd nodes: no cost of their own, their work is the ATen ops inside them.
@@ -71,12 +72,7 @@ def carry_costs(events: pd.DataFrame, units: pd.DataFrame, costs: pd.DataFrame) 
     carried[best_anc] = uid[best_child]
     keep = pure.copy()
     cpu = units["device"].to_numpy(dtype=object) == "cpu"
-    names = units["name"].to_numpy(dtype=object)
-    autograd = (
-        cpu
-        & np.isnan(values["flops_effective"])
-        & np.array([bool(_AUTOGRAD.search(str(s))) for s in names], dtype=bool)
-    )
+    autograd = cpu & np.isnan(values["flops_effective"]) & contains(units["name"], _AUTOGRAD)  # once per name
     if autograd.any():  # autograd nodes: every costed op anywhere below them
         a_child, a_anc = _every_ancestor(np.flatnonzero(costed), uid, row_of, parent, autograd)
         order = np.lexsort((nbytes[a_child], flops[a_child], a_anc))

@@ -28,6 +28,7 @@ from analysis.cost import cost_table
 from analysis.cost.graphs import GRAPH_LAUNCH, captured_costs
 from analysis.cost.moe import moe_forward_costs
 from profiler.model.schema import Bound
+from profiler.model.strings import contains
 from profiler.model.trace import Trace
 
 #: Above this share of unit time unknown, the report says so first (issue 10, section 3).
@@ -102,12 +103,7 @@ def _graph_replayed(trace: Trace, units: pd.DataFrame) -> np.ndarray:
     fl = trace.flows[trace.flows["kind"] == "launch"]
     if fl.empty:
         return np.zeros(len(units), dtype=bool)
-    names = ev["name"].astype(object).to_numpy()
-    pos = pd.Index(ev["id"].to_numpy())
-    src = pos.get_indexer(fl["src"].to_numpy())
-    graph_dst = set(
-        fl["dst"]
-        .to_numpy()[(src >= 0) & np.array([bool(GRAPH_LAUNCH.search(names[i])) if i >= 0 else False for i in src])]
-        .tolist()
-    )
-    return np.array([k != "op" and uid in graph_dst for k, uid in zip(units["kind"], units["unit_id"])], dtype=bool)
+    is_launch = contains(ev["name"], GRAPH_LAUNCH)  # per event row, matched once per distinct name
+    src = pd.Index(ev["id"].to_numpy()).get_indexer(fl["src"].to_numpy())
+    graph_dst = fl["dst"].to_numpy()[(src >= 0) & np.append(is_launch, False)[src]]  # src -1 reads False
+    return (units["kind"].to_numpy(dtype=object) != "op") & np.isin(units["unit_id"].to_numpy(), graph_dst)

@@ -12,9 +12,10 @@ after another (never side by side in time: two cores), medians of --runs:
 - hta: HolisticTraceAnalysis' TraceAnalysis(trace_dir) + get_temporal_breakdown, in
   benchmarks/.venv-hta (bash benchmarks/setup_hta_env.sh); skipped when that venv is missing.
 
-Time is wall time from spawn to exit, imports included. Memory: peak RSS of the process tree
-(benchmarks/whole_process.py) minus that of a process that only imports the same modules (the
-import baseline), over the uncompressed trace size. Goals (issue 11): ours <= 1.5x bare,
+Time is wall time from spawn to exit, imports included, from compiled bytecode as installed
+(PYTHONDONTWRITEBYTECODE is dropped for the contenders, so the first run writes it). Memory: peak
+RSS of the process tree (benchmarks/whole_process.py) minus that of a process that only imports
+the same modules (the import baseline), over the uncompressed trace size. Goals (issue 11): ours <= 1.5x bare,
 ours >= 10x faster than HTA, ours' memory <= 2x the uncompressed trace.
 """
 
@@ -105,6 +106,9 @@ def main(argv: list[str] | None = None) -> int:
         traces.append(BIG)
     repo = args.ours_repo.resolve()
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(repo), os.environ.get("PYTHONPATH")) if p)}
+    # an installed package runs from compiled bytecode (pip writes it): without this, a checkout
+    # under PYTHONDONTWRITEBYTECODE=1 recompiles ours on every run (~0.2 s) while HTA's is cached
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
     if not args.hta_python.exists():
         print(f"hta: skipped ({args.hta_python} missing: bash benchmarks/setup_hta_env.sh)")
     print(

@@ -305,7 +305,7 @@ def test_every_real_trace_and_rank(folder, capsys):
         check_shape(cp)
         assert 0 < cp.length_ns <= cp.wall_ns
         g = Graph(t, rank)  # the optimised DP agrees with the plain one on real graphs (with cycles)
-        assert _longest(g) == reference_longest(g)
+        assert listed(_longest(g)) == reference_longest(g)
         with capsys.disabled():
             print(
                 f"\n{folder} rank {rank}: path {cp.length_ns / 1e6:.2f} ms of {cp.wall_ns / 1e6:.2f} ms wall, "
@@ -328,6 +328,12 @@ def test_real_trace_classes_come_from_the_units():
 
 def ints(xs: list[int]) -> np.ndarray:
     return np.array(xs, dtype=np.int64)
+
+
+def listed(longest: tuple[np.ndarray, np.ndarray, np.ndarray, int]) -> tuple[list[int], list[int], list[int], int]:
+    """_longest's arrays as lists, to compare with reference_longest."""
+    L, R, P, dropped = longest
+    return L.tolist(), R.tolist(), P.tolist(), dropped
 
 
 def reference_longest(g) -> tuple[list[int], list[int], list[int], int]:
@@ -406,7 +412,7 @@ def test_longest_release_inside_a_run():
         src=ints([1, 0, 1, 2, 3, 4]),
         dst=ints([0, 1, 2, 3, 4, 5]),
     )
-    L, R, P, dropped = _longest(g)
+    L, R, P, dropped = listed(_longest(g))
     # 4 alone: its work [14, 20) = 6; 5 follows: + 1. 0 alone: 1; 1..3 follow it: 2, 3, 4.
     assert (L, P, dropped) == ([1, 2, 3, 4, 6, 7], [-1, 0, 1, 2, -1, 4], 2)
     assert (L, R, P, dropped) == reference_longest(g)
@@ -415,4 +421,4 @@ def test_longest_release_inside_a_run():
 @settings(max_examples=1000, deadline=None)
 @given(graphs())
 def test_longest_matches_the_plain_dp(g):
-    assert _longest(g) == reference_longest(g)
+    assert listed(_longest(g)) == reference_longest(g)

@@ -37,6 +37,7 @@ import pandas as pd
 
 from analysis.comm_patterns import Patterns, bundled
 from profiler.model.dtypes import element_bytes
+from profiler.model.strings import distinct as distinct_names
 
 #: collective names as recorded -> our names
 _ALIASES = {
@@ -179,8 +180,8 @@ def unit_work_kinds(events: pd.DataFrame, units: pd.DataFrame, patterns: Pattern
     work = events["kind"].isin([k.value for k in DEVICE_WORK_KINDS]).to_numpy()
     op = events["op_id"].to_numpy()[work]
     unit = np.where(op >= 0, op, events["id"].to_numpy()[work])
-    codes, distinct = pd.factorize(events["name"].to_numpy()[work])
-    kind_of_name = np.array([pats.kind(str(n), _ALIASES) or "" for n in distinct] + [""], dtype=object)
+    codes, distinct = distinct_names(events["name"][work])  # by category code: no string per row
+    kind_of_name = np.array([pats.kind(n, _ALIASES) or "" for n in distinct[:-1]] + [""], dtype=object)
     kind = kind_of_name[codes]
     hit = kind != ""
     first = pd.Series(kind[hit]).groupby(unit[hit], sort=False).first()
