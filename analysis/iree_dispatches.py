@@ -45,10 +45,13 @@ def dispatch_table(dispatches: list, ops: pd.DataFrame, events: pd.DataFrame) ->
     Columns: name, fused_ops (list of 'linalg.matmul 16x64xf32,128x64xf32 -> 16x128xf32'),
     locations (list of 'module file:line'), flops (FLOP), bytes_read, bytes_written, bytes
     (byte), family, dtype, runs (timed runs), mean_ns, min_ns (ns; NaN when not timed),
-    total_ns (ns, over the runs).
+    total_ns (ns, over the runs), per_call_ns (total_ns / calls of the function: IREE runs one
+    deduplicated executable for identical regions, e.g. three same-sized projections, so a
+    dispatch can run several times per call), per_call (runs per call).
     """
     costed = op_costs(ops)
     timing = events.groupby("dispatch")["dur_ns"].agg(["count", "mean", "min", "sum"]) if len(events) else None
+    calls = int(events["submission"].nunique()) if len(events) else 0
     rows = []
     for d in dispatches:
         mine = costed[costed["dispatch"] == d.name]
@@ -73,6 +76,8 @@ def dispatch_table(dispatches: list, ops: pd.DataFrame, events: pd.DataFrame) ->
                 "mean_ns": float(t["mean"]) if t is not None else np.nan,
                 "min_ns": float(t["min"]) if t is not None else np.nan,
                 "total_ns": float(t["sum"]) if t is not None else np.nan,
+                "per_call_ns": float(t["sum"]) / calls if t is not None and calls else np.nan,
+                "per_call": float(t["count"]) / calls if t is not None and calls else np.nan,
             }
         )
     return pd.DataFrame(rows)
@@ -102,6 +107,15 @@ def dispatch_roofline(table: pd.DataFrame, spec: HardwareSpec) -> pd.DataFrame:
     )
     c = classify(units, costs, lambda rank, device: spec)
     out = table.copy()
-    for col in ("intensity", "t_compute_ns", "t_memory_ns", "floor_ns", "bound", "efficiency", "memory_level", "hardware"):
+    for col in (
+        "intensity",
+        "t_compute_ns",
+        "t_memory_ns",
+        "floor_ns",
+        "bound",
+        "efficiency",
+        "memory_level",
+        "hardware",
+    ):
         out[col] = c[col].to_numpy()
     return out

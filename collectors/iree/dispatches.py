@@ -38,8 +38,22 @@ _NAMED_MAPS = {
     "batch_matmul": [["d0", "d1", "d3"], ["d0", "d3", "d2"], ["d0", "d1", "d2"]],
     "batch_matmul_transpose_b": [["d0", "d1", "d3"], ["d0", "d2", "d3"], ["d0", "d1", "d2"]],
 }
-_NAMED_REDUCTIONS = {"matmul": 1, "matmul_transpose_b": 1, "batch_matmul": 1, "batch_matmul_transpose_b": 1}
-_NAMED_BODY_FLOPS = {"matmul": 2, "matmul_transpose_b": 2, "batch_matmul": 2, "batch_matmul_transpose_b": 2}
+_NAMED_REDUCTIONS = {
+    "softmax": 1,
+    "matmul": 1,
+    "matmul_transpose_b": 1,
+    "batch_matmul": 1,
+    "batch_matmul_transpose_b": 1,
+}
+#: softmax per element: the max, the subtraction, exp, the sum and the division (5, as its
+#: decomposition into linalg.generic ops counts them)
+_NAMED_BODY_FLOPS = {
+    "softmax": 5,
+    "matmul": 2,
+    "matmul_transpose_b": 2,
+    "batch_matmul": 2,
+    "batch_matmul_transpose_b": 2,
+}
 
 OP_COLUMNS = [
     "dispatch",  # export name, as the runtime reports it
@@ -74,7 +88,7 @@ def dispatch_files(dumps: Path) -> list[Path]:
         for p in dumps.glob("module_*dispatch_*.mlir")
         if not p.name.endswith("_benchmark.mlir") and not p.name.startswith("configured_")
     ]
-    return sorted(files, key=lambda p: int(re.search(r"dispatch_(\d+)", p.name)[1]))
+    return sorted(files, key=lambda p: int(re.findall(r"dispatch_(\d+)", p.name)[-1]))
 
 
 def read_dispatches(dumps: Path, model_files: tuple[str, ...] = ()) -> tuple[list[Dispatch], pd.DataFrame]:
@@ -88,7 +102,8 @@ def read_dispatches(dumps: Path, model_files: tuple[str, ...] = ()) -> tuple[lis
             continue
         name = m[1]
         read = written = 0
-        for access, ttype in _BINDING.findall(text):
+        subspans = "\n".join(ln for ln in text.splitlines() if "hal.interface.binding.subspan" in ln)
+        for access, ttype in _BINDING.findall(subspans):  # one per binding (loads and stores repeat the type)
             size = tensor_bytes(ttype)
             if access in ("readonly", "readwrite"):
                 read += size
@@ -119,8 +134,9 @@ def _linalg_ops(text: str, model_files: tuple[str, ...]) -> list[list]:
         if m is None or m[2] in ("yield", "index"):
             continue
         full, kind = m[1], m[2]
-        ins = _TENSOR.findall(_INS.search(line)[1]) if _INS.search(line) else []
-        outs = _TENSOR.findall(_OUTS.search(line)[1]) if _OUTS.search(line) else []
+        ins_m, outs_m = _INS.search(line), _OUTS.search(line)
+        ins = _TENSOR.findall(ins_m[1]) if ins_m else []
+        outs = _TENSOR.findall(outs_m[1]) if outs_m else []
         body, end = _region(lines, i)
         loc_text = lines[end]
         maps = [[e.strip() for e in res.split(",") if e.strip()] for _, res in _MAPS.findall(line)]

@@ -73,7 +73,12 @@ def dispatch_events(events: pd.DataFrame, table: pd.DataFrame, at_ns: int, base_
     ]
     for e in events.itertuples(index=False):
         row = info.loc[e.dispatch] if e.dispatch in info.index else None
-        args = {"device": 0, "stream": 0, "submission": int(e.submission), "workgroups": int(e.workgroups)}
+        args: dict[str, object] = {
+            "device": 0,
+            "stream": 0,
+            "submission": int(e.submission),
+            "workgroups": int(e.workgroups),
+        }
         if row is not None:
             args.update(
                 dispatch_flops=float(row["flops"]),

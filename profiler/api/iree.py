@@ -53,6 +53,13 @@ class IreeRun:
         }
 
 
+def iree_available() -> str | None:
+    """None when IREE's compiler, runtime and iree-turbine import, else the one-line reason."""
+    from collectors.iree import capture
+
+    return capture.iree_available()
+
+
 def profile_iree(
     model,
     inputs: list,
@@ -85,7 +92,7 @@ def profile_iree(
         events = profile_dispatches(compiled.vmfb, captured.params, captured.inputs, work, runs=runs)
     table = dispatch_roofline(dispatch_table(dispatches, ops, events), spec)
     compare = compare_eager(table, eager_modules)
-    iree_ns = float(table["mean_ns"].sum()) if len(table) else float("nan")
+    iree_ns = float(table["per_call_ns"].sum()) if len(table) else float("nan")
     run = IreeRun(compiled.passes, compiled.compile_ns, table, compare, eager_ns, iree_ns, spec.name, out)
     if out is not None:
         write_trace(out, compiled.passes, compiled.start_ns, compiled.compile_ns, events, table, run.doc())
@@ -100,16 +107,25 @@ def _source_file(model) -> str | None:
 
 
 def eager_times(model, inputs: list, runs: int) -> tuple[float, dict[str, float]]:
-    """(mean ns of one eager forward, mean ns per call of each leaf module by its path), after one
-    warm-up call; leaf modules timed with forward hooks (time.perf_counter_ns)."""
+    """(mean ns of one eager forward, mean ns per call of each leaf module by its path), each after
+    one warm-up call; the forward timed bare, the leaf modules in a second pass with forward hooks
+    (time.perf_counter_ns)."""
     import torch
 
+    with torch.no_grad():
+        model(*inputs)
+        t0 = time.perf_counter_ns()
+        for _ in range(runs):
+            model(*inputs)
+        total = (time.perf_counter_ns() - t0) / runs  # without hooks: they cost time of their own
     spent: dict[str, int] = {}
     starts: dict[str, int] = {}
     handles = []
     for name, mod in model.named_modules():
         if name and not list(mod.children()):
-            handles.append(mod.register_forward_pre_hook(lambda m, a, n=name: starts.__setitem__(n, time.perf_counter_ns())))
+            handles.append(
+                mod.register_forward_pre_hook(lambda m, a, n=name: starts.__setitem__(n, time.perf_counter_ns()))
+            )
             handles.append(
                 mod.register_forward_hook(
                     lambda m, a, o, n=name: spent.__setitem__(n, spent.get(n, 0) + time.perf_counter_ns() - starts[n])
@@ -119,10 +135,8 @@ def eager_times(model, inputs: list, runs: int) -> tuple[float, dict[str, float]
         with torch.no_grad():
             model(*inputs)
             spent.clear()
-            t0 = time.perf_counter_ns()
             for _ in range(runs):
                 model(*inputs)
-            total = (time.perf_counter_ns() - t0) / runs
     finally:
         for h in handles:
             h.remove()
@@ -132,7 +146,7 @@ def eager_times(model, inputs: list, runs: int) -> tuple[float, dict[str, float]
 def compare_eager(table: pd.DataFrame, eager_modules: dict[str, float]) -> pd.DataFrame:
     """Eager vs IREE by module: each dispatch goes to the first module its locations name (ops
     at the model's top level, '<top>', map to no module); per module, the eager time of that
-    leaf module and the summed mean time of its dispatches.
+    leaf module and the summed time per call of its dispatches.
 
     Columns: module, dispatches (count), iree_ns, eager_ns (NaN: no leaf module of that path),
     ratio (eager_ns / iree_ns: above 1, IREE is faster).
@@ -143,7 +157,7 @@ def compare_eager(table: pd.DataFrame, eager_modules: dict[str, float]) -> pd.Da
         key = mods[0] if mods else "<top>"
         acc = rows.setdefault(key, [0, 0.0])
         acc[0] += 1
-        acc[1] += 0.0 if np.isnan(r.mean_ns) else r.mean_ns
+        acc[1] += 0.0 if np.isnan(r.per_call_ns) else r.per_call_ns
     out = pd.DataFrame(
         [[k, n, ns, eager_modules.get(k, np.nan)] for k, (n, ns) in rows.items()],
         columns=["module", "dispatches", "iree_ns", "eager_ns"],
