@@ -6,13 +6,16 @@ MLIR's timing JSON is a list of top-level timers, each `{"wall": {"duration": s}
 things make the raw list wrong to sum:
 
 - IREE runs pipelines dynamically from inside a pass (OpPipelineAdaptorPass, FixedPointIterator,
-  TranslateAllExecutables, ...): the dynamic pipeline's timer is listed again at the top level
-  (merged with other runs of the same pipeline), while the pass that ran it already counts its
-  time, so the top-level timers add up to more than Total. The JSON has no start times, so the
+  TranslateAllExecutables, SerializeAllExecutables, ...): the dynamic pipeline's timer is listed
+  again at the top level, and MLIR keys timers by pipeline, so one top-level timer can merge the
+  runs of several passes; the pass that ran it already counts its time, so the top-level timers
+  add up to more than Total (here 5.3 s against 2.4 s). The JSON has no start times, so the
   nesting is inferred from the time accounting: largest first, each top-level timer goes under
-  the pass whose unexplained time (wall less its children's) holds it, tightest fit first; one
-  that no pass holds is a root. The inference keeps every nanosecond counted once; which pass
-  hosts a small dynamic pipeline is a best guess where several could.
+  the pass (not pipeline) whose unexplained time (wall less its children's) holds it, the most
+  room first; a merged timer that fits nowhere whole is split into its children, each placed
+  alike; what fits nowhere is a root. Every nanosecond is counted once and no pass gets more
+  than its wall; WHICH pass hosts a pipeline is a best guess where several could (two timers of
+  equal length, a wrapper and the pipeline it ran, may come out either way round).
 - The pass manager's worker threads time nested pipelines per thread, so children can sum past
   their parent; `collectors.iree.compile` runs iree-compile with `--mlir-disable-threading`.
 
@@ -90,33 +93,35 @@ def pass_tree(timing: list) -> PassTree:
         if n is not None
     ]
     roots: list[PassNode] = []
-    placed: list[PassNode] = []  # the timers seen so far, largest first: only they can host
-    for node in sorted(entries, key=lambda n: -n.wall_ns):
-        _place(node, placed, roots)
+    placed: list[PassNode] = []  # the timers placed so far, largest first: only they can host
+    queue = [(n, True) for n in entries]  # (timer, may be split)
+    while queue:
+        # largest first; among equals, the one with a pass that can host others first (a
+        # wrapper pipeline before the pipeline its pass ran)
+        queue.sort(key=lambda q: (q[0].wall_ns, _room(q[0])))
+        node, split = queue.pop()
+        host = _runner(placed, node.wall_ns - RESOLUTION_NS)
+        if host is not None:
+            host.children.append(node)
+        elif split and len(node.children) > 1:
+            # a top-level timer merges every run of one pipeline (MLIR keys timers by pipeline),
+            # so runs from different passes share it: each child goes where it fits, wrapped in
+            # a timer of the pipeline's name, and the pipeline's own time likewise
+            queue += [(PassNode(node.name, c.wall_ns, [c], c.wall_ns), False) for c in node.children]
+            if node.spare_ns() > 0:
+                queue.append((PassNode(node.name, node.spare_ns()), False))
+            continue
+        else:
+            roots.append(node)
+        placed.append(node)
     total_ns = round(float((total.get("wall") or {}).get("duration", 0.0)) * 1e9)
     timers = sum(1 for r in roots for _ in r.walk())
     return PassTree(tuple(roots), total_ns, total_ns - sum(r.wall_ns for r in roots), timers)
 
 
-def _place(node: PassNode, placed: list[PassNode], roots: list[PassNode], split: bool = True) -> None:
-    """Put `node` under the pass that ran it, or split it: a top-level timer merges every run of
-    one pipeline (MLIR keys timers by pipeline), so runs from different passes share it; each
-    child then goes where it fits, wrapped in a timer of the pipeline's name. What fits nowhere
-    is a root."""
-    host = _runner(placed, node.wall_ns - RESOLUTION_NS)
-    if host is not None:
-        host.children.append(node)
-        placed.append(node)
-        return
-    if not split or len(node.children) < 2:
-        roots.append(node)
-        placed.append(node)
-        return
-    own = node.spare_ns()
-    for child in sorted(node.children, key=lambda c: -c.wall_ns):
-        _place(PassNode(node.name, child.wall_ns, [child], child.wall_ns), placed, roots, split=False)
-    if own > 0:
-        _place(PassNode(node.name, own), placed, roots, split=False)
+def _room(node: PassNode) -> int:
+    """The most time a pass inside `node` has left for pipelines it ran (ns)."""
+    return max((n.spare_ns() for n, d in node.walk() if d and not n.name.endswith("Pipeline")), default=0)
 
 
 def _runner(placed: list[PassNode], need_ns: int) -> PassNode | None:

@@ -32,10 +32,12 @@ def tool(name: str) -> str:
 
 def profile_dispatches(
     vmfb: Path, params: Path, inputs: tuple[str, ...], workdir: Path, runs: int = 20, timeout_s: float = 600
-) -> pd.DataFrame:
-    """Run `main` `runs` times under HAL profiling; one row per dispatch run.
+) -> tuple[pd.DataFrame, float]:
+    """Run `main` `runs` times under HAL profiling: (one row per dispatch run, the mean wall time
+    of one call in ns as iree-benchmark-module reports it (real_time: the VM call, its dispatches
+    and the waits between them, profiling on); NaN when it prints none).
 
-    Columns: dispatch (export name), start_ns (host clock of the runtime, ns), dur_ns (ns),
+    Columns of the rows: dispatch (export name), start_ns (host clock of the runtime, ns), dur_ns (ns),
     submission (the queue submission: one per call of the function), workgroups (x*y*z).
     """
     prof = workdir / "run.ireeprof"
@@ -61,7 +63,22 @@ def profile_dispatches(
     )
     if read.returncode != 0:
         raise InputError(prof, f"iree-profile failed: {first_error(read.stderr)}")
-    return dispatch_events(read.stdout)
+    return dispatch_events(read.stdout), call_ns(run.stdout)
+
+
+_UNIT_NS = {"ns": 1.0, "us": 1e3, "ms": 1e6, "s": 1e9}
+
+
+def call_ns(stdout: str) -> float:
+    """The real time per iteration of google-benchmark's `BM_main.../real_time  0.119 ms ...` line."""
+    for line in stdout.splitlines():
+        parts = line.split()
+        if len(parts) >= 3 and parts[0].startswith("BM_") and parts[0].endswith("real_time") and parts[2] in _UNIT_NS:
+            try:
+                return float(parts[1]) * _UNIT_NS[parts[2]]
+            except ValueError:
+                continue
+    return float("nan")
 
 
 def dispatch_events(jsonl: str) -> pd.DataFrame:

@@ -13,6 +13,7 @@ import numpy as np
 import pandas as pd
 
 from collectors.iree.passes import PassTree
+from profiler.model.errors import InputError
 
 #: timed calls of the module (iree-benchmark-module) and of the eager model
 RUNS = 20
@@ -22,7 +23,8 @@ RUNS = 20
 class IreeRun:
     """One model through IREE: the pass tree, compile_ns (iree-compile's wall time, ns), the
     dispatch table (analysis.iree_dispatches.dispatch_roofline), the eager comparison
-    (`compare`: module, eager_ns, iree_ns, dispatches) and eager/iree totals per call (ns)."""
+    (`compare`: module, eager_ns, iree_ns, dispatches) and per call (ns): eager_ns (the eager
+    forward), iree_ns (the sum of the dispatches' times), iree_call_ns (the whole VM call)."""
 
     passes: PassTree
     compile_ns: int
@@ -30,6 +32,7 @@ class IreeRun:
     compare: pd.DataFrame
     eager_ns: float
     iree_ns: float
+    iree_call_ns: float
     hardware: str
     trace: Path | None
 
@@ -48,6 +51,7 @@ class IreeRun:
             "hardware": self.hardware,
             "eager_ns": self.eager_ns,
             "iree_ns": self.iree_ns,
+            "iree_call_ns": self.iree_call_ns,
             "compare": self.compare.to_dict("records"),
             "trace": str(self.trace) if self.trace else None,
         }
@@ -69,10 +73,11 @@ def profile_iree(
     hardware: str | None = None,
     runs: int = RUNS,
     workdir: Path | None = None,
+    label: str = "model",
 ) -> IreeRun:
     """Export `model(*inputs)` with iree-turbine, compile it for the local CPU, time every
     dispatch, cost them on `hardware` (default: the nominal CPU preset) and compare with eager.
-    Raises InputError (one line, the tool's first error line) when any step fails."""
+    Raises InputError (one line naming `label`, the tool's first error line) when any step fails."""
     from analysis.iree_dispatches import dispatch_roofline, dispatch_table
     from collectors.iree.capture import export
     from collectors.iree.compile import compile_module
@@ -86,14 +91,17 @@ def profile_iree(
     eager_ns, eager_modules = eager_times(model, inputs, runs)
     with tempfile.TemporaryDirectory(prefix="perf-iree-") as tmp:
         work = workdir or Path(tmp)
-        captured = export(model, inputs, work)
-        compiled = compile_module(captured.mlir, work, tuple(flags))
-        dispatches, ops = read_dispatches(compiled.dumps, (model_file,) if model_file else ())
-        events = profile_dispatches(compiled.vmfb, captured.params, captured.inputs, work, runs=runs)
+        try:
+            captured = export(model, inputs, work, label)
+            compiled = compile_module(captured.mlir, work, tuple(flags))
+            dispatches, ops = read_dispatches(compiled.dumps, (model_file,) if model_file else ())
+            events, call = profile_dispatches(compiled.vmfb, captured.params, captured.inputs, work, runs=runs)
+        except InputError as e:  # the files named are in a folder about to go: name the model
+            raise InputError(label, e.problem) from None
     table = dispatch_roofline(dispatch_table(dispatches, ops, events), spec)
     compare = compare_eager(table, eager_modules)
     iree_ns = float(table["per_call_ns"].sum()) if len(table) else float("nan")
-    run = IreeRun(compiled.passes, compiled.compile_ns, table, compare, eager_ns, iree_ns, spec.name, out)
+    run = IreeRun(compiled.passes, compiled.compile_ns, table, compare, eager_ns, iree_ns, call, spec.name, out)
     if out is not None:
         write_trace(out, compiled.passes, compiled.start_ns, compiled.compile_ns, events, table, run.doc())
     return run
@@ -107,17 +115,19 @@ def _source_file(model) -> str | None:
 
 
 def eager_times(model, inputs: list, runs: int) -> tuple[float, dict[str, float]]:
-    """(mean ns of one eager forward, mean ns per call of each leaf module by its path), each after
+    """(median ns of one eager forward, mean ns per call of each leaf module by its path), each after
     one warm-up call; the forward timed bare, the leaf modules in a second pass with forward hooks
     (time.perf_counter_ns)."""
     import torch
 
     with torch.no_grad():
         model(*inputs)
-        t0 = time.perf_counter_ns()
-        for _ in range(runs):
+        calls = []
+        for _ in range(runs):  # without hooks: they cost time of their own
+            t0 = time.perf_counter_ns()
             model(*inputs)
-        total = (time.perf_counter_ns() - t0) / runs  # without hooks: they cost time of their own
+            calls.append(time.perf_counter_ns() - t0)
+        total = float(np.median(calls))  # the median: a shared CPU's preemptions skew a mean
     spent: dict[str, int] = {}
     starts: dict[str, int] = {}
     handles = []

@@ -41,7 +41,9 @@ def profile_iree_cli(
 
         out = check_writable(output or Path(f"perf-iree-{model.rpartition(':')[2]}.json.gz"), force=force)
         module, xs = prepare_model(model, inputs, dtype or "fp32", False)
-        run = profile_iree(module.eval(), list(xs), out=out, flags=tuple(flags), hardware=hardware, runs=steps or RUNS)
+        run = profile_iree(
+            module.eval(), list(xs), out=out, flags=tuple(flags), hardware=hardware, runs=steps or RUNS, label=model
+        )
     print(one_line(f"wrote {out}"), file=sys.stderr)
     if as_json:
         import orjson
