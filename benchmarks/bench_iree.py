@@ -90,7 +90,7 @@ def main() -> None:
             print("  iree compile by top-level pipeline (pass tree roots, largest first):")
             for name, ns in r["phases"].items():
                 print(f"    {ns / 1e6:8.1f} ms  {name}")
-            print(f"    {r['rest_ns'] / 1e6:8.1f} ms  (compiler Total not under any pass timer)")
+            print(f"    {r['rest_ns'] / 1e6:8.1f} ms  (rest: compiler Total under no root, docs/iree.md)")
             print("  iree run time per call by dispatch:")
             for name, ns in r["dispatches"].items():
                 print(f"    {ns / 1e3:8.2f} us  {name}")
