@@ -120,6 +120,9 @@ def _import_file(where: str, spec: str) -> Any:
     if mod_spec is None or mod_spec.loader is None:
         raise InputError(path, f"--model {spec}: cannot import this file")
     module = importlib.util.module_from_spec(mod_spec)
+    # registered, as an import would: torch.export (perf profile --backend iree) looks the
+    # model's class up by its module's name
+    sys.modules[mod_spec.name] = module
     try:
         mod_spec.loader.exec_module(module)
     except Exception as e:  # noqa: BLE001 - user code

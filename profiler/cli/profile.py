@@ -102,11 +102,45 @@ def profile(
             "written beside the trace as .perfstat.csv; skipped when the perf tool is absent.",
         ),
     ] = False,
+    backend: Annotated[
+        str,
+        typer.Option(
+            help="torch (the PyTorch profiler, default) or iree: export the model with iree-turbine, compile it "
+            "with iree-compile for this CPU and time each dispatch (docs/iree.md).",
+        ),
+    ] = "torch",
+    iree_flag: Annotated[
+        list[str] | None,
+        typer.Option("--iree-flag", help="--backend iree: one more iree-compile flag (repeatable)."),
+    ] = None,
     force: Force = False,
 ) -> None:
     """Run a script (or --model factory) under torch.profiler, write the trace, then analyze it as \
 `perf analyze` does."""
     require_torch("profile")
+    if script is not None and ":" in str(script) and ctx.args and not script.exists():
+        # `perf profile MODULE:FACTORY --backend iree ...`: a model, not a script; its options
+        # were taken as the script's, so read them again with the model named by --model
+        from profiler.cli.common import main
+
+        main(["profile", *ctx.args, "--model", str(script)])
+        return
+    if backend != "torch" or iree_flag:
+        from profiler.cli.profile_iree import profile_iree_cli
+
+        profile_iree_cli(
+            backend,
+            model or (str(script) if script else None),
+            input or [],
+            dtype,
+            iree_flag or [],
+            output,
+            hardware,
+            json,
+            force,
+            steps,
+        )
+        return
     if compare_compile:
         _compare_compile(model, input or [], dtype, steps, backward, hardware, json)
         return

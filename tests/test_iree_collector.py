@@ -1,0 +1,155 @@
+"""The IREE collector end to end on two tiny models (tests/iree_models.py), one compile each:
+the pass tree, the dispatches with their fused ops, FLOPs and source locations, the per-dispatch
+times and the trace file. Skipped when IREE is not installed (pip install '.[iree]')."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("iree.turbine.aot")
+pytest.importorskip("iree.runtime")
+
+import torch  # noqa: E402
+from typer.testing import CliRunner  # noqa: E402
+
+from collectors.iree.passes import RESOLUTION_NS  # noqa: E402
+from profiler.api.iree import profile_iree  # noqa: E402
+from profiler.cli import app  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).parent))
+import iree_models as M  # noqa: E402
+
+MODEL_FILE = str(Path(M.__file__).resolve())
+RUNS = 5
+
+
+def _run(factory, shape, tmp_path_factory):
+    torch.manual_seed(0)
+    out = tmp_path_factory.mktemp("iree") / "trace.json.gz"
+    return profile_iree(factory().eval(), [torch.randn(*shape)], out=out, runs=RUNS)
+
+
+@pytest.fixture(scope="module")
+def mlp(tmp_path_factory):
+    return _run(M.mlp, (M.B, M.D_IN), tmp_path_factory)
+
+
+@pytest.fixture(scope="module")
+def attention(tmp_path_factory):
+    return _run(M.attention, (M.AB, M.AS, M.AD), tmp_path_factory)
+
+
+@pytest.fixture(params=["mlp", "attention"])
+def run(request):
+    return request.getfixturevalue(request.param)
+
+
+def test_pass_tree_sums_to_the_compile_within_the_stated_rest(run):
+    tree = run.passes
+    roots = sum(r.wall_ns for r in tree.roots)
+    assert roots + tree.rest_ns == tree.total_ns
+    assert 0 <= tree.rest_ns < tree.total_ns  # no pass counted twice: the roots fit in the Total
+    assert tree.total_ns <= run.compile_ns  # the compiler's Total lies inside the process's wall time
+    for r in tree.roots:
+        for node, _ in r.walk():  # re-nested pipelines fit in the time MLIR's own children leave, to 0.1 ms a timer
+            hosted = sum(c.wall_ns for c in node.children) - node.timed_children_ns
+            assert hosted <= max(node.wall_ns - node.timed_children_ns, 0) + RESOLUTION_NS * len(node.children)
+    names = {n.name for r in tree.roots for n, _ in r.walk()}
+    assert "TranslateAllExecutablesPass" in names or "SerializeAllExecutablesPass" in names
+
+
+def test_each_dispatch_names_fused_ops_and_a_line_of_the_model(run):
+    lines = Path(MODEL_FILE).read_text().splitlines()
+    assert len(run.dispatches) >= 2
+    for d in run.dispatches.itertuples(index=False):
+        assert d.fused_ops and all(op.startswith(("linalg.", "iree_linalg_ext.")) for op in d.fused_ops)
+        ours = [loc for loc in d.locations if loc.split(" ", 1)[1].rsplit(":", 1)[0] == MODEL_FILE]
+        assert ours, d.locations
+        for loc in ours:  # the line is a line of the forward; a module's line calls that module
+            module, where = loc.split(" ", 1)
+            text = lines[int(where.rsplit(":", 1)[1]) - 1]
+            if module != "<top>":
+                assert f"self.{module}(" in text, (loc, text)
+
+
+def test_matmul_flops_are_2mnk_of_the_layers(mlp):
+    # fc1: M=B=16 rows, N=D_HID=128, K=D_IN=64 -> 2*16*128*64 = 262,144; fc2: 2*16*32*128 = 131,072;
+    # the fused bias add is one addf per output element (16*128 = 2,048 and 16*32 = 512); relu 0
+    fc1 = 2 * M.B * M.D_HID * M.D_IN
+    fc2 = 2 * M.B * M.D_OUT * M.D_HID
+    got = sorted(mlp.dispatches["flops"].tolist())
+    assert got == [fc2 + M.B * M.D_OUT, fc1 + M.B * M.D_HID]
+    assert set(mlp.dispatches["family"]) == {"gemm"}
+    # bytes: the bindings, fp32: fc1 reads x (16x64), W1 (128x64), b1 (128), writes 16x128
+    d = mlp.dispatches.sort_values("flops").iloc[-1]
+    assert d["bytes"] == 4 * (M.B * M.D_IN + M.D_HID * M.D_IN + M.D_HID + M.B * M.D_HID)
+
+
+def test_attention_matmuls(attention):
+    t = attention.dispatches
+    bh, s, hd = M.AB * M.AH, M.AS, M.AD // M.AH
+    proj = 2 * (M.AB * M.AS) * M.AD * M.AD  # a projection: M = B*S = 16 rows, N = K = 32
+    scores = 2 * bh * s * s * hd  # q @ k^T per head: 2 * 4 * 8 * 8 * 16 = 8,192
+    ops = " ".join(op for ops in t["fused_ops"] for op in ops)
+    assert "batch_matmul" in ops and "softmax" in ops
+    gemm = t[t["family"] == "gemm"]
+    # each gemm dispatch's FLOPs: its contraction's 2MNK plus at most one op per output element
+    assert any(proj <= f <= proj + M.AB * M.AS * M.AD for f in gemm["flops"])
+    assert any(scores <= f <= scores + bh * s * s for f in gemm["flops"])
+    # q, k and v are the same shape: one executable, run three times a call
+    assert t["per_call"].max() == 3
+
+
+def test_dispatch_times_joined_and_roofline(run):
+    t = run.dispatches
+    assert (t["runs"] >= RUNS).all() and (t["mean_ns"] > 0).all()
+    assert run.iree_ns == pytest.approx(t["per_call_ns"].sum())
+    assert set(t["bound"]) <= {"compute", "memory", "runtime"}
+    assert (t["floor_ns"] > 0).all() and (t["hardware"] == "generic-x86-cpu").all()
+
+
+def test_trace_reads_back_and_exports(mlp, tmp_path):
+    from profiler.api import load_trace
+
+    trace = load_trace(mlp.trace)
+    kinds = trace.events["kind"].astype(str).value_counts()
+    timers = sum(1 for r in mlp.passes.roots for _ in r.walk())
+    assert kinds["compile_pass"] == timers
+    assert kinds["kernel"] == int(mlp.dispatches["runs"].sum())
+    out = tmp_path / "t.perfetto-trace"
+    r = CliRunner().invoke(app, ["export", str(mlp.trace), "-o", str(out)])
+    assert r.exit_code == 0, r.output
+    assert out.stat().st_size > 0
+    r = CliRunner().invoke(app, ["analyze", str(mlp.trace), "--json"])
+    assert r.exit_code == 0, r.output
+
+
+def test_cli_json(tmp_path):
+    out = tmp_path / "m.json.gz"
+    r = CliRunner().invoke(
+        app,
+        [
+            "profile",
+            f"{MODEL_FILE}:mlp",
+            "--backend",
+            "iree",
+            "--input",
+            f"{M.B}x{M.D_IN}",
+            "-o",
+            str(out),
+            "--json",
+            "--steps",
+            "3",
+        ],
+    )
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.stdout)
+    assert doc["compile_ns"] > 0 and doc["passes"] and out.exists()
+    for key in ("name", "wall_ns", "children"):
+        assert key in doc["passes"][0]
+    for d in doc["dispatches"]:
+        assert {"name", "fused_ops", "locations", "flops", "bytes", "mean_ns"} <= set(d)
