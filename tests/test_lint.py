@@ -13,7 +13,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 #: mypy errors left in the package; lower it as they are fixed, never raise it.
-MYPY_BASELINE = 57
+MYPY_BASELINE = 56
 
 
 def _tool(name: str) -> list[str]:

@@ -59,7 +59,7 @@ def analyze_run(run: Any) -> list[dict[str, Any]]:
         units = api.analyze(api.load_trace(path), sections=("roofline",)).units
     if units.empty:
         return []
-    units = units[units["device"] == "gpu0"]
+    units = units[units["device"] == "npu0"]  # chip 0 (the reader names a simulator's chips npu<N>)
     rows = units[list(KERNEL_COLUMNS)].to_dict("records")
     ops = {k.name: list(k.ops) for k in run.kernels if k.chip == 0}
     return [

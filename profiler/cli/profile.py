@@ -175,6 +175,7 @@ def profile(
                     with_modules=with_modules,
                 )
         else:
+            assert script is not None  # one of the two, checked above
             if input or dtype or compile_ or steps or backward:
                 raise InputError(
                     script,
