@@ -104,6 +104,8 @@ def numerics_diff(
     model = model.eval()
     if inputs_file is not None:
         xs = [torch.from_numpy(a) for a in load_batches(inputs_file, len(xs)).batches[0]]
+    if calibration is not None and precision == "int8":
+        load_batches(calibration, len(xs))  # an unreadable file is told before the export's seconds
     with tempfile.TemporaryDirectory() as tmp:
         path = export_model(model, tuple(xs), Path(tmp) / "model.onnx", label=f"--model {spec}")
         return diff_onnx(model, tuple(xs), path, precision, threshold=threshold, calibration=calibration)

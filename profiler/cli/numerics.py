@@ -12,8 +12,14 @@ import typer
 from profiler.cli.common import fail, one_line_errors
 
 
-def _report(model: str, candidate: str | None, inputs: list[str], inputs_file: Path | None,
-            calibration: Path | None, threshold: float | None):  # -> NumericsReport
+def _report(
+    model: str,
+    candidate: str | None,
+    inputs: list[str],
+    inputs_file: Path | None,
+    calibration: Path | None,
+    threshold: float | None,
+):  # -> NumericsReport
     from profiler.api import NUMERICS_THRESHOLD, numerics_diff
 
     if not candidate:
@@ -29,8 +35,15 @@ def _report(model: str, candidate: str | None, inputs: list[str], inputs_file: P
         )
 
 
-def diff_numerics(model: str, candidate: str | None, inputs: list[str], inputs_file: Path | None,
-                  calibration: Path | None, threshold: float | None, as_json: bool) -> None:
+def diff_numerics(
+    model: str,
+    candidate: str | None,
+    inputs: list[str],
+    inputs_file: Path | None,
+    calibration: Path | None,
+    threshold: float | None,
+    as_json: bool,
+) -> None:
     """Print the per-layer comparison (text, or perf.numerics JSON)."""
     report = _report(model, candidate, inputs, inputs_file, calibration, threshold)
     if as_json:
@@ -44,8 +57,16 @@ def diff_numerics(model: str, candidate: str | None, inputs: list[str], inputs_f
     render_numerics(report, console())
 
 
-def gate_accuracy(budget: float, model: str, candidate: str | None, inputs: list[str], inputs_file: Path | None,
-                  calibration: Path | None, threshold: float | None, as_json: bool) -> None:
+def gate_accuracy(
+    budget: float,
+    model: str,
+    candidate: str | None,
+    inputs: list[str],
+    inputs_file: Path | None,
+    calibration: Path | None,
+    threshold: float | None,
+    as_json: bool,
+) -> None:
     """Exit 1 when the candidate's output rel_error exceeds `budget`, naming the first diverging layer."""
     if not budget >= 0:
         fail(f"--accuracy {budget}: the budget is a normwise relative error >= 0, e.g. 0.05")

@@ -85,8 +85,6 @@ def render_numerics(report: Any, out: Any) -> None:
         markup=False,
     )
     if report.growth:
-        out.print(
-            "largest error growth: " + ", ".join(f"{n} x{r:.3g}" for n, r in report.growth), markup=False
-        )
+        out.print("largest error growth: " + ", ".join(f"{n} x{r:.3g}" for n, r in report.growth), markup=False)
     for note in report.notes:
         out.print(f"note: {note}", markup=False)
