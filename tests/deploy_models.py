@@ -68,3 +68,21 @@ class Unexportable(nn.Module):
 
 def unexportable() -> Unexportable:
     return Unexportable()
+
+
+class ConvNet(nn.Module):
+    """Conv (stride 2, padding 1) -> ReLU -> flatten -> Linear, for the ONNX Runtime trace tests."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 8, 3, stride=2, padding=1)
+        self.act = nn.ReLU()
+        self.fc = nn.Linear(8 * 4 * 4, 10)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fc(self.act(self.conv(x)).flatten(1))
+
+
+def convnet() -> ConvNet:
+    torch.manual_seed(0)
+    return ConvNet().eval()

@@ -61,6 +61,7 @@ def diff(
         from profiler.cli.common import fail
 
         fail("give the two traces to compare: perf diff A B (or --numerics MODEL --candidate BACKEND)")
+        return
     threshold = threshold or 0.0
     from profiler.api import diff as diff_tables
     from profiler.api import op_times
