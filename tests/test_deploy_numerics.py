@@ -74,6 +74,15 @@ def test_fp32_matches_eager(exported, inputs):
     assert r.output.rel_error < 1e-5 and r.first_diverging is None
 
 
+def test_fp16_within_half_precision(exported, inputs):
+    m, path = exported["mlp"]
+    r = diff_onnx(m, inputs, path, "fp16")
+    # fp16 rounds to 11 significant bits: unit roundoff 2^-11 = 4.9e-4 per value; a few roundings
+    # in a row stay within a small multiple of it, and above fp32's (2^-24 = 6e-8).
+    assert 1e-6 < r.output.rel_error < 4 * 2**-11
+    assert r.first_diverging is None
+
+
 def test_int8_within_budget_and_no_layer_diverges(exported, inputs):
     m, path = exported["mlp"]
     r = diff_onnx(m, inputs, path, "int8")
