@@ -137,8 +137,11 @@ def _conv_concrete(node: Any) -> list[Any] | None:
 
 
 def is_ort_profile(path: Path) -> bool:
-    """A JSON list whose first events are ORT's Session events (a cheap look at the head)."""
+    """A JSON list whose first events are ORT's Session events (a cheap look at the head of a
+    regular file: a FIFO or device is left to the readers that refuse it)."""
     try:
+        if not path.is_file() or path.name.endswith(".gz"):
+            return False
         with open(path, "rb") as f:
             head = f.read(512)
     except OSError:
