@@ -92,3 +92,26 @@ def test_not_a_profile_one_line(tmp_path):
         load_ort_profile(bad)
     assert str(bad) in str(e.value) and "ONNX Runtime profile" in str(e.value)
     np.testing.assert_equal(bad.read_text(), '[{"cat": "Session", "name": 3')  # never modified
+
+
+def test_perf_profile_backend_onnxruntime(tmp_path):
+    out = tmp_path / "cn.json"
+    args = [
+        "profile",
+        "--model",
+        "tests.deploy_models:convnet",
+        "--input",
+        "2x3x8x8",
+        "--backend",
+        "onnxruntime",
+        "-o",
+        str(out),
+        "--json",
+    ]
+    r = CliRunner().invoke(app, args)
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.stdout)
+    conv = [o for o in doc["ops"] if o["name"] == "onnx::Conv"]
+    assert conv and conv[0]["count"] == 3  # three runs, one Conv each
+    r = CliRunner().invoke(app, ["profile", "--model", "tests.deploy_models:convnet", "--backend", "tvm"])
+    assert r.exit_code == 2 and "--backend tvm" in r.output

@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -113,6 +114,9 @@ def _quantize_int8(fp32: Path, out: Path, calibration: Calibration) -> None:
             batch = next(self.it, None)
             return None if batch is None else dict(zip(names, batch))
 
+    root = logging.getLogger()
+    level = root.level
+    root.setLevel(logging.ERROR)  # the quantizer's advice to pre-process goes to the root logger
     try:
         quantize_static(
             str(fp32),
@@ -127,3 +131,5 @@ def _quantize_int8(fp32: Path, out: Path, calibration: Calibration) -> None:
         from collectors.torch_runtime.specs import one_line
 
         raise InputError(calibration.source, f"int8 calibration failed: {one_line(e)}") from None
+    finally:
+        root.setLevel(level)

@@ -109,3 +109,38 @@ def numerics_diff(
     with tempfile.TemporaryDirectory() as tmp:
         path = export_model(model, tuple(xs), Path(tmp) / "model.onnx", label=f"--model {spec}")
         return diff_onnx(model, tuple(xs), path, precision, threshold=threshold, calibration=calibration)
+
+
+def profile_onnxruntime(
+    spec: str,
+    input_specs: list[str],
+    out: Path,
+    *,
+    precision: str = "fp32",
+    runs: int = 3,
+    calibration: Path | None = None,
+) -> tuple[Path, tuple[str, ...]]:
+    """`perf profile MODEL --backend onnxruntime`: export the model, make the `precision` variant,
+    run it `runs` times under ONNX Runtime's profiler (CPU EP) and write the profile to `out`
+    (collectors.onnx.ort_trace). Returns the path and notes (int8: what it calibrated on)."""
+    from collectors.onnx.ort_trace import profile_ort
+    from collectors.onnx.precision import load_batches, random_calibration, to_precision
+    from collectors.torch_runtime.run_model import prepare
+
+    if precision not in PRECISIONS:
+        raise InputError(None, f"--precision {precision}: expected one of {', '.join(PRECISIONS)}")
+    model, xs = prepare(spec, input_specs, "fp32", False, eager_check=True)
+    model = model.eval()
+    arrays = tuple(x.detach().cpu().numpy() for x in xs)
+    calib = None
+    if precision == "int8":
+        calib = (
+            load_batches(calibration, len(arrays))
+            if calibration
+            else random_calibration([(a.shape, a.dtype) for a in arrays])
+        )
+    with tempfile.TemporaryDirectory() as tmp:
+        fp32 = export_model(model, tuple(xs), Path(tmp) / "model.onnx", label=f"--model {spec}")
+        cand = to_precision(fp32, precision, Path(tmp) / f"model.{precision}.onnx", calib)
+        path = profile_ort(cand, arrays, out, runs=runs)
+    return path, ((f"int8 calibrated on {calib.source}",) if calib else ())

@@ -103,10 +103,29 @@ def profile(
         ),
     ] = False,
     force: Force = False,
+    backend: Annotated[
+        str,
+        typer.Option(
+            help="Model: eager (torch.profiler, the default) or onnxruntime (export, --precision, ONNX Runtime CPU "
+            "profiler; docs/deploy.md)."
+        ),
+    ] = "eager",
+    precision: Annotated[
+        str | None, typer.Option(help="--backend onnxruntime: fp32 (default), fp16 or int8 (QDQ).")
+    ] = None,
+    calibration: Annotated[
+        Path | None, typer.Option(help="--backend onnxruntime, int8: calibration batches (.pt/.npy).")
+    ] = None,
 ) -> None:
     """Run a script (or --model factory) under torch.profiler, write the trace, then analyze it as \
 `perf analyze` does."""
     require_torch("profile")
+    if backend != "eager":
+        from profiler.cli.profile_backend import profile_backend
+
+        profile_backend(backend, model, input or [], output, precision, steps, calibration, force,
+                        top=top, json=json, hardware=hardware, section=section)
+        return
     if compare_compile:
         _compare_compile(model, input or [], dtype, steps, backward, hardware, json)
         return
