@@ -183,3 +183,33 @@ def test_unreadable_calibration_one_line_exit_2(tmp_path):
     assert r.exit_code == 2
     lines = [ln for ln in r.output.splitlines() if ln.strip()]
     assert len(lines) == 1 and str(bad) in lines[0] and "cannot read input batches" in lines[0], r.output
+
+
+def test_inputs_file_is_compared_on(tmp_path):
+    f = tmp_path / "x.pt"
+    torch.save([torch.full((2, IN), 0.5)], f)  # one batch of one input, batch 2 (not --input's 4)
+    r = run(
+        "diff",
+        "--numerics",
+        "tests.deploy_models:mlp",
+        "--candidate",
+        "onnxruntime",
+        "--inputs",
+        f,
+        "--input",
+        f"{BATCH}x{IN}",
+        "--json",
+    )
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.stdout)
+    assert doc["notes"][0] == f"compared on the first batch of {f} (2x{IN})"
+    assert doc["output"]["rel_error"] < 1e-5
+
+
+def test_bad_candidate_and_missing_traces_exit_2():
+    r = run("diff", "--numerics", "tests.deploy_models:mlp", "--candidate", "tensorrt:int8", "--input", "4x16")
+    assert r.exit_code == 2 and "backend 'tensorrt' is not supported yet" in r.output
+    r = run("diff", "--numerics", "tests.deploy_models:mlp", "--candidate", "onnxruntime:int4", "--input", "4x16")
+    assert r.exit_code == 2 and "precision 'int4'" in r.output
+    r = run("diff")  # the trace mode still wants its two traces
+    assert r.exit_code == 2 and "give the two traces" in r.output

@@ -8,6 +8,7 @@ tensorrt, inductor, accelerator) are refused with one line until they are built.
 
 from __future__ import annotations
 
+import dataclasses
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -102,13 +103,16 @@ def numerics_diff(
     _, precision = parse_candidate(candidate)
     model, xs = prepare(spec, input_specs, "fp32", False, eager_check=True)
     model = model.eval()
+    seen = f"compared on seeded random inputs ({', '.join(input_specs)})"
     if inputs_file is not None:
         xs = [torch.from_numpy(a) for a in load_batches(inputs_file, len(xs)).batches[0]]
+        seen = f"compared on the first batch of {inputs_file} ({', '.join('x'.join(map(str, x.shape)) for x in xs)})"
     if calibration is not None and precision == "int8":
         load_batches(calibration, len(xs))  # an unreadable file is told before the export's seconds
     with tempfile.TemporaryDirectory() as tmp:
         path = export_model(model, tuple(xs), Path(tmp) / "model.onnx", label=f"--model {spec}")
-        return diff_onnx(model, tuple(xs), path, precision, threshold=threshold, calibration=calibration)
+        report = diff_onnx(model, tuple(xs), path, precision, threshold=threshold, calibration=calibration)
+    return dataclasses.replace(report, notes=(seen, *report.notes))
 
 
 def profile_onnxruntime(
