@@ -159,12 +159,16 @@ def _shapes(spec: Any) -> tuple[list, list]:
     return shapes, dtypes
 
 
-def load_ort_profile(path: str | Path) -> Trace:
-    """The Trace of an ONNX Runtime profile JSON (see the module docstring)."""
+def load_ort_profile(path: str | Path, max_bytes: int | None = None) -> Trace:
+    """The Trace of an ONNX Runtime profile JSON (see the module docstring); at most `max_bytes`
+    read (profiler.model.files.read_bounded)."""
+    from profiler.model.files import read_bounded
+
     path = Path(path)
+    raw = read_bounded(path, max_bytes)
     try:
-        events = json.loads(path.read_text())
-    except (OSError, UnicodeDecodeError, ValueError) as err:
+        events = json.loads(raw)
+    except (UnicodeDecodeError, ValueError) as err:
         raise InputError(path, f"not a readable ONNX Runtime profile: {type(err).__name__}") from None
     if not isinstance(events, list) or not all(isinstance(e, dict) for e in events):
         raise InputError(path, "not an ONNX Runtime profile: expected a JSON list of events")

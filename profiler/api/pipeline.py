@@ -48,7 +48,7 @@ def load_trace(path: str | Path, *, max_bytes: int | None = None) -> Trace:
     if is_ort_profile(Path(path)):
         from collectors.onnx.ort_trace import load_ort_profile
 
-        return load_ort_profile(path)
+        return load_ort_profile(path, max_bytes)
     from collectors.kineto import load_kineto
 
     return load_kineto(path, max_bytes)
