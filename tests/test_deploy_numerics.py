@@ -103,6 +103,18 @@ def test_planted_fault_is_the_first_diverging_layer(exported, inputs):
     assert r.growth[0][0] == "mid"
 
 
+def test_qnn_qdq_config_finds_the_fault_too(exported, inputs):
+    # get_qnn_qdq_config: uint8 asymmetric activations, per-channel uint8 weights (measured: mlp
+    # output 0.029, 30.8 dB; fragile mid 1.0)
+    m, path = exported["mlp"]
+    r = diff_onnx(m, inputs, path, "int8-qnn")
+    assert 1e-4 < r.output.rel_error < INT8_BUDGET and r.first_diverging is None
+    m, path = exported["fragile"]
+    r = diff_onnx(m, inputs, path, "int8-qnn")
+    assert r.first_diverging is not None and r.first_diverging.name == "mid"
+    assert r.notes[0].startswith("int8-qnn calibrated on random normal inputs")
+
+
 def test_calibration_file_is_used(exported, inputs, tmp_path):
     m, path = exported["mlp"]
     f = tmp_path / "calib.npy"

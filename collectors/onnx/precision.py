@@ -5,6 +5,9 @@
 - int8: ONNX Runtime's post-training static quantization in QDQ format: activations per tensor
   (signed int8, MinMax calibration over the batches given), weights per output channel. Without a
   calibration file the batches are random normal inputs (seeded); `Calibration.source` says which.
+- int8-qnn: the QDQ configuration Qualcomm's HTP takes (`get_qnn_qdq_config`: unsigned 8-bit
+  activations and weights, asymmetric, per output channel for weights, Relu kept as a node), the
+  same calibration.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ import onnx
 
 from profiler.model.errors import InputError
 
-PRECISIONS = ("fp32", "fp16", "int8")
+PRECISIONS = ("fp32", "fp16", "int8", "int8-qnn")
 RANDOM_BATCHES = 8
 
 
@@ -93,16 +96,17 @@ def to_precision(fp32: Path, precision: str, out: Path, calibration: Calibration
         model = float16.convert_float_to_float16(onnx.load(str(fp32)), keep_io_types=True)
         onnx.save(model, str(out))
         return out
-    if precision == "int8":
+    if precision in ("int8", "int8-qnn"):
         if calibration is None:
             raise ValueError("int8 needs calibration batches")
-        _quantize_int8(fp32, out, calibration)
+        _quantize_int8(fp32, out, calibration, qnn=precision == "int8-qnn")
         return out
     raise InputError(None, f"precision {precision!r}: expected one of {', '.join(PRECISIONS)}")
 
 
-def _quantize_int8(fp32: Path, out: Path, calibration: Calibration) -> None:
-    from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
+def _quantize_int8(fp32: Path, out: Path, calibration: Calibration, *, qnn: bool = False) -> None:
+    from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize, quantize_static
+    from onnxruntime.quantization.execution_providers.qnn import get_qnn_qdq_config
 
     names = [i.name for i in onnx.load(str(fp32), load_external_data=False).graph.input]
 
@@ -118,15 +122,18 @@ def _quantize_int8(fp32: Path, out: Path, calibration: Calibration) -> None:
     level = root.level
     root.setLevel(logging.ERROR)  # the quantizer's advice to pre-process goes to the root logger
     try:
-        quantize_static(
-            str(fp32),
-            str(out),
-            Reader(),
-            quant_format=QuantFormat.QDQ,
-            per_channel=True,
-            activation_type=QuantType.QInt8,
-            weight_type=QuantType.QInt8,
-        )
+        if qnn:
+            quantize(str(fp32), str(out), get_qnn_qdq_config(str(fp32), Reader(), per_channel=True))
+        else:
+            quantize_static(
+                str(fp32),
+                str(out),
+                Reader(),
+                quant_format=QuantFormat.QDQ,
+                per_channel=True,
+                activation_type=QuantType.QInt8,
+                weight_type=QuantType.QInt8,
+            )
     except Exception as e:  # noqa: BLE001 - calibration batches of the wrong shape or dtype
         from collectors.torch_runtime.specs import one_line
 

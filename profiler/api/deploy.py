@@ -17,7 +17,7 @@ from analysis.numerics import DEFAULT_THRESHOLD, NumericsReport, compare_layers
 from profiler.model.errors import InputError
 
 BACKENDS = ("onnxruntime",)
-PRECISIONS = ("fp32", "fp16", "int8")
+PRECISIONS = ("fp32", "fp16", "int8", "int8-qnn")
 
 
 def parse_candidate(text: str) -> tuple[str, str]:
@@ -61,12 +61,12 @@ def diff_onnx(
     arrays = tuple(x.detach().cpu().numpy() for x in inputs)
     notes: list[str] = []
     calib = None
-    if precision == "int8":
+    if precision.startswith("int8"):
         if calibration is not None:
             calib = load_batches(calibration, len(arrays))
         else:
             calib = random_calibration([(a.shape, a.dtype) for a in arrays])
-        notes.append(f"int8 calibrated on {calib.source}")
+        notes.append(f"{precision} calibrated on {calib.source}")
     with tempfile.TemporaryDirectory(dir=workdir) as tmp:
         cand = to_precision(fp32_onnx, precision, Path(tmp) / f"model.{precision}.onnx", calib)
         tensors = {k: t for k, (t, _) in module_outputs(onnx.load(str(fp32_onnx), load_external_data=False)).items()}
@@ -107,7 +107,7 @@ def numerics_diff(
     if inputs_file is not None:
         xs = [torch.from_numpy(a) for a in load_batches(inputs_file, len(xs)).batches[0]]
         seen = f"compared on the first batch of {inputs_file} ({', '.join('x'.join(map(str, x.shape)) for x in xs)})"
-    if calibration is not None and precision == "int8":
+    if calibration is not None and precision.startswith("int8"):
         load_batches(calibration, len(xs))  # an unreadable file is told before the export's seconds
     with tempfile.TemporaryDirectory() as tmp:
         path = export_model(model, tuple(xs), Path(tmp) / "model.onnx", label=f"--model {spec}")
@@ -137,7 +137,7 @@ def profile_onnxruntime(
     model = model.eval()
     arrays = tuple(x.detach().cpu().numpy() for x in xs)
     calib = None
-    if precision == "int8":
+    if precision.startswith("int8"):
         calib = (
             load_batches(calibration, len(arrays))
             if calibration
@@ -147,4 +147,4 @@ def profile_onnxruntime(
         fp32 = export_model(model, tuple(xs), Path(tmp) / "model.onnx", label=f"--model {spec}")
         cand = to_precision(fp32, precision, Path(tmp) / f"model.{precision}.onnx", calib)
         path = profile_ort(cand, arrays, out, runs=runs)
-    return path, ((f"int8 calibrated on {calib.source}",) if calib else ())
+    return path, ((f"{precision} calibrated on {calib.source}",) if calib else ())

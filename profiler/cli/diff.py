@@ -31,7 +31,8 @@ def diff(
         ),
     ] = None,
     candidate: Annotated[
-        str | None, typer.Option(help="--numerics: BACKEND[:PRECISION], e.g. onnxruntime:int8 (fp32, fp16, int8).")
+        str | None,
+        typer.Option(help="--numerics: BACKEND[:PRECISION], e.g. onnxruntime:int8 (fp32, fp16, int8, int8-qnn)."),
     ] = None,
     input: Annotated[
         list[str] | None, typer.Option("--input", help="--numerics: model input SHAPE[:DTYPE] (repeatable).")

@@ -23,7 +23,7 @@ def _report(
     from profiler.api import NUMERICS_THRESHOLD, numerics_diff
 
     if not candidate:
-        fail("give the candidate to compare with eager fp32: --candidate onnxruntime[:fp32|fp16|int8]")
+        fail("give the candidate to compare with eager fp32: --candidate onnxruntime[:fp32|fp16|int8|int8-qnn]")
     with one_line_errors(calibration or inputs_file or Path(model)):
         return numerics_diff(
             model,

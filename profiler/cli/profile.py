@@ -111,7 +111,8 @@ def profile(
         ),
     ] = "eager",
     precision: Annotated[
-        str | None, typer.Option(help="--backend onnxruntime: fp32 (default), fp16 or int8 (QDQ).")
+        str | None,
+        typer.Option(help="--backend onnxruntime: fp32 (default), fp16, int8 (QDQ) or int8-qnn (QNN HTP QDQ config)."),
     ] = None,
     calibration: Annotated[
         Path | None, typer.Option(help="--backend onnxruntime, int8: calibration batches (.pt/.npy).")
@@ -123,8 +124,20 @@ def profile(
     if backend != "eager":
         from profiler.cli.profile_backend import profile_backend
 
-        profile_backend(backend, model, input or [], output, precision, steps, calibration, force,
-                        top=top, json=json, hardware=hardware, section=section)
+        profile_backend(
+            backend,
+            model,
+            input or [],
+            output,
+            precision,
+            steps,
+            calibration,
+            force,
+            top=top,
+            json=json,
+            hardware=hardware,
+            section=section,
+        )
         return
     if compare_compile:
         _compare_compile(model, input or [], dtype, steps, backward, hardware, json)
