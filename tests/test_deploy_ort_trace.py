@@ -115,3 +115,19 @@ def test_perf_profile_backend_onnxruntime(tmp_path):
     assert conv and conv[0]["count"] == 3  # three runs, one Conv each
     r = CliRunner().invoke(app, ["profile", "--model", "tests.deploy_models:convnet", "--backend", "tvm"])
     assert r.exit_code == 2 and "--backend tvm" in r.output
+
+
+def test_dashboard_reads_it(profile):
+    from dashboard import views
+    from dashboard.store import TraceStore
+
+    store = TraceStore()
+    try:
+        tid = store.add_path(profile)
+        ops = views.ops_for(store, tid, None)
+        conv = ops[ops["name"] == "onnx::Conv"]
+        assert len(conv) == 1 and conv["count"].iloc[0] == RUNS
+        assert conv["flops_effective"].iloc[0] == RUNS * 13824  # the op table sums its calls
+        assert views.timeline_for(store, tid) is not None
+    finally:
+        store.close()
