@@ -175,6 +175,10 @@ def handler(name: str):
         base = name[6:]
     elif name.startswith("aten."):  # torch.export / FX spelling
         base = name[5:].split(".")[0]
+    elif name.startswith("onnx::"):  # ONNX Runtime node events (analysis.cost.onnx)
+        from analysis.cost.onnx import ONNX_OPS
+
+        return ONNX_OPS.get(name[6:], (None, name[6:]))
     else:
         return CUSTOM_OPS.get(name) or FUSED_EXPERTS.get(name), name  # '_C::rms_norm', 'aiter::rmsnorm' ...
     h = _HANDLERS.get(base)

@@ -102,6 +102,8 @@ FACADE: dict[str, tuple[str, str]] = {
     "compile_report_doc": ("collectors.torch_compile.report", "report_doc"),  # ... as the perfCompile JSON doc
     "CompareResult": ("collectors.torch_compile.compare", "CompareResult"),  # perf profile --compare-compile
     "counter_spec_level": ("analysis.measured_roofline", "spec_level"),  # a measured level's memory level in a spec
+    "numerics_diff": ("profiler.api.deploy", "numerics_diff"),  # perf diff --numerics, perf gate --accuracy
+    "NUMERICS_THRESHOLD": ("analysis.numerics", "DEFAULT_THRESHOLD"),  # rel_error past which a layer diverges
     "OUTPUT_TABLES": ("analysis.columns", "OUTPUT_TABLES"),  # every Analysis table's columns
     "output_tables_markdown": ("analysis.columns", "markdown"),  # their reference (docs/json-schema.md)
 }

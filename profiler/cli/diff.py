@@ -13,10 +13,37 @@ from profiler.cli.common import MaxBytes, app, one_line_errors
 
 @app.command()
 def diff(
-    base: Annotated[Path, typer.Argument(help="Trace A (the baseline): file or directory.")],
-    new: Annotated[Path, typer.Argument(help="Trace B: file or directory.")],
+    base: Annotated[Path | None, typer.Argument(help="Trace A (the baseline): file or directory.")] = None,
+    new: Annotated[Path | None, typer.Argument(help="Trace B: file or directory.")] = None,
     top: Annotated[int, typer.Option(min=1, help="How many changes to list.")] = 20,
-    threshold: Annotated[float, typer.Option(help="Ignore time changes below this percent of A's time.")] = 0.0,
+    threshold: Annotated[
+        float | None,
+        typer.Option(
+            help="Traces: ignore time changes below this percent of A's time (default 0). --numerics: a layer "
+            "diverges when its normwise relative error exceeds this (default 0.1, SQNR below 20 dB)."
+        ),
+    ] = None,
+    numerics: Annotated[
+        str | None,
+        typer.Option(
+            help="Compare a model's numbers instead of two traces: MODULE:FACTORY, eager fp32 against --candidate, "
+            "layer by layer (docs/deploy.md)."
+        ),
+    ] = None,
+    candidate: Annotated[
+        str | None,
+        typer.Option(help="--numerics: BACKEND[:PRECISION], e.g. onnxruntime:int8 (fp32, fp16, int8, int8-qnn)."),
+    ] = None,
+    input: Annotated[
+        list[str] | None, typer.Option("--input", help="--numerics: model input SHAPE[:DTYPE] (repeatable).")
+    ] = None,
+    inputs: Annotated[
+        Path | None, typer.Option(help="--numerics: compare on the first batch of this .pt/.npy instead.")
+    ] = None,
+    calibration: Annotated[
+        Path | None,
+        typer.Option(help="--numerics, int8: calibration batches (.pt/.npy); default 8 random normal batches."),
+    ] = None,
     json: Annotated[
         bool, typer.Option("--json", help="Write the setup and the changes as JSON (schema perf.diff, version 2).")
     ] = False,
@@ -24,7 +51,19 @@ def diff(
 ) -> None:
     """Compare two traces: first what differs in the setup (hardware, ranks, dtypes, versions, shapes; a
     comparison across hardware or rank counts is labelled not like-for-like), then ops and kernels
-    matched by name and input shapes; count, time, bound changes."""
+    matched by name and input shapes; count, time, bound changes. With --numerics MODEL: eager fp32
+    against a candidate, per layer (rel_error, max_abs_error, cosine, SQNR) and the first diverging layer."""
+    if numerics is not None:
+        from profiler.cli.numerics import diff_numerics
+
+        diff_numerics(numerics, candidate, input or [], inputs, calibration, threshold, json)
+        return
+    if base is None or new is None:
+        from profiler.cli.common import fail
+
+        fail("give the two traces to compare: perf diff A B (or --numerics MODEL --candidate BACKEND)")
+        return
+    threshold = threshold or 0.0
     from profiler.api import diff as diff_tables
     from profiler.api import op_times
     from profiler.api import analyze as run_analysis

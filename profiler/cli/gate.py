@@ -58,11 +58,34 @@ def gate(
         bool, typer.Option("--json", help="Write the verdicts as JSON (schema perf.gate, version 2).")
     ] = False,
     max_bytes: MaxBytes = None,
+    accuracy: Annotated[
+        float | None,
+        typer.Option(
+            help="Accuracy gate instead: MODEL (MODULE:FACTORY) as the one argument; exit 1 when --candidate's "
+            "output error (normwise relative, against eager fp32) exceeds this budget (docs/deploy.md)."
+        ),
+    ] = None,
+    candidate: Annotated[
+        str | None, typer.Option(help="--accuracy: BACKEND[:PRECISION], e.g. onnxruntime:int8.")
+    ] = None,
+    input: Annotated[list[str] | None, typer.Option("--input", help="--accuracy: model input SHAPE[:DTYPE].")] = None,
+    inputs: Annotated[Path | None, typer.Option(help="--accuracy: inputs, the first batch of a .pt/.npy.")] = None,
+    calibration: Annotated[Path | None, typer.Option(help="--accuracy, int8: calibration batches (.pt/.npy).")] = None,
+    threshold: Annotated[
+        float | None, typer.Option(help="--accuracy: rel_error past which a layer diverges (default 0.1).")
+    ] = None,
 ) -> None:
     """CI gate: exit 1 when NEW is slower than BASE: in wall-clock time per step, in device (or
     CPU op) time, or for any op holding 5% of it. With 3+ runs a side, slower by more than
     --max-regression AND beyond the noise (a 95% bootstrap interval); with fewer, the change cannot
     be separated from noise and is compared with --tolerance."""
+    if accuracy is not None:
+        from profiler.cli.numerics import gate_accuracy
+
+        if len(base_new or []) != 1 or base or new:
+            fail("--accuracy BUDGET takes one MODEL (MODULE:FACTORY) and --candidate, not traces")
+        gate_accuracy(accuracy, str((base_new or [])[0]), candidate, input or [], inputs, calibration, threshold, json)
+        return
     from profiler.api import GATE_MIN_RUNS as MIN_RUNS
     from profiler.api import gate_compare as compare
     from profiler.api import gate_samples as samples

@@ -102,18 +102,26 @@ def profile(
             "written beside the trace as .perfstat.csv; skipped when the perf tool is absent.",
         ),
     ] = False,
-    backend: Annotated[
-        str,
-        typer.Option(
-            help="torch (the PyTorch profiler, default) or iree: export the model with iree-turbine, compile it "
-            "with iree-compile for this CPU and time each dispatch (docs/iree.md).",
-        ),
-    ] = "torch",
     iree_flag: Annotated[
         list[str] | None,
         typer.Option("--iree-flag", help="--backend iree: one more iree-compile flag (repeatable)."),
     ] = None,
     force: Force = False,
+    backend: Annotated[
+        str,
+        typer.Option(
+            help="eager (torch.profiler, the default; a script or a model), iree (export the model with "
+            "iree-turbine, compile it with iree-compile for this CPU and time each dispatch; docs/iree.md) or "
+            "onnxruntime (export, --precision, ONNX Runtime CPU profiler; docs/deploy.md)."
+        ),
+    ] = "eager",
+    precision: Annotated[
+        str | None,
+        typer.Option(help="--backend onnxruntime: fp32 (default), fp16, int8 (QDQ) or int8-qnn (QNN HTP QDQ config)."),
+    ] = None,
+    calibration: Annotated[
+        Path | None, typer.Option(help="--backend onnxruntime, int8: calibration batches (.pt/.npy).")
+    ] = None,
 ) -> None:
     """Run a script (or --model factory) under torch.profiler, write the trace, then analyze it as \
 `perf analyze` does."""
@@ -125,7 +133,7 @@ def profile(
 
         main(["profile", *ctx.args, "--model", str(script)])
         return
-    if backend != "torch" or iree_flag:
+    if backend == "iree" or iree_flag:
         from profiler.cli.profile_iree import profile_iree_cli
 
         profile_iree_cli(
@@ -139,6 +147,24 @@ def profile(
             json,
             force,
             steps,
+        )
+        return
+    if backend != "eager":
+        from profiler.cli.profile_backend import profile_backend
+
+        profile_backend(
+            backend,
+            model,
+            input or [],
+            output,
+            precision,
+            steps,
+            calibration,
+            force,
+            top=top,
+            json=json,
+            hardware=hardware,
+            section=section,
         )
         return
     if compare_compile:

@@ -26,7 +26,7 @@ def profile_iree_cli(
     """Run and report (module docstring); every failure one line, exit 2."""
     with one_line_errors(Path(model or "profile")):
         if backend != "iree":
-            raise InputError(None, f"--backend {backend}: choose torch or iree")
+            raise InputError(None, f"--backend {backend}: choose eager, iree or onnxruntime")
         if not model:
             raise InputError(
                 None, "--backend iree profiles a model: perf profile MODULE:FACTORY --backend iree --input SHAPE"

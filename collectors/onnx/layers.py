@@ -1,0 +1,109 @@
+"""Every layer's output on both sides of a numerical diff.
+
+- eager (the reference): a forward hook on every submodule records its output (the first tensor
+  when it returns several), in the order the calls finish: the network order (a block after the
+  layers it holds). A module called twice keeps its first call.
+- ONNX Runtime (the candidate): each module's output tensor (`export.module_outputs`, from the fp32
+  export) is made a graph output and read back. In a QDQ model the tensor is read after its
+  QuantizeLinear -> DequantizeLinear pair when it has one: the value the next layer consumes,
+  compared after dequantization. A layer whose tensor the candidate no longer has (fused away by
+the quantizer) is not compared. Graph optimisation is off so that no tensor is fused away (QDQ
+  then runs as fake quantization in fp32, the format's reference semantics).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnx
+
+
+def eager_outputs(model: Any, inputs: tuple[Any, ...]) -> tuple[dict[str, np.ndarray], dict[str, str], np.ndarray]:
+    """(module path -> fp32 output, module path -> class name, the model's output) of one eager forward."""
+    import torch
+
+    outs: dict[str, np.ndarray] = {}
+    kinds: dict[str, str] = {}
+    handles = []
+
+    def hook(name: str):
+        def record(module: Any, args: Any, output: Any) -> None:
+            t = _first_tensor(output)
+            if t is not None and name not in outs:
+                outs[name] = t.detach().float().cpu().numpy()
+                kinds[name] = type(module).__name__
+
+        return record
+
+    for name, module in model.named_modules():
+        if name:
+            handles.append(module.register_forward_hook(hook(name)))
+    try:
+        with torch.no_grad():
+            final = _first_tensor(model(*inputs))
+    finally:
+        for h in handles:
+            h.remove()
+    return outs, kinds, (final.detach().float().cpu().numpy() if final is not None else np.zeros(0))
+
+
+def _first_tensor(x: Any) -> Any:
+    import torch
+
+    if isinstance(x, torch.Tensor):
+        return x
+    if isinstance(x, (list, tuple)):
+        for v in x:
+            t = _first_tensor(v)
+            if t is not None:
+                return t
+    if isinstance(x, dict):
+        return _first_tensor(list(x.values()))
+    return None
+
+
+def dequantized(model: onnx.ModelProto, tensor: str) -> str:
+    """The tensor after `tensor`'s QuantizeLinear -> DequantizeLinear pair, or `tensor` itself."""
+    consumers: dict[str, list[onnx.NodeProto]] = {}
+    for n in model.graph.node:
+        for i in n.input:
+            consumers.setdefault(i, []).append(n)
+    for q in consumers.get(tensor, []):
+        if q.op_type == "QuantizeLinear":
+            for dq in consumers.get(q.output[0], []):
+                if dq.op_type == "DequantizeLinear":
+                    return dq.output[0]
+    return tensor
+
+
+def ort_outputs(
+    path: Path, inputs: tuple[np.ndarray, ...], tensors: dict[str, str]
+) -> tuple[dict[str, np.ndarray], np.ndarray]:
+    """(layer -> its output as fp32, the model's first output) from one ONNX Runtime CPU run of the
+    model at `path` with each wanted tensor (`tensors`: layer -> tensor name) exposed as an output."""
+    import onnxruntime as ort
+
+    model = onnx.load(str(path))
+    made = {o for n in model.graph.node for o in n.output} | {i.name for i in model.graph.input}
+    # A tensor the precision pass fused away (int8 folds a Relu into the Gemm before it) has no
+    # counterpart: that layer is left out of the comparison.
+    read = {layer: dequantized(model, t) for layer, t in tensors.items() if t in made}
+    have = {o.name for o in model.graph.output}
+    inferred = onnx.shape_inference.infer_shapes(model)
+    types = {v.name: v for v in list(inferred.graph.value_info) + list(inferred.graph.output)}
+    for name in sorted(set(read.values()) - have):
+        if name in types:
+            model.graph.output.append(types[name])
+        else:  # no inferred type: ONNX Runtime accepts an output declared by name only
+            model.graph.output.append(onnx.ValueInfoProto(name=name))
+    opts = ort.SessionOptions()
+    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    opts.log_severity_level = 3
+    session = ort.InferenceSession(model.SerializeToString(), opts, providers=["CPUExecutionProvider"])
+    feeds = {i.name: a for i, a in zip(session.get_inputs(), inputs)}
+    names = [o.name for o in session.get_outputs()]
+    values = dict(zip(names, session.run(names, feeds)))
+    final = np.asarray(values[names[0]], dtype=np.float32)
+    return {layer: np.asarray(values[t], dtype=np.float32) for layer, t in read.items() if t in values}, final

@@ -1,0 +1,150 @@
+"""Deployment targets: export a model to ONNX, make a precision variant, and compare it layer by
+layer with eager fp32 (`perf diff --numerics`, `perf gate --accuracy`).
+
+Candidates are `BACKEND[:PRECISION]`: today `onnxruntime` (CPU execution provider) at fp32, fp16
+or int8 (QDQ, static, per-channel weights). The other backends the issue names (qnn-sim,
+tensorrt, inductor, accelerator) are refused with one line until they are built.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from analysis.numerics import DEFAULT_THRESHOLD, NumericsReport, compare_layers
+from profiler.model.errors import InputError
+
+BACKENDS = ("onnxruntime",)
+PRECISIONS = ("fp32", "fp16", "int8", "int8-qnn")
+
+
+def parse_candidate(text: str) -> tuple[str, str]:
+    """`onnxruntime:int8` -> ('onnxruntime', 'int8'); the precision defaults to fp32."""
+    backend, _, precision = text.partition(":")
+    precision = precision or "fp32"
+    if backend not in BACKENDS:
+        raise InputError(
+            None, f"--candidate {text}: backend {backend!r} is not supported yet; expected one of {', '.join(BACKENDS)}"
+        )
+    if precision not in PRECISIONS:
+        raise InputError(None, f"--candidate {text}: precision {precision!r}; expected one of {', '.join(PRECISIONS)}")
+    return backend, precision
+
+
+def export_model(model: Any, inputs: tuple[Any, ...], path: Path, *, label: str = "model") -> Path:
+    """The fp32 ONNX export of `model` at `path` (collectors.onnx.export)."""
+    from collectors.onnx.export import export_onnx
+
+    return export_onnx(model, inputs, path, label=label)
+
+
+def diff_onnx(
+    model: Any,
+    inputs: tuple[Any, ...],
+    fp32_onnx: Path,
+    precision: str,
+    *,
+    threshold: float = DEFAULT_THRESHOLD,
+    calibration: Path | None = None,
+    workdir: Path | None = None,
+) -> NumericsReport:
+    """Eager fp32 against ONNX Runtime at `precision` on `inputs`, per layer (analysis.numerics).
+    `fp32_onnx` is `model`'s export; int8 calibrates on the file's batches or random inputs."""
+    import onnx
+
+    from collectors.onnx.export import module_outputs
+    from collectors.onnx.layers import eager_outputs, ort_outputs
+    from collectors.onnx.precision import load_batches, random_calibration, to_precision
+
+    arrays = tuple(x.detach().cpu().numpy() for x in inputs)
+    notes: list[str] = []
+    calib = None
+    if precision.startswith("int8"):
+        if calibration is not None:
+            calib = load_batches(calibration, len(arrays))
+        else:
+            calib = random_calibration([(a.shape, a.dtype) for a in arrays])
+        notes.append(f"{precision} calibrated on {calib.source}")
+    with tempfile.TemporaryDirectory(dir=workdir) as tmp:
+        cand = to_precision(fp32_onnx, precision, Path(tmp) / f"model.{precision}.onnx", calib)
+        tensors = {k: t for k, (t, _) in module_outputs(onnx.load(str(fp32_onnx), load_external_data=False)).items()}
+        ref, ops, ref_out = eager_outputs(model, tuple(inputs))
+        got, cand_out = ort_outputs(cand, arrays, tensors)
+    return compare_layers(
+        ref,
+        got,
+        ops,
+        ref_out,
+        cand_out,
+        threshold=threshold,
+        candidate=f"onnxruntime:{precision}",
+        notes=tuple(notes),
+    )
+
+
+def numerics_diff(
+    spec: str,
+    input_specs: list[str],
+    candidate: str,
+    *,
+    threshold: float = DEFAULT_THRESHOLD,
+    inputs_file: Path | None = None,
+    calibration: Path | None = None,
+) -> NumericsReport:
+    """`perf diff --numerics`: build the model from its factory, export it, compare the candidate.
+    Inputs: the first batch of `inputs_file` when given, else the seeded random inputs of --input."""
+    import torch
+
+    from collectors.onnx.precision import load_batches
+    from collectors.torch_runtime.run_model import prepare
+
+    _, precision = parse_candidate(candidate)
+    model, xs = prepare(spec, input_specs, "fp32", False, eager_check=True)
+    model = model.eval()
+    seen = f"compared on seeded random inputs ({', '.join(input_specs)})"
+    if inputs_file is not None:
+        xs = [torch.from_numpy(a) for a in load_batches(inputs_file, len(xs)).batches[0]]
+        seen = f"compared on the first batch of {inputs_file} ({', '.join('x'.join(map(str, x.shape)) for x in xs)})"
+    if calibration is not None and precision.startswith("int8"):
+        load_batches(calibration, len(xs))  # an unreadable file is told before the export's seconds
+    with tempfile.TemporaryDirectory() as tmp:
+        path = export_model(model, tuple(xs), Path(tmp) / "model.onnx", label=f"--model {spec}")
+        report = diff_onnx(model, tuple(xs), path, precision, threshold=threshold, calibration=calibration)
+    return dataclasses.replace(report, notes=(seen, *report.notes))
+
+
+def profile_onnxruntime(
+    spec: str,
+    input_specs: list[str],
+    out: Path,
+    *,
+    precision: str = "fp32",
+    runs: int = 3,
+    calibration: Path | None = None,
+) -> tuple[Path, tuple[str, ...]]:
+    """`perf profile MODEL --backend onnxruntime`: export the model, make the `precision` variant,
+    run it `runs` times under ONNX Runtime's profiler (CPU EP) and write the profile to `out`
+    (collectors.onnx.ort_trace). Returns the path and notes (int8: what it calibrated on)."""
+    from collectors.onnx.ort_trace import profile_ort
+    from collectors.onnx.precision import load_batches, random_calibration, to_precision
+    from collectors.torch_runtime.run_model import prepare
+
+    if precision not in PRECISIONS:
+        raise InputError(None, f"--precision {precision}: expected one of {', '.join(PRECISIONS)}")
+    model, xs = prepare(spec, input_specs, "fp32", False, eager_check=True)
+    model = model.eval()
+    arrays = tuple(x.detach().cpu().numpy() for x in xs)
+    calib = None
+    if precision.startswith("int8"):
+        calib = (
+            load_batches(calibration, len(arrays))
+            if calibration
+            else random_calibration([(a.shape, a.dtype) for a in arrays])
+        )
+    with tempfile.TemporaryDirectory() as tmp:
+        fp32 = export_model(model, tuple(xs), Path(tmp) / "model.onnx", label=f"--model {spec}")
+        cand = to_precision(fp32, precision, Path(tmp) / f"model.{precision}.onnx", calib)
+        path = profile_ort(cand, arrays, out, runs=runs)
+    return path, ((f"{precision} calibrated on {calib.source}",) if calib else ())

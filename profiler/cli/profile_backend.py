@@ -1,0 +1,56 @@
+"""`perf profile --model M --backend onnxruntime [--precision P]`: export, precision, run under the
+runtime's profiler, then analyze the trace as `perf analyze` does (docs/deploy.md). `perf profile`
+dispatches here for every backend but eager (its own path)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from profiler.cli.common import fail, one_line_errors
+
+BACKENDS = ("onnxruntime",)
+
+
+def profile_backend(
+    backend: str,
+    model: str | None,
+    inputs: list[str],
+    output: Path | None,
+    precision: str | None,
+    runs: int | None,
+    calibration: Path | None,
+    force: bool,
+    *,
+    top: int,
+    json: bool,
+    hardware: str | None,
+    section: list[str] | None,
+) -> None:
+    if backend not in BACKENDS:
+        fail(f"--backend {backend}: expected eager, iree or one of {', '.join(BACKENDS)}")
+    if not model:
+        fail(f"--backend {backend} profiles a model: give --model MODULE:FACTORY and --input SHAPE")
+        return
+    from profiler.api.deploy import profile_onnxruntime
+    from profiler.cli.analyze import analyze
+    from profiler.model.files import check_writable
+
+    with one_line_errors(calibration or Path(model)):
+        prec = precision or "fp32"
+        out = check_writable(output or Path(f"perf-{model.rpartition(':')[2]}.{backend}-{prec}.json"), force=force)
+        path, notes = profile_onnxruntime(model, inputs, out, precision=prec, runs=runs or 3, calibration=calibration)
+    print(f"wrote {path} (ONNX Runtime CPU profile, {prec})", file=sys.stderr)
+    for n in notes:
+        print(f"perf: note: {n}", file=sys.stderr)
+    analyze(
+        path,
+        top=top,
+        rank=None,
+        json=json,
+        hardware=hardware,
+        dtype=None,
+        section=section,
+        full=False,
+        collectives=None,
+    )
