@@ -103,11 +103,12 @@ def step_label(phase: str, batch: int, tokens: int, kv_tokens: int) -> str:
     return f"execute_{tokens}_context_0({none})_generation_{batch}({sums})"
 
 
-def serving_document(srun: ServingRun) -> dict[str, Any]:
-    """The whole trace document (module docstring); write it with orjson."""
+def serving_document(srun: ServingRun, tiles: bool = False) -> dict[str, Any]:
+    """The whole trace document (module docstring); write it with orjson. `tiles`: per-core tile
+    activity (trace.py)."""
     run, bounds = combined_run(srun)
     run = distinct_names(run, srun, bounds)
-    doc = trace_document(run)
+    doc = trace_document(run, tiles)
     fusion, seen = [], set()
     for row in doc["perfCompile"]["tables"]["fusion"]:  # one row per kernel name (names now fix the cost)
         if row["runtime_name"] not in seen:

@@ -9,6 +9,14 @@ matrix_ns, vector_ns, collective}; tid 1 'dma' one event per DMA transfer, categ
 (name 'DMA <route> <value>', args {route, bytes}; the Kineto reader reads it as kind `dma` on
 the chip's stream 1, not a unit of work: a transfer's time is part of its kernel's).
 tid 2 'link' holds the collectives (they run beside the cores' kernels that do not need them).
+Cores: every kernel runs on all of the chip's cores at once (run.py splits its GEMM's output
+columns, its vector elements and its DMA bytes evenly over them), so the 'kernels' thread is every
+core's. Per-tile activity on request (`tiles=True`, `perf simulate --tiles`): one thread per core
+(tid 3 + core, 'core <c>'), holding each tiled kernel's double-buffered loop
+(dma.tile_schedule) as category `tile` events 'load|compute|store <kernel> tile <i>' (args {kernel,
+tile, bytes: the core's share of that tile's transfers}); the cores work in lockstep on their
+shares, so their rows hold the same intervals. The Kineto reader reads `tile` as device
+annotations (labels, not work) on stream 3 + core.
 Counters ('C' events, per chip, a sample where the value changes; `counter_samples`): matrix
 and vector utilisation (%), HBM bandwidth (GB/s), shared memory used (MiB), local memory used
 per core (KiB), DMA queue depth; the Kineto reader reads them into the counters table (track
@@ -29,6 +37,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from accelerator.sim.dma import tile_schedule
 from accelerator.sim.run import SimRun
 
 DOC_KEY = "perfSimulate"
@@ -125,10 +134,11 @@ def _collective_args(s, chips: int) -> dict[str, Any]:
 
 #: Chrome thread of each resource of a chip: the cores' kernels, DMA transfers, the links' collectives
 TIDS = {"cores": 0, "dma": 1, "link": 2}
+CORE_TID0 = 3  # core c's thread (per-tile activity): CORE_TID0 + c
 
 
-def trace_events(run: SimRun) -> list[dict[str, Any]]:
-    """The Chrome events of `run` (module docstring)."""
+def trace_events(run: SimRun, tiles: bool = False) -> list[dict[str, Any]]:
+    """The Chrome events of `run` (module docstring); with `tiles` each core's tile activity."""
     clock = run.accel.clock_hz
     events: list[dict[str, Any]] = []
     for chip in range(run.chips):
@@ -137,6 +147,10 @@ def trace_events(run: SimRun) -> list[dict[str, Any]]:
         )
         for name, tid in (("kernels", 0), ("dma", 1), ("link", 2)):
             events.append({"ph": "M", "name": "thread_name", "pid": chip, "tid": tid, "args": {"name": name}})
+        for core in range(run.accel.cores if tiles else 0):
+            events.append(
+                {"ph": "M", "name": "thread_name", "pid": chip, "tid": CORE_TID0 + core, "args": {"name": f"core {core}"}}
+            )
     spans = timeline_ns(run)
     for s, (start, dur) in zip(run.kernels, spans, strict=True):
         kt = s.time
@@ -183,9 +197,37 @@ def trace_events(run: SimRun) -> list[dict[str, Any]]:
                     "args": {"route": t.route, "bytes": t.bytes},
                 }
             )
+    if tiles:
+        events += tile_events(run, spans)
     events += counter_events(run, spans)
     events += flow_events(run, spans)
     return events
+
+
+def tile_events(run: SimRun, spans: list[tuple[int, int]]) -> list[dict[str, Any]]:
+    """Each tiled kernel's loop (dma.tile_schedule) on every core's thread (module docstring):
+    the loop starts after the kernel's dispatch and exposed DMA setup; a load or store moves
+    1/cores of the tile's share (1/T) of the kernel's load or store bytes."""
+    accel, cores = run.accel, run.accel.cores
+    out: list[dict[str, Any]] = []
+    for s, (start, _) in zip(run.kernels, spans, strict=True):
+        if not s.tile_loop:
+            continue
+        n = s.tile_loop[0]
+        loop_ns = start + (accel.dispatch_overhead_s + s.time.stalls.get("dma_latency", 0.0)) * 1e9
+        loaded = sum(t.bytes for t in s.transfers if t.route.endswith("->local"))
+        moved = {"load": loaded // n // cores, "store": (sum(t.bytes for t in s.transfers) - loaded) // n // cores}
+        for tile, what, at, dur in tile_schedule(accel, s.tile_loop):
+            args = {"kernel": s.name, "tile": tile}
+            if what != "compute":
+                args["bytes"] = moved[what]
+            ts, us = _us(round(loop_ns + at * 1e9)), _us(max(1, round(dur * 1e9)))
+            for core in range(cores):
+                out.append(
+                    {"ph": "X", "cat": "tile", "name": f"{what} {s.name} tile {tile}", "pid": s.chip,
+                     "tid": CORE_TID0 + core, "ts": ts, "dur": us, "args": args}
+                )  # fmt: skip
+    return out
 
 
 #: the counter tracks, per chip (docs/accelerator.md, "Simulating a program")
@@ -276,8 +318,8 @@ def flow_events(run: SimRun, spans: list[tuple[int, int]]) -> list[dict[str, Any
     return out
 
 
-def trace_document(run: SimRun) -> dict[str, Any]:
-    """The whole Chrome/Kineto JSON document (write it with orjson)."""
+def trace_document(run: SimRun, tiles: bool = False) -> dict[str, Any]:
+    """The whole Chrome/Kineto JSON document (write it with orjson); `tiles`: per-core tile activity."""
     return {
         "schemaVersion": 1,
         "framework": f"perf simulate (the simulated {run.accel.name}, {run.chips} chip(s))",
@@ -285,7 +327,7 @@ def trace_document(run: SimRun) -> dict[str, Any]:
         "deviceProperties": [
             {"id": c, "name": run.accel.name, "totalGlobalMem": run.accel.hbm.capacity_bytes} for c in range(run.chips)
         ],
-        "traceEvents": trace_events(run),
+        "traceEvents": trace_events(run, tiles),
         "perfCompile": {"tables": {"fusion": fusion_rows(run)}},
         DOC_KEY: {k: v for k, v in summary(run).items() if k != "kernels"},
     }

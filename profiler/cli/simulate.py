@@ -65,7 +65,7 @@ def _is_saved_program(model: str) -> bool:
 
 
 def _simulate_model(
-    model: str, accel: str, precision: str, chips: int, out: Path | None, force: bool, json: bool
+    model: str, accel: str, precision: str, chips: int, out: Path | None, force: bool, json: bool, tiles: bool = False
 ) -> None:
     """Compile, simulate, print the summary and the analysis of the simulated trace (module docstring)."""
     import tempfile
@@ -95,7 +95,7 @@ def _simulate_model(
         t0 = time.perf_counter()
         run = simulate(program, hw)
         sim_s = time.perf_counter() - t0
-        doc = api.accel_sim_document(run)
+        doc = api.accel_sim_document(run, tiles)
         summary = api.accel_sim_summary(run)
         if out is not None:
             _write_trace(out, doc, force)
@@ -166,6 +166,12 @@ def register(app: typer.Typer) -> None:
         decode: Annotated[
             int | None, typer.Option("--decode", help="With --prompt: then N decode steps over the growing KV cache.")
         ] = None,
+        tiles: Annotated[
+            bool,
+            typer.Option(
+                "--tiles", help="With MODEL: write each core's tile loads, computes and stores in the trace (large)."
+            ),
+        ] = False,
         progress: Annotated[
             bool | None,
             typer.Option(
@@ -203,10 +209,10 @@ def register(app: typer.Typer) -> None:
 
                 simulate_serving(
                     model, accel, precision.strip().lower(), chips, 1 if batch is None else batch, prompt,
-                    0 if decode is None else decode, output, force, json, progress,
+                    0 if decode is None else decode, output, force, json, progress, tiles,
                 )  # fmt: skip
                 return
-            _simulate_model(model, accel, precision.strip().lower(), chips, output, force, json)
+            _simulate_model(model, accel, precision.strip().lower(), chips, output, force, json, tiles)
             return
         from profiler import api
         from profiler.cli.common import one_line_errors
