@@ -39,6 +39,8 @@ DEVICE_CATEGORIES = frozenset(
 #: correlation ids, which also cover graph launches), and the forward->backward flows.
 LAUNCH_FLOW_CATEGORIES = frozenset({"ac2g", "async"})
 FWDBWD_FLOW_CATEGORY = "fwdbwd"
+#: producer -> consumer device work (accelerator/sim/trace.py's kernels), flows kind 'dependency'
+DEPENDENCY_FLOW_CATEGORY = "dependency"
 
 
 def kind_of(cat: str) -> Kind:
