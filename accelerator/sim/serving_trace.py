@@ -3,8 +3,9 @@ back to back on every chip (accelerator/sim/trace.py's layout), and on a host tr
 loop' what a serving engine's profile records around them, so the LLM analysis (analysis/llm.py,
 analysis/kv_cache.py) computes TTFT, TPOT, tokens/s and the KV cache from it as from a real trace:
 
-- one step annotation ('user_annotation') per step, spanning its kernels on the simulated
-  clock, named as vLLM's ROCm builds name theirs (analysis/llm_steps.py parses it):
+- one step annotation ('user_annotation') per step, from its first kernel's start to its
+  latest kernel's end on the simulated clock (collectives overlap the cores' kernels, so a
+  step's time is that span, not the sum of its kernels), named as vLLM's ROCm builds name theirs (analysis/llm_steps.py parses it):
       prefill: execute_{B*P}_context_{B}(sq{B*P}sk{B*P}sqsq{B*P^2}sqsk{B*P^2})_generation_0(sq0sk0sqsq0sqsk0)
       decode at cache length L: execute_{B}_context_0(sq0sk0sqsq0sqsk0)_generation_{B}(sq{B}sk{B*L}sqsq{B}sqsk{B*L})
   (N tokens scheduled; C prefill requests with a query and b key tokens; G decode requests
@@ -123,7 +124,9 @@ def serving_document(srun: ServingRun, tiles: bool = False) -> dict[str, Any]:
     for step, (first, last) in zip(srun.steps, bounds, strict=True):
         if first == last:
             continue
-        start, end = times[first][0], times[last - 1][0] + times[last - 1][1]
+        # a step ends when its latest kernel does: with --chips a collective on the link may end
+        # after the cores' last kernel (the step's time is that latest end, not a sum of kernels)
+        start, end = times[first][0], max(a + d for a, d in times[first:last])
         label = step_label(step.phase, step.batch, step.tokens, step.kv_tokens)
         events.append(_x("user_annotation", label, host, start, end - start, {}))
         if srun.kv is not None:
