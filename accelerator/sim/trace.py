@@ -34,7 +34,11 @@ dtype, family, aten_ops), which analysis/cost/kernels.py joins by name to cost e
 
 from __future__ import annotations
 
+import gc
 import math
+from collections.abc import Iterator
+from contextlib import contextmanager
+from operator import itemgetter
 from typing import Any
 
 from accelerator.sim.dma import tile_schedule
@@ -44,7 +48,8 @@ DOC_KEY = "perfSimulate"
 
 
 def _us(ns: int) -> float:
-    return round(ns / 1000, 3)
+    """Integer ns as µs: ns / 1000 is the double nearest the 3-decimal value (what round(.., 3) gives)."""
+    return ns / 1000
 
 
 def timeline_ns(run: SimRun) -> list[tuple[int, int]]:
@@ -152,57 +157,13 @@ def trace_events(run: SimRun, tiles: bool = False) -> list[dict[str, Any]]:
                 {"ph": "M", "name": "thread_name", "pid": chip, "tid": CORE_TID0 + core, "args": {"name": f"core {core}"}}
             )
     spans = timeline_ns(run)
-    for s, (start, dur) in zip(run.kernels, spans, strict=True):
-        kt = s.time
-        events.append(
-            {
-                "ph": "X",
-                "cat": "kernel",
-                "name": s.name,
-                "pid": s.chip,
-                "tid": TIDS.get(s.resource, 0),
-                "ts": _us(start),
-                "dur": _us(dur),
-                "args": {
-                    "unit": s.unit,
-                    "ops": list(s.ops),
-                    "targets": list(s.targets),
-                    "flops": s.flops,
-                    "hbm_read": s.hbm_read,
-                    "hbm_written": s.hbm_written,
-                    "shared_bytes": s.shared_bytes,
-                    "dtype": s.dtype,
-                    "family": s.family,
-                    "limiter": kt.limiter,
-                    "stall_cycles": kt.stall_cycles(clock),
-                    "compute_ns": round(kt.compute * 1e9, 3),
-                    "matrix_ns": round(s.matrix_s * 1e9, 3),
-                    "vector_ns": round(s.vector_s * 1e9, 3),
-                    "contention_ns": round(s.contention_s * 1e9, 3),
-                    **(_collective_args(s, run.chips) if s.collective else {}),
-                },
-            }
-        )
-        offset = start - s.start_s * 1e9  # the kernel's place on the rounded timeline
-        for t in s.transfers:
-            events.append(
-                {
-                    "ph": "X",
-                    "cat": "dma",
-                    "name": f"DMA {t.route} {t.value}",
-                    "pid": s.chip,
-                    "tid": TIDS["dma"],
-                    "ts": _us(round(t.start_s * 1e9 + offset)),
-                    "dur": _us(max(1, round(t.dur_s * 1e9))),
-                    "args": {"route": t.route, "bytes": t.bytes},
-                }
-            )
-    if tiles:
-        events += tile_events(run, spans)
-    events += counter_events(run, spans)
-    events += flow_events(run, spans)
+    with _no_gc():  # a million acyclic dicts: a collection among them finds nothing to free
+        events += _work_events(run, spans)
+        if tiles:
+            events += tile_events(run, spans)
+        events += counter_events(run, spans)
+        events += flow_events(run, spans)
     return events
-
 
 def tile_events(run: SimRun, spans: list[tuple[int, int]]) -> list[dict[str, Any]]:
     """Each tiled kernel's loop (dma.tile_schedule) on every core's thread (module docstring):
@@ -227,6 +188,66 @@ def tile_events(run: SimRun, spans: list[tuple[int, int]]) -> list[dict[str, Any
                     {"ph": "X", "cat": "tile", "name": f"{what} {s.name} tile {tile}", "pid": s.chip,
                      "tid": CORE_TID0 + core, "ts": ts, "dur": us, "args": args}
                 )  # fmt: skip
+    return out
+
+@contextmanager
+def _no_gc() -> Iterator[None]:
+    """The garbage collector paused (if it ran): building the events allocates millions of
+    objects, none in a cycle, and every collection would rescan the program's graph too."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
+
+
+def _work_events(run: SimRun, spans: list[tuple[int, int]]) -> list[dict[str, Any]]:
+    """Each kernel's 'X' event and its DMA transfers' (module docstring). A kernel's args but its
+    `ops` derive from its KernelTime's kernel: copies of one timed kernel (reuse.py: every layer's
+    copy shares its `time`) share one dict of them, built once."""
+    clock, chips = run.accel.clock_hz, run.chips
+    out: list[dict[str, Any]] = []
+    append = out.append
+    shared: dict[int, dict[str, Any]] = {}
+    dma_tid = TIDS["dma"]
+    for s, (start, dur) in zip(run.kernels, spans, strict=True):
+        kt = s.time
+        rest = shared.get(id(kt))
+        if rest is None:
+            rest = shared[id(kt)] = {
+                "targets": s.targets,
+                "flops": s.flops,
+                "hbm_read": s.hbm_read,
+                "hbm_written": s.hbm_written,
+                "shared_bytes": s.shared_bytes,
+                "dtype": s.dtype,
+                "family": s.family,
+                "limiter": kt.limiter,
+                "stall_cycles": kt.stall_cycles(clock),
+                "compute_ns": round(kt.compute * 1e9, 3),
+                "matrix_ns": round(s.matrix_s * 1e9, 3),
+                "vector_ns": round(s.vector_s * 1e9, 3),
+                "contention_ns": round(s.contention_s * 1e9, 3),
+                **(_collective_args(s, chips) if s.collective else {}),
+            }
+        chip = s.chip
+        append(
+            {
+                "ph": "X", "cat": "kernel", "name": s.name, "pid": chip, "tid": TIDS.get(s.resource, 0),
+                "ts": start / 1000, "dur": dur / 1000, "args": {"unit": s.unit, "ops": s.ops, **rest},
+            }
+        )  # fmt: skip
+        offset = start - s.start_s * 1e9  # the kernel's place on the rounded timeline
+        for t in s.transfers:
+            append(
+                {
+                    "ph": "X", "cat": "dma", "name": f"DMA {t.route} {t.value}", "pid": chip, "tid": dma_tid,
+                    "ts": round(t.start_s * 1e9 + offset) / 1000, "dur": max(1, round(t.dur_s * 1e9)) / 1000,
+                    "args": {"route": t.route, "bytes": t.bytes},
+                }
+            )  # fmt: skip
     return out
 
 
@@ -255,29 +276,46 @@ def counter_samples(run: SimRun, spans: list[tuple[int, int]] | None = None) -> 
     spans = spans if spans is not None else timeline_ns(run)
     deltas: dict[tuple[int, str], list[tuple[int, float]]] = {}
     levels: dict[tuple[int, str], list[tuple[int, float]]] = {}
+    rates: dict[int, tuple[float, ...]] = {}  # id(KernelTime) -> the four rates (copies share them)
+    queue = COUNTERS[5]
 
     def add(chip: int, name: str, at: int, end: int, value: float) -> None:
         if value:
-            deltas.setdefault((chip, name), []).extend(((at, value), (end, -value)))
+            key = (chip, name)
+            got = deltas.get(key)
+            if got is None:
+                got = deltas[key] = []
+            got += ((at, value), (end, -value))
 
     for s, (start, dur) in zip(run.kernels, spans, strict=True):
-        seconds, end = max(s.time.total, 1e-12), start + dur
-        add(s.chip, COUNTERS[0], start, end, 100 * s.matrix_s / seconds)
-        add(s.chip, COUNTERS[1], start, end, 100 * s.vector_s / seconds)
-        add(s.chip, COUNTERS[2], start, end, (s.hbm_read + s.hbm_written) / seconds / 1e9)
-        add(s.chip, COUNTERS[4], start, end, s.local_bytes / 1024)
+        r = rates.get(id(s.time))
+        if r is None:
+            seconds = max(s.time.total, 1e-12)
+            r = rates[id(s.time)] = (
+                100 * s.matrix_s / seconds,
+                100 * s.vector_s / seconds,
+                (s.hbm_read + s.hbm_written) / seconds / 1e9,
+                s.local_bytes / 1024,
+            )
+        chip, end = s.chip, start + dur
+        add(chip, COUNTERS[0], start, end, r[0])
+        add(chip, COUNTERS[1], start, end, r[1])
+        add(chip, COUNTERS[2], start, end, r[2])
+        add(chip, COUNTERS[4], start, end, r[3])
         if s.resource == "cores":
-            levels.setdefault((s.chip, COUNTERS[3]), []).append((start, s.shared_live_bytes / 2**20))
+            levels.setdefault((chip, COUNTERS[3]), []).append((start, s.shared_live_bytes / 2**20))
+        if not s.transfers:
+            continue
         offset = start - s.start_s * 1e9
-        loads = [t for t in s.transfers if t.route.endswith("->local")]
-        queued = round(min((t.start_s for t in loads), default=0.0) * 1e9 + offset)
+        loads = [t.start_s for t in s.transfers if t.route.endswith("->local")]
+        queued = round(min(loads, default=0.0) * 1e9 + offset)
         for t in s.transfers:
             t_start = round(t.start_s * 1e9 + offset)
             t_end = t_start + max(1, round(t.dur_s * 1e9))
-            add(s.chip, COUNTERS[5], queued if t.route.endswith("->local") else t_start, t_end, 1.0)
+            add(chip, queue, queued if t.route.endswith("->local") else t_start, t_end, 1.0)
     out: dict[tuple[int, str], list] = {}
     for key, changes in deltas.items():
-        changes.sort(key=lambda c: c[0])
+        changes.sort(key=itemgetter(0))
         samples, value = [], 0.0
         for i, (at, d) in enumerate(changes):
             value += d
@@ -305,16 +343,20 @@ def flow_events(run: SimRun, spans: list[tuple[int, int]]) -> list[dict[str, Any
     """A Chrome flow (category `dependency`, 's' at the producer's start, 'f' bound to the
     consumer's start) for every kernel a kernel reads the result of (SimKernel.deps)."""
     out: list[dict[str, Any]] = []
+    append = out.append
     first, n = 0, 0
-    for i, s in enumerate(run.kernels):
-        if i and s.chip != run.kernels[i - 1].chip:
+    kernels = run.kernels
+    for i, s in enumerate(kernels):
+        if i and s.chip != kernels[i - 1].chip:
             first = i
+        if not s.deps:
+            continue
+        chip, tid, ts = s.chip, TIDS.get(s.resource, 0), spans[i][0] / 1000
         for d in s.deps:
-            src = run.kernels[first + d]
             n += 1
-            common = {"cat": "dependency", "name": "dependency", "id": n, "pid": s.chip}
-            out.append({**common, "ph": "s", "tid": TIDS.get(src.resource, 0), "ts": _us(spans[first + d][0])})
-            out.append({**common, "ph": "f", "bp": "e", "tid": TIDS.get(s.resource, 0), "ts": _us(spans[i][0])})
+            src_tid, src_ts = TIDS.get(kernels[first + d].resource, 0), spans[first + d][0] / 1000
+            append({"cat": "dependency", "name": "dependency", "id": n, "pid": chip, "ph": "s", "tid": src_tid, "ts": src_ts})
+            append({"cat": "dependency", "name": "dependency", "id": n, "pid": chip, "ph": "f", "bp": "e", "tid": tid, "ts": ts})
     return out
 
 
