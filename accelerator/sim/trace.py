@@ -41,6 +41,8 @@ from contextlib import contextmanager
 from operator import itemgetter
 from typing import Any
 
+import numpy as np
+
 from accelerator.sim.dma import tile_schedule
 from accelerator.sim.run import SimRun
 
@@ -274,19 +276,9 @@ def counter_samples(run: SimRun, spans: list[tuple[int, int]] | None = None) -> 
     - DMA queue depth: transfers queued and not done: a kernel's loads all queue at its first
       load's start and leave as each finishes; a store queues when it starts."""
     spans = spans if spans is not None else timeline_ns(run)
-    deltas: dict[tuple[int, str], list[tuple[int, float]]] = {}
     levels: dict[tuple[int, str], list[tuple[int, float]]] = {}
     rates: dict[int, tuple[float, ...]] = {}  # id(KernelTime) -> the four rates (copies share them)
-    queue = COUNTERS[5]
-
-    def add(chip: int, name: str, at: int, end: int, value: float) -> None:
-        if value:
-            key = (chip, name)
-            got = deltas.get(key)
-            if got is None:
-                got = deltas[key] = []
-            got += ((at, value), (end, -value))
-
+    per_kernel, q_chip, q_at, q_end = [], [], [], []
     for s, (start, dur) in zip(run.kernels, spans, strict=True):
         r = rates.get(id(s.time))
         if r is None:
@@ -297,31 +289,29 @@ def counter_samples(run: SimRun, spans: list[tuple[int, int]] | None = None) -> 
                 (s.hbm_read + s.hbm_written) / seconds / 1e9,
                 s.local_bytes / 1024,
             )
-        chip, end = s.chip, start + dur
-        add(chip, COUNTERS[0], start, end, r[0])
-        add(chip, COUNTERS[1], start, end, r[1])
-        add(chip, COUNTERS[2], start, end, r[2])
-        add(chip, COUNTERS[4], start, end, r[3])
+        per_kernel.append(r)
+        chip = s.chip
         if s.resource == "cores":
             levels.setdefault((chip, COUNTERS[3]), []).append((start, s.shared_live_bytes / 2**20))
         if not s.transfers:
             continue
         offset = start - s.start_s * 1e9
-        loads = [t.start_s for t in s.transfers if t.route.endswith("->local")]
-        queued = round(min(loads, default=0.0) * 1e9 + offset)
+        queued = round(min((t.start_s for t in s.transfers if t.route.endswith("->local")), default=0.0) * 1e9 + offset)
         for t in s.transfers:
             t_start = round(t.start_s * 1e9 + offset)
-            t_end = t_start + max(1, round(t.dur_s * 1e9))
-            add(chip, queue, queued if t.route.endswith("->local") else t_start, t_end, 1.0)
+            q_chip.append(chip)
+            q_at.append(queued if t.route.endswith("->local") else t_start)
+            q_end.append(t_start + max(1, round(t.dur_s * 1e9)))
+    ts = np.array(spans, dtype=np.int64).reshape(-1, 2)
+    start, end = ts[:, 0], ts[:, 0] + ts[:, 1]
+    chips = np.fromiter((s.chip for s in run.kernels), dtype=np.int64, count=len(run.kernels))
+    values = np.array(per_kernel, dtype=np.float64).reshape(-1, 4)
     out: dict[tuple[int, str], list] = {}
-    for key, changes in deltas.items():
-        changes.sort(key=itemgetter(0))
-        samples, value = [], 0.0
-        for i, (at, d) in enumerate(changes):
-            value += d
-            if i + 1 == len(changes) or changes[i + 1][0] != at:
-                samples.append((at, max(0.0, round(value, 6))))
-        out[key] = samples
+    for j, name in enumerate((COUNTERS[0], COUNTERS[1], COUNTERS[2], COUNTERS[4])):
+        _running_sums(out, name, chips, start, end, values[:, j])
+    q_chip_a = np.array(q_chip, dtype=np.int64)
+    _running_sums(out, COUNTERS[5], q_chip_a, np.array(q_at, dtype=np.int64), np.array(q_end, dtype=np.int64),
+                  np.ones(len(q_chip_a)))  # fmt: skip
     for (chip, name), samples in levels.items():  # freed when the chip's last kernel ends
         samples.append((max(a + d for (a, d), k in zip(spans, run.kernels, strict=True) if k.chip == chip), 0.0))
     for key, samples in levels.items():
@@ -330,13 +320,48 @@ def counter_samples(run: SimRun, spans: list[tuple[int, int]] | None = None) -> 
     return out
 
 
+def _running_sums(
+    out: dict, name: str, chip: np.ndarray, start: np.ndarray, end: np.ndarray, value: np.ndarray
+) -> None:
+    """Per chip, the running sum of `value` over [start, end) intervals (those with a non-zero
+    value), one (ns, value) sample per distinct change time, into out[(chip, name)]: the changes
+    (+v at start, -v at end, interval by interval) stably sorted by time and summed in turn."""
+    keep = value != 0
+    if not keep.any():
+        return
+    at = np.stack([start[keep], end[keep]], axis=1).ravel()
+    delta = np.stack([value[keep], -value[keep]], axis=1).ravel()
+    on = np.repeat(chip[keep], 2)
+    for c in np.unique(on).tolist():
+        mine = on == c
+        order = np.argsort(at[mine], kind="stable")
+        times, running = at[mine][order], np.cumsum(delta[mine][order])
+        last = np.flatnonzero(np.append(times[1:] != times[:-1], True))
+        rounded = _Rounded(6)
+        out[(c, name)] = [(t, max(0.0, rounded[v])) for t, v in zip(times[last].tolist(), running[last].tolist())]
+
+
 def counter_events(run: SimRun, spans: list[tuple[int, int]] | None = None) -> list[dict[str, Any]]:
     """`counter_samples` as Chrome counter ('C') events, pid = chip, args {value}."""
+    shown = _Rounded(3)
     return [
-        {"ph": "C", "name": name, "pid": chip, "ts": _us(at), "args": {"value": round(v, 3)}}
+        {"ph": "C", "name": name, "pid": chip, "ts": at / 1000, "args": {"value": shown[v]}}
         for (chip, name), samples in sorted(counter_samples(run, spans).items())
         for at, v in samples
     ]
+
+
+class _Rounded(dict):
+    """value -> round(value, digits), each distinct value rounded once (a counter's values
+    repeat: copies of one timed kernel share them; round with digits is slow)."""
+
+    def __init__(self, digits: int) -> None:
+        super().__init__()
+        self.digits = digits
+
+    def __missing__(self, v: float) -> float:
+        r = self[v] = round(v, self.digits)
+        return r
 
 
 def flow_events(run: SimRun, spans: list[tuple[int, int]]) -> list[dict[str, Any]]:
