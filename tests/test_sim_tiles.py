@@ -31,7 +31,9 @@ def test_tile_intervals_end_at_the_loops_total(one_queue):
         c, ld, st = ([rng.uniform(0, 5) for _ in range(n)] for _ in range(3))
         spans = tile_intervals(c, ld, st, one_queue)
         assert max(a + d for _, _, a, d in spans) == pytest.approx(double_buffered(c, ld, st, one_queue).total)
-        assert sorted((t, w) for t, w, _, _ in spans) == sorted((i, w) for i in range(n) for w in ("load", "compute", "store"))
+        assert sorted((t, w) for t, w, _, _ in spans) == sorted(
+            (i, w) for i in range(n) for w in ("load", "compute", "store")
+        )
 
 
 @pytest.fixture(scope="module")

@@ -123,7 +123,9 @@ def tile_loop(
     accel: AccelSpec, compute_s: float, mem: KernelMemory, tiles: int, n_loads: int, n_stores: int
 ) -> TileLoop:
     """The double-buffered loop of a kernel of `tiles` tiles (`tile_parts`), on one DMA queue."""
-    return double_buffered(*tile_parts(accel, compute_s, mem.load_s, mem.store_s, tiles, n_loads, n_stores), one_queue=True)
+    return double_buffered(
+        *tile_parts(accel, compute_s, mem.load_s, mem.store_s, tiles, n_loads, n_stores), one_queue=True
+    )
 
 
 def tile_schedule(accel: AccelSpec, loop: tuple) -> list[tuple[int, str, float, float]]:

@@ -5,7 +5,8 @@ analysis/kv_cache.py) computes TTFT, TPOT, tokens/s and the KV cache from it as 
 
 - one step annotation ('user_annotation') per step, from its first kernel's start to its
   latest kernel's end on the simulated clock (collectives overlap the cores' kernels, so a
-  step's time is that span, not the sum of its kernels), named as vLLM's ROCm builds name theirs (analysis/llm_steps.py parses it):
+  step's time is that span, not the sum of its kernels), named as vLLM's ROCm builds name
+  theirs (analysis/llm_steps.py parses it):
       prefill: execute_{B*P}_context_{B}(sq{B*P}sk{B*P}sqsq{B*P^2}sqsk{B*P^2})_generation_0(sq0sk0sqsq0sqsk0)
       decode at cache length L: execute_{B}_context_0(sq0sk0sqsq0sqsk0)_generation_{B}(sq{B}sk{B*L}sqsq{B}sqsk{B*L})
   (N tokens scheduled; C prefill requests with a query and b key tokens; G decode requests

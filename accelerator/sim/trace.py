@@ -38,7 +38,6 @@ import gc
 import math
 from collections.abc import Iterator
 from contextlib import contextmanager
-from operator import itemgetter
 from typing import Any
 
 import numpy as np
@@ -146,7 +145,6 @@ CORE_TID0 = 3  # core c's thread (per-tile activity): CORE_TID0 + c
 
 def trace_events(run: SimRun, tiles: bool = False) -> list[dict[str, Any]]:
     """The Chrome events of `run` (module docstring); with `tiles` each core's tile activity."""
-    clock = run.accel.clock_hz
     events: list[dict[str, Any]] = []
     for chip in range(run.chips):
         events.append(
@@ -156,7 +154,13 @@ def trace_events(run: SimRun, tiles: bool = False) -> list[dict[str, Any]]:
             events.append({"ph": "M", "name": "thread_name", "pid": chip, "tid": tid, "args": {"name": name}})
         for core in range(run.accel.cores if tiles else 0):
             events.append(
-                {"ph": "M", "name": "thread_name", "pid": chip, "tid": CORE_TID0 + core, "args": {"name": f"core {core}"}}
+                {
+                    "ph": "M",
+                    "name": "thread_name",
+                    "pid": chip,
+                    "tid": CORE_TID0 + core,
+                    "args": {"name": f"core {core}"},
+                }
             )
     spans = timeline_ns(run)
     with _no_gc():  # a million acyclic dicts: a collection among them finds nothing to free
@@ -166,6 +170,7 @@ def trace_events(run: SimRun, tiles: bool = False) -> list[dict[str, Any]]:
         events += counter_events(run, spans)
         events += flow_events(run, spans)
     return events
+
 
 def tile_events(run: SimRun, spans: list[tuple[int, int]]) -> list[dict[str, Any]]:
     """Each tiled kernel's loop (dma.tile_schedule) on every core's thread (module docstring):
@@ -191,6 +196,7 @@ def tile_events(run: SimRun, spans: list[tuple[int, int]]) -> list[dict[str, Any
                      "tid": CORE_TID0 + core, "ts": ts, "dur": us, "args": args}
                 )  # fmt: skip
     return out
+
 
 @contextmanager
 def _no_gc() -> Iterator[None]:
@@ -380,8 +386,29 @@ def flow_events(run: SimRun, spans: list[tuple[int, int]]) -> list[dict[str, Any
         for d in s.deps:
             n += 1
             src_tid, src_ts = TIDS.get(kernels[first + d].resource, 0), spans[first + d][0] / 1000
-            append({"cat": "dependency", "name": "dependency", "id": n, "pid": chip, "ph": "s", "tid": src_tid, "ts": src_ts})
-            append({"cat": "dependency", "name": "dependency", "id": n, "pid": chip, "ph": "f", "bp": "e", "tid": tid, "ts": ts})
+            append(
+                {
+                    "cat": "dependency",
+                    "name": "dependency",
+                    "id": n,
+                    "pid": chip,
+                    "ph": "s",
+                    "tid": src_tid,
+                    "ts": src_ts,
+                }
+            )
+            append(
+                {
+                    "cat": "dependency",
+                    "name": "dependency",
+                    "id": n,
+                    "pid": chip,
+                    "ph": "f",
+                    "bp": "e",
+                    "tid": tid,
+                    "ts": ts,
+                }
+            )
     return out
 
 
