@@ -211,6 +211,36 @@ def _no_gc() -> Iterator[None]:
             gc.enable()
 
 
+def transfer_times(run: SimRun, spans: list[tuple[int, int]]) -> dict[str, np.ndarray]:
+    """Every DMA transfer of `run` in kernel order, on the rounded timeline (ns): `kernel` its
+    kernel's index, `start` round(its start + the kernel's shift to its rounded place), `dur`
+    max(1, round(its seconds)), `load` (into local memory), `queued` its kernel's first load's
+    start (the kernel's shift if it loads nothing). numpy's rint rounds halves to even, as round."""
+    kernels = run.kernels
+    counts = np.fromiter((len(s.transfers) for s in kernels), dtype=np.int64, count=len(kernels))
+    flat = [t for s in kernels for t in s.transfers]
+    n = len(flat)
+    starts = np.array([a for a, _ in spans], dtype=np.float64)
+    shift = starts - np.fromiter((s.start_s for s in kernels), dtype=np.float64, count=len(kernels)) * 1e9
+    kernel = np.repeat(np.arange(len(kernels)), counts)
+    t_start = np.fromiter((t.start_s for t in flat), dtype=np.float64, count=n)
+    load = np.fromiter((t.route.endswith("->local") for t in flat), dtype=bool, count=n)
+    first_load = np.zeros(len(kernels))
+    if load.any():
+        lowest = np.full(len(kernels), np.inf)
+        np.minimum.at(lowest, kernel[load], t_start[load])
+        first_load = np.where(np.isfinite(lowest), lowest, 0.0)
+    return {
+        "kernel": kernel,
+        "start": np.rint(t_start * 1e9 + shift[kernel]).astype(np.int64),
+        "dur": np.maximum(1, np.rint(np.fromiter((t.dur_s for t in flat), dtype=np.float64, count=n) * 1e9)).astype(
+            np.int64
+        ),
+        "load": load,
+        "queued": np.rint(first_load * 1e9 + shift).astype(np.int64)[kernel],
+    }
+
+
 def _work_events(run: SimRun, spans: list[tuple[int, int]]) -> list[dict[str, Any]]:
     """Each kernel's 'X' event and its DMA transfers' (module docstring). A kernel's args but its
     `ops` derive from its KernelTime's kernel: copies of one timed kernel (reuse.py: every layer's
@@ -220,6 +250,8 @@ def _work_events(run: SimRun, spans: list[tuple[int, int]]) -> list[dict[str, An
     append = out.append
     shared: dict[int, dict[str, Any]] = {}
     dma_tid = TIDS["dma"]
+    moves = transfer_times(run, spans)
+    t_ts, t_dur = iter((moves["start"] / 1000).tolist()), iter((moves["dur"] / 1000).tolist())
     for s, (start, dur) in zip(run.kernels, spans, strict=True):
         kt = s.time
         rest = shared.get(id(kt))
@@ -247,13 +279,11 @@ def _work_events(run: SimRun, spans: list[tuple[int, int]]) -> list[dict[str, An
                 "ts": start / 1000, "dur": dur / 1000, "args": {"unit": s.unit, "ops": s.ops, **rest},
             }
         )  # fmt: skip
-        offset = start - s.start_s * 1e9  # the kernel's place on the rounded timeline
         for t in s.transfers:
             append(
                 {
                     "ph": "X", "cat": "dma", "name": f"DMA {t.route} {t.value}", "pid": chip, "tid": dma_tid,
-                    "ts": round(t.start_s * 1e9 + offset) / 1000, "dur": max(1, round(t.dur_s * 1e9)) / 1000,
-                    "args": {"route": t.route, "bytes": t.bytes},
+                    "ts": next(t_ts), "dur": next(t_dur), "args": {"route": t.route, "bytes": t.bytes},
                 }
             )  # fmt: skip
     return out
@@ -284,7 +314,7 @@ def counter_samples(run: SimRun, spans: list[tuple[int, int]] | None = None) -> 
     spans = spans if spans is not None else timeline_ns(run)
     levels: dict[tuple[int, str], list[tuple[int, float]]] = {}
     rates: dict[int, tuple[float, ...]] = {}  # id(KernelTime) -> the four rates (copies share them)
-    per_kernel, q_chip, q_at, q_end = [], [], [], []
+    per_kernel = []
     for s, (start, dur) in zip(run.kernels, spans, strict=True):
         r = rates.get(id(s.time))
         if r is None:
@@ -299,15 +329,6 @@ def counter_samples(run: SimRun, spans: list[tuple[int, int]] | None = None) -> 
         chip = s.chip
         if s.resource == "cores":
             levels.setdefault((chip, COUNTERS[3]), []).append((start, s.shared_live_bytes / 2**20))
-        if not s.transfers:
-            continue
-        offset = start - s.start_s * 1e9
-        queued = round(min((t.start_s for t in s.transfers if t.route.endswith("->local")), default=0.0) * 1e9 + offset)
-        for t in s.transfers:
-            t_start = round(t.start_s * 1e9 + offset)
-            q_chip.append(chip)
-            q_at.append(queued if t.route.endswith("->local") else t_start)
-            q_end.append(t_start + max(1, round(t.dur_s * 1e9)))
     ts = np.array(spans, dtype=np.int64).reshape(-1, 2)
     start, end = ts[:, 0], ts[:, 0] + ts[:, 1]
     chips = np.fromiter((s.chip for s in run.kernels), dtype=np.int64, count=len(run.kernels))
@@ -315,9 +336,11 @@ def counter_samples(run: SimRun, spans: list[tuple[int, int]] | None = None) -> 
     out: dict[tuple[int, str], list] = {}
     for j, name in enumerate((COUNTERS[0], COUNTERS[1], COUNTERS[2], COUNTERS[4])):
         _running_sums(out, name, chips, start, end, values[:, j])
-    q_chip_a = np.array(q_chip, dtype=np.int64)
-    _running_sums(out, COUNTERS[5], q_chip_a, np.array(q_at, dtype=np.int64), np.array(q_end, dtype=np.int64),
-                  np.ones(len(q_chip_a)))  # fmt: skip
+    moves = transfer_times(run, spans)
+    queued_at = np.where(moves["load"], moves["queued"], moves["start"])
+    _running_sums(
+        out, COUNTERS[5], chips[moves["kernel"]], queued_at, moves["start"] + moves["dur"], np.ones(len(queued_at))
+    )
     for (chip, name), samples in levels.items():  # freed when the chip's last kernel ends
         samples.append((max(a + d for (a, d), k in zip(spans, run.kernels, strict=True) if k.chip == chip), 0.0))
     for key, samples in levels.items():
