@@ -69,14 +69,26 @@ def timeline_ns(run: SimRun) -> list[tuple[int, int]]:
     return out
 
 
-def summary(run: SimRun) -> dict[str, Any]:
+def summary(run: SimRun, kernels: bool = True) -> dict[str, Any]:
     """{accel, program, chips, total_ns, by_limiter {limiter: ns}, kernels: [{name, chip, unit,
     start_ns, dur_ns, limiter, stall_cycles, flops, hbm_bytes}]} (chip 0's kernels and, with
-    chips > 1, every chip's)."""
+    chips > 1, every chip's); without `kernels` the list is left out (the trace document's)."""
     clock = run.accel.clock_hz
-    rows = []
-    for s, (start, dur) in zip(run.kernels, timeline_ns(run), strict=True):
-        rows.append(
+    spans = timeline_ns(run)
+    total = max((start + dur for start, dur in spans), default=0)
+    by_limiter: dict[str, int] = {}
+    for s, (_, dur) in zip(run.kernels, spans, strict=True):
+        if s.chip == 0:
+            by_limiter[s.time.limiter] = by_limiter.get(s.time.limiter, 0) + dur
+    out = {
+        "accel": run.accel.name,
+        "program": run.program_name,
+        "chips": run.chips,
+        "total_ns": total,
+        "by_limiter": by_limiter,
+    }
+    if kernels:
+        out["kernels"] = [
             {
                 "name": s.name,
                 "chip": s.chip,
@@ -88,26 +100,20 @@ def summary(run: SimRun) -> dict[str, Any]:
                 "flops": s.flops,
                 "hbm_bytes": s.hbm_read + s.hbm_written,
             }
-        )
-    total = max((r["start_ns"] + r["dur_ns"] for r in rows), default=0)
-    by_limiter: dict[str, int] = {}
-    for r in rows:
-        if r["chip"] == 0:
-            by_limiter[r["limiter"]] = by_limiter.get(r["limiter"], 0) + r["dur_ns"]
-    return {
-        "accel": run.accel.name,
-        "program": run.program_name,
-        "chips": run.chips,
-        "total_ns": total,
-        "by_limiter": by_limiter,
-        "kernels": rows,
-    }
+            for s, (start, dur) in zip(run.kernels, spans, strict=True)
+        ]
+    return out
 
 
 def fusion_rows(run: SimRun) -> list[dict[str, Any]]:
-    """The fusion-map rows (analysis/cost/kernels.FUSION_COLUMNS) of chip 0's kernels."""
-    return [
-        {
+    """The fusion-map rows (analysis/cost/kernels.FUSION_COLUMNS) of chip 0's kernels, one per
+    kernel name (the first kernel of that name: the analysis joins the rows by name, and a
+    serving run's names repeat step after step with the same cost, serving_trace.distinct_names)."""
+    rows: dict[str, dict[str, Any]] = {}
+    for s in run.kernels:
+        if s.chip != 0 or s.name in rows:
+            continue
+        rows[s.name] = {
             "runtime_name": s.name,
             "kernel": s.name,
             "kind": "npu",
@@ -118,9 +124,7 @@ def fusion_rows(run: SimRun) -> list[dict[str, Any]]:
             "family": s.family,
             "aten_ops": [t.split(".")[1] if t.startswith("aten.") else t for t in s.targets],
         }
-        for s in run.kernels
-        if s.chip == 0
-    ]
+    return list(rows.values())
 
 
 #: Kineto's names of a collective's dtype ('dtype' arg of NCCL records).
@@ -314,5 +318,5 @@ def trace_document(run: SimRun, tiles: bool = False) -> dict[str, Any]:
         ],
         "traceEvents": trace_events(run, tiles),
         "perfCompile": {"tables": {"fusion": fusion_rows(run)}},
-        DOC_KEY: {k: v for k, v in summary(run).items() if k != "kernels"},
+        DOC_KEY: summary(run, kernels=False),
     }
