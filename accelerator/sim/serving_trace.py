@@ -30,7 +30,7 @@ from typing import Any
 
 from accelerator.sim.run import SimRun
 from accelerator.sim.serving import ServingRun
-from accelerator.sim.trace import timeline_ns, trace_document
+from accelerator.sim.trace import paused_gc, timeline_ns, trace_document
 
 #: the cache's dtype (accelerator names) as Kineto's 'Input type' spells it
 KINETO_INPUT_TYPES = {"fp32": "float", "bf16": "c10::BFloat16", "fp16": "c10::Half", "fp8": "c10::Float8_e4m3fn"}
@@ -108,6 +108,11 @@ def step_label(phase: str, batch: int, tokens: int, kv_tokens: int) -> str:
 def serving_document(srun: ServingRun, tiles: bool = False) -> dict[str, Any]:
     """The whole trace document (module docstring); write it with orjson. `tiles`: per-core tile
     activity (trace.py)."""
+    with paused_gc():  # ~10^6 acyclic objects: collections among them free nothing
+        return _serving_document(srun, tiles)
+
+
+def _serving_document(srun: ServingRun, tiles: bool) -> dict[str, Any]:
     run, bounds = combined_run(srun)
     run = distinct_names(run, srun, bounds)
     doc = trace_document(run, tiles)

@@ -169,7 +169,7 @@ def trace_events(run: SimRun, tiles: bool = False) -> list[dict[str, Any]]:
                 }
             )
     spans = timeline_ns(run)
-    with _no_gc():  # a million acyclic dicts: a collection among them finds nothing to free
+    with paused_gc():  # a million acyclic dicts: a collection among them finds nothing to free
         events += _work_events(run, spans)
         if tiles:
             events += tile_events(run, spans)
@@ -205,7 +205,7 @@ def tile_events(run: SimRun, spans: list[tuple[int, int]]) -> list[dict[str, Any
 
 
 @contextmanager
-def _no_gc() -> Iterator[None]:
+def paused_gc() -> Iterator[None]:
     """The garbage collector paused (if it ran): building the events allocates millions of
     objects, none in a cycle, and every collection would rescan the program's graph too."""
     was = gc.isenabled()
@@ -309,6 +309,11 @@ def flow_events(run: SimRun, spans: list[tuple[int, int]]) -> list[dict[str, Any
 
 def trace_document(run: SimRun, tiles: bool = False) -> dict[str, Any]:
     """The whole Chrome/Kineto JSON document (write it with orjson); `tiles`: per-core tile activity."""
+    with paused_gc():
+        return _document(run, tiles)
+
+
+def _document(run: SimRun, tiles: bool) -> dict[str, Any]:
     return {
         "schemaVersion": 1,
         "framework": f"perf simulate (the simulated {run.accel.name}, {run.chips} chip(s))",
