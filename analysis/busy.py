@@ -13,7 +13,8 @@ _HOST_BUSY_KINDS = (Kind.OP.value, Kind.RUNTIME.value, Kind.COLLECTIVE.value)
 
 
 def device_time(trace: Trace) -> pd.DataFrame:
-    """One row per (rank, device) that did work.
+    """One row per (rank, device) that did work: a device whose work events all last 0 ns (marks,
+    such as a simulated trace's cache-write ops on its host track) did none and has no row.
 
     Columns:
       rank (int), device (str: 'cpu' or 'gpu<N>'),
@@ -34,6 +35,8 @@ def device_time(trace: Trace) -> pd.DataFrame:
     for (rank, device), g in w.groupby(["rank", "device"], observed=True, sort=True):
         s = g["ts"].to_numpy()
         e = s + g["dur"].to_numpy()
+        if not (e > s).any():
+            continue
         busy = union_length(s, e)
         start, end = int(s.min()), int(e.max())
         rows.append((int(rank), str(device), start, end, end - start, busy, end - start - busy, len(g)))

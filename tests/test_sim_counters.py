@@ -106,3 +106,21 @@ def test_dependency_flows(wide):
     (start1, _), (start2, _) = timeline_ns(run)
     assert [(e["ph"], e["ts"], e["tid"]) for e in flows] == [("s", start1 / 1000, 0), ("f", start2 / 1000, 0)]
     assert flows[0]["id"] == flows[1]["id"] and flows[1]["bp"] == "e"
+
+
+def test_kineto_reader_reads_dependency_flows(wide, tmp_path):
+    """The reader joins each 'dependency' flow end to the kernel starting there on that chip's
+    stream: one flow row of kind 'dependency', fc1's event -> fc2's; the Chrome export writes
+    it back as a 'dependency' flow (not a launch)."""
+    run, path = wide
+    trace = api.load_trace(path)
+    ev, fl = trace.events, trace.flows
+    deps = fl[fl["kind"] == "dependency"]
+    kernels = ev[ev["kind"] == "kernel"].set_index("name")["id"]
+    assert list(zip(deps["src"], deps["dst"], strict=True)) == [
+        (kernels[run.kernels[0].name], kernels[run.kernels[1].name])
+    ]
+    from collectors.perfetto.chrome import _flows
+
+    cats = [e["cat"] for e in _flows(trace, ev, 0, 0)]
+    assert cats.count("dependency") == 2

@@ -22,6 +22,7 @@ from accelerator.sim.reuse import KernelMemo, simulate_reusing  # noqa: E402
 from accelerator.sim.run import simulate  # noqa: E402
 from accelerator.sim.serving import compile_serving, simulate_serving  # noqa: E402
 from accelerator.sim.serving_trace import serving_document  # noqa: E402
+from accelerator.sim.trace import timeline_ns  # noqa: E402
 from accelerator.workloads.llama import LlamaConfig, serving_model  # noqa: E402
 from profiler import api  # noqa: E402
 from profiler.cli.progress import Progress  # noqa: E402
@@ -241,3 +242,54 @@ def test_every_simulated_kernel_is_costed_by_the_analysis(served):
     assert {n for n in names if n.startswith("scaled_dot_product_attention")} == {
         f"scaled_dot_product_attention{layer} {tag}" for layer in ("", "_1") for tag in lengths
     }
+
+
+@pytest.fixture(scope="module")
+def served_tp(tmp_path_factory):
+    """The tiny decoder served on 2 chips (tensor parallel), bf16: (ServingRun, analysis)."""
+    hw = load_accel("datacenter-npu")
+    srun = simulate_serving(compile_serving("llama", hw, B, P, 2, "bf16", 2), hw)
+    path = tmp_path_factory.mktemp("serve_tp") / "serving.json"
+    path.write_bytes(orjson.dumps(serving_document(srun)))
+    return srun, api.analyze(api.load_trace(path), sections=("summary", "memory", "llm"))
+
+
+def _span_ns(run) -> int:
+    """A step's time on the trace's clock by hand: its latest kernel end minus its first start,
+    from each kernel's placement (start at the rounded end of the kernel it waited for)."""
+    spans = timeline_ns(run)
+    return max(a + d for a, d in spans) - min(a for a, _ in spans)
+
+
+def test_tensor_parallel_ttft_and_tpot_are_the_steps_spans(served_tp):
+    """On 2 chips every layer all-reduces over the link, a resource of its own beside the cores:
+    TTFT = the prefill step's span on its timeline (first start to latest end, chip 0's kernels),
+    TPOT = the decode steps' mean span; the chips are listed, chip 0's kernels traced."""
+    srun, result = served_tp
+    prefill, decodes = srun.steps[0], srun.steps[1:]
+    assert any(k.resource == "link" for k in prefill.run.kernels)
+    assert {k.chip for k in prefill.run.kernels} == {0}
+    summary = {r["phase"]: r for r in result.llm_summary.to_dict("records")}
+    assert summary["prefill"]["ttft_ns"] == _span_ns(prefill.run)
+    assert summary["decode"]["tpot_ns"] == pytest.approx(sum(_span_ns(s.run) for s in decodes) / 2, rel=1e-12)
+    assert result.llm_phases["duration_ns"].tolist() == [_span_ns(s.run) for s in srun.steps]
+
+
+def test_a_step_ends_at_its_latest_kernel_not_its_last(served_tp):
+    """A step whose last kernel in program order does not end last (here: the prefill's last
+    kernel moved to start at 0, so the kernel before it ends later) is annotated up to the latest
+    end: the step's time is when all its work (cores and link) is done."""
+    from dataclasses import replace
+
+    from accelerator.sim.reuse import copy_with
+
+    srun, _ = served_tp
+    run = srun.steps[0].run
+    ks = list(run.kernels)
+    ks[-1] = copy_with(ks[-1], after=-1, deps=())
+    step = replace(srun.steps[0], run=replace(run, kernels=tuple(ks)))
+    doc = serving_document(replace(srun, steps=(step,)))
+    (label,) = [e for e in doc["traceEvents"] if e.get("cat") == "user_annotation"]
+    spans = timeline_ns(step.run)
+    assert spans[-1][0] == 0 and spans[-1][0] + spans[-1][1] < spans[-2][0] + spans[-2][1]
+    assert round(label["dur"] * 1000) == spans[-2][0] + spans[-2][1] == _span_ns(step.run)

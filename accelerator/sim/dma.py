@@ -28,7 +28,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from accelerator.hardware import AccelSpec
-from accelerator.sim.timing import TileLoop, contention_seconds, double_buffered, stream_bandwidth
+from accelerator.sim.timing import TileLoop, contention_seconds, double_buffered, stream_bandwidth, tile_intervals
 
 
 def level_bandwidth(accel: AccelSpec, level: str) -> float:
@@ -104,16 +104,33 @@ def kernel_memory(accel: AccelSpec, loads: Sequence, stores: Sequence) -> Kernel
     return KernelMemory(level_s, load_s, store_s, max(0, n - 1) * setup, setup if n else 0.0, shared)
 
 
-def tile_loop(
-    accel: AccelSpec, compute_s: float, mem: KernelMemory, tiles: int, n_loads: int, n_stores: int
-) -> TileLoop:
-    """The double-buffered loop of a kernel of `tiles` tiles: per tile compute_s / T, load
+def tile_parts(
+    accel: AccelSpec, compute_s: float, load_s: float, store_s: float, tiles: int, n_loads: int, n_stores: int
+) -> tuple[list[float], list[float], list[float]]:
+    """Per tile (compute, load, store) seconds of a kernel of `tiles` tiles: compute_s / T, load
     load_s / T + ceil(n_loads / engines) x setup / cores (tile 0 one wave less: its first is the
     exposed setup), store store_s / T + ceil(n_stores / engines) x setup / cores."""
     setup = accel.dma.setup_latency_s / accel.cores
     load_wave = waves(n_loads, accel.dma.engines) * setup
     store_wave = waves(n_stores, accel.dma.engines) * setup
-    load = [mem.load_s / tiles + load_wave] * tiles
+    load = [load_s / tiles + load_wave] * tiles
     load[0] -= setup if n_loads else 0.0  # its first wave waited the exposed setup, before the loop
-    store = [mem.store_s / tiles + store_wave] * tiles
-    return double_buffered([compute_s / tiles] * tiles, load, store, one_queue=True)
+    store = [store_s / tiles + store_wave] * tiles
+    return [compute_s / tiles] * tiles, load, store
+
+
+def tile_loop(
+    accel: AccelSpec, compute_s: float, mem: KernelMemory, tiles: int, n_loads: int, n_stores: int
+) -> TileLoop:
+    """The double-buffered loop of a kernel of `tiles` tiles (`tile_parts`), on one DMA queue."""
+    return double_buffered(
+        *tile_parts(accel, compute_s, mem.load_s, mem.store_s, tiles, n_loads, n_stores), one_queue=True
+    )
+
+
+def tile_schedule(accel: AccelSpec, loop: tuple) -> list[tuple[int, str, float, float]]:
+    """(tile, 'compute'|'load'|'store', start s from the loop's start, seconds) of the tile loop
+    `SimKernel.tile_loop` = (tiles, compute_s, load_s, store_s, n_loads, n_stores) describes
+    (timing.tile_intervals: the schedule `tile_loop` sums)."""
+    tiles, compute_s, load_s, store_s, n_loads, n_stores = loop
+    return tile_intervals(*tile_parts(accel, compute_s, load_s, store_s, tiles, n_loads, n_stores), one_queue=True)

@@ -110,6 +110,7 @@ class SimKernel:
     resource: str = "cores"  # what it occupies: 'cores' (compute and DMA), 'link' (a collective)
     shared_live_bytes: int = 0  # bytes in shared memory while it runs: allocation's, its working set's
     local_bytes: int = 0  # its tiles' working set in each core's local memory (tiling's local_bytes)
+    tile_loop: tuple = ()  # tiled: (tiles, compute_s, load_s, store_s, n_loads, n_stores), dma.tile_schedule's input
 
     @property
     def end_s(self) -> float:
@@ -306,8 +307,10 @@ def simulate(program, accel: AccelSpec) -> SimRun:
         mem = kernel_memory(accel, k_loads, k_stores)
         mem_s, level = mem.memory_s, mem.level
         n_tiles = _tiles(k, ops)
+        loop: tuple = ()
         if k.tile and n_tiles > 1:
             busy = tile_loop(accel, compute_s, mem, n_tiles, len(k_loads), len(k_stores)).total
+            loop = (n_tiles, compute_s, mem.load_s, mem.store_s, len(k_loads), len(k_stores))
         else:
             busy = max(compute_s, mem_s)
         dma_lat = mem.exposed_setup_s
@@ -357,6 +360,7 @@ def simulate(program, accel: AccelSpec) -> SimRun:
                 name, k.unit, tuple(k.ops), tuple(o.target for o in ops), 0, at, kt, flops, hbm_read,
                 hbm_written, shared, dtype, family, matrix_s, vector_s, tuple(sim_moves), collective, comm_elements,
                 mem.contention_s, deps, after, resource, shared_live[idx] + work * (not in_local), work * in_local,
+                loop,
             )
         )  # fmt: skip
     kernels = list(per_chip)

@@ -3,8 +3,10 @@ back to back on every chip (accelerator/sim/trace.py's layout), and on a host tr
 loop' what a serving engine's profile records around them, so the LLM analysis (analysis/llm.py,
 analysis/kv_cache.py) computes TTFT, TPOT, tokens/s and the KV cache from it as from a real trace:
 
-- one step annotation ('user_annotation') per step, spanning its kernels on the simulated
-  clock, named as vLLM's ROCm builds name theirs (analysis/llm_steps.py parses it):
+- one step annotation ('user_annotation') per step, from its first kernel's start to its
+  latest kernel's end on the simulated clock (collectives overlap the cores' kernels, so a
+  step's time is that span, not the sum of its kernels), named as vLLM's ROCm builds name
+  theirs (analysis/llm_steps.py parses it):
       prefill: execute_{B*P}_context_{B}(sq{B*P}sk{B*P}sqsq{B*P^2}sqsk{B*P^2})_generation_0(sq0sk0sqsq0sqsk0)
       decode at cache length L: execute_{B}_context_0(sq0sk0sqsq0sqsk0)_generation_{B}(sq{B}sk{B*L}sqsq{B}sqsk{B*L})
   (N tokens scheduled; C prefill requests with a query and b key tokens; G decode requests
@@ -28,7 +30,7 @@ from typing import Any
 
 from accelerator.sim.run import SimRun
 from accelerator.sim.serving import ServingRun
-from accelerator.sim.trace import timeline_ns, trace_document
+from accelerator.sim.trace import paused_gc, timeline_ns, trace_document
 
 #: the cache's dtype (accelerator names) as Kineto's 'Input type' spells it
 KINETO_INPUT_TYPES = {"fp32": "float", "bf16": "c10::BFloat16", "fp16": "c10::Half", "fp8": "c10::Float8_e4m3fn"}
@@ -103,11 +105,17 @@ def step_label(phase: str, batch: int, tokens: int, kv_tokens: int) -> str:
     return f"execute_{tokens}_context_0({none})_generation_{batch}({sums})"
 
 
-def serving_document(srun: ServingRun) -> dict[str, Any]:
-    """The whole trace document (module docstring); write it with orjson."""
+def serving_document(srun: ServingRun, tiles: bool = False) -> dict[str, Any]:
+    """The whole trace document (module docstring); write it with orjson. `tiles`: per-core tile
+    activity (trace.py)."""
+    with paused_gc():  # ~10^6 acyclic objects: collections among them free nothing
+        return _serving_document(srun, tiles)
+
+
+def _serving_document(srun: ServingRun, tiles: bool) -> dict[str, Any]:
     run, bounds = combined_run(srun)
     run = distinct_names(run, srun, bounds)
-    doc = trace_document(run)
+    doc = trace_document(run, tiles)
     fusion, seen = [], set()
     for row in doc["perfCompile"]["tables"]["fusion"]:  # one row per kernel name (names now fix the cost)
         if row["runtime_name"] not in seen:
@@ -122,7 +130,9 @@ def serving_document(srun: ServingRun) -> dict[str, Any]:
     for step, (first, last) in zip(srun.steps, bounds, strict=True):
         if first == last:
             continue
-        start, end = times[first][0], times[last - 1][0] + times[last - 1][1]
+        # a step ends when its latest kernel does: with --chips a collective on the link may end
+        # after the cores' last kernel (the step's time is that latest end, not a sum of kernels)
+        start, end = times[first][0], max(a + d for a, d in times[first:last])
         label = step_label(step.phase, step.batch, step.tokens, step.kv_tokens)
         events.append(_x("user_annotation", label, host, start, end - start, {}))
         if srun.kv is not None:

@@ -189,6 +189,31 @@ def double_buffered(
     return TileLoop(load[0] + body + store[-1], float(sum(compute)), load[0], store[-1], stalls)
 
 
+def tile_intervals(
+    compute: Sequence[float], load: Sequence[float], store: Sequence[float], one_queue: bool = False
+) -> list[tuple[int, str, float, float]]:
+    """(tile, 'compute'|'load'|'store', start, duration) of every step of `double_buffered`'s
+    loop, in its order: load_0 at 0; step i starts at s_i = load_0 + sum_{j<i} step_j and runs
+    compute_i, the load of tile i+1 and the store of tile i-1 from s_i (with `one_queue` the
+    store after that load); the last store at load_0 + body. The last end is its `total`."""
+    n = len(compute)
+    if n == 0:
+        return []
+    out = [(0, "load", 0.0, load[0])]
+    at = load[0]
+    for i in range(n):
+        nxt = load[i + 1] if i + 1 < n else 0.0
+        prev = store[i - 1] if i > 0 else 0.0
+        out.append((i, "compute", at, compute[i]))
+        if i + 1 < n:
+            out.append((i + 1, "load", at, nxt))
+        if i > 0:
+            out.append((i - 1, "store", at + nxt if one_queue else at, prev))
+        at += max(compute[i], nxt + prev) if one_queue else max(compute[i], nxt, prev)
+    out.append((n - 1, "store", at, store[-1]))
+    return out
+
+
 def ring_all_reduce(nbytes: float, p: int, bandwidth: float, alpha: float) -> float:
     """Ring all-reduce of n bytes over p chips: 2(p-1)/p x n / B + 2(p-1) x alpha
     (a reduce-scatter then an all-gather, p-1 steps each, n/p bytes per step)."""

@@ -9,6 +9,14 @@ matrix_ns, vector_ns, collective}; tid 1 'dma' one event per DMA transfer, categ
 (name 'DMA <route> <value>', args {route, bytes}; the Kineto reader reads it as kind `dma` on
 the chip's stream 1, not a unit of work: a transfer's time is part of its kernel's).
 tid 2 'link' holds the collectives (they run beside the cores' kernels that do not need them).
+Cores: every kernel runs on all of the chip's cores at once (run.py splits its GEMM's output
+columns, its vector elements and its DMA bytes evenly over them), so the 'kernels' thread is every
+core's. Per-tile activity on request (`tiles=True`, `perf simulate --tiles`): one thread per core
+(tid 3 + core, 'core <c>'), holding each tiled kernel's double-buffered loop
+(dma.tile_schedule) as category `tile` events 'load|compute|store <kernel> tile <i>' (args {kernel,
+tile, bytes: the core's share of that tile's transfers}); the cores work in lockstep on their
+shares, so their rows hold the same intervals. The Kineto reader reads `tile` as device
+annotations (labels, not work) on stream 3 + core.
 Counters ('C' events, per chip, a sample where the value changes; `counter_samples`): matrix
 and vector utilisation (%), HBM bandwidth (GB/s), shared memory used (MiB), local memory used
 per core (KiB), DMA queue depth; the Kineto reader reads them into the counters table (track
@@ -26,16 +34,25 @@ dtype, family, aten_ops), which analysis/cost/kernels.py joins by name to cost e
 
 from __future__ import annotations
 
+import gc
 import math
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
+
+from accelerator.sim.dma import tile_schedule
 from accelerator.sim.run import SimRun
+from accelerator.sim.trace_counters import COUNTERS, counter_events, counter_samples, transfer_times
+
+__all__ = ["COUNTERS", "counter_events", "counter_samples", "timeline_ns", "trace_document", "trace_events"]
 
 DOC_KEY = "perfSimulate"
 
 
 def _us(ns: int) -> float:
-    return round(ns / 1000, 3)
+    """Integer ns as µs: ns / 1000 is the double nearest the 3-decimal value (what round(.., 3) gives)."""
+    return ns / 1000
 
 
 def timeline_ns(run: SimRun) -> list[tuple[int, int]]:
@@ -52,14 +69,26 @@ def timeline_ns(run: SimRun) -> list[tuple[int, int]]:
     return out
 
 
-def summary(run: SimRun) -> dict[str, Any]:
+def summary(run: SimRun, kernels: bool = True) -> dict[str, Any]:
     """{accel, program, chips, total_ns, by_limiter {limiter: ns}, kernels: [{name, chip, unit,
     start_ns, dur_ns, limiter, stall_cycles, flops, hbm_bytes}]} (chip 0's kernels and, with
-    chips > 1, every chip's)."""
+    chips > 1, every chip's); without `kernels` the list is left out (the trace document's)."""
     clock = run.accel.clock_hz
-    rows = []
-    for s, (start, dur) in zip(run.kernels, timeline_ns(run), strict=True):
-        rows.append(
+    spans = timeline_ns(run)
+    total = max((start + dur for start, dur in spans), default=0)
+    by_limiter: dict[str, int] = {}
+    for s, (_, dur) in zip(run.kernels, spans, strict=True):
+        if s.chip == 0:
+            by_limiter[s.time.limiter] = by_limiter.get(s.time.limiter, 0) + dur
+    out = {
+        "accel": run.accel.name,
+        "program": run.program_name,
+        "chips": run.chips,
+        "total_ns": total,
+        "by_limiter": by_limiter,
+    }
+    if kernels:
+        out["kernels"] = [
             {
                 "name": s.name,
                 "chip": s.chip,
@@ -71,26 +100,20 @@ def summary(run: SimRun) -> dict[str, Any]:
                 "flops": s.flops,
                 "hbm_bytes": s.hbm_read + s.hbm_written,
             }
-        )
-    total = max((r["start_ns"] + r["dur_ns"] for r in rows), default=0)
-    by_limiter: dict[str, int] = {}
-    for r in rows:
-        if r["chip"] == 0:
-            by_limiter[r["limiter"]] = by_limiter.get(r["limiter"], 0) + r["dur_ns"]
-    return {
-        "accel": run.accel.name,
-        "program": run.program_name,
-        "chips": run.chips,
-        "total_ns": total,
-        "by_limiter": by_limiter,
-        "kernels": rows,
-    }
+            for s, (start, dur) in zip(run.kernels, spans, strict=True)
+        ]
+    return out
 
 
 def fusion_rows(run: SimRun) -> list[dict[str, Any]]:
-    """The fusion-map rows (analysis/cost/kernels.FUSION_COLUMNS) of chip 0's kernels."""
-    return [
-        {
+    """The fusion-map rows (analysis/cost/kernels.FUSION_COLUMNS) of chip 0's kernels, one per
+    kernel name (the first kernel of that name: the analysis joins the rows by name, and a
+    serving run's names repeat step after step with the same cost, serving_trace.distinct_names)."""
+    rows: dict[str, dict[str, Any]] = {}
+    for s in run.kernels:
+        if s.chip != 0 or s.name in rows:
+            continue
+        rows[s.name] = {
             "runtime_name": s.name,
             "kernel": s.name,
             "kind": "npu",
@@ -101,9 +124,7 @@ def fusion_rows(run: SimRun) -> list[dict[str, Any]]:
             "family": s.family,
             "aten_ops": [t.split(".")[1] if t.startswith("aten.") else t for t in s.targets],
         }
-        for s in run.kernels
-        if s.chip == 0
-    ]
+    return list(rows.values())
 
 
 #: Kineto's names of a collective's dtype ('dtype' arg of NCCL records).
@@ -125,11 +146,11 @@ def _collective_args(s, chips: int) -> dict[str, Any]:
 
 #: Chrome thread of each resource of a chip: the cores' kernels, DMA transfers, the links' collectives
 TIDS = {"cores": 0, "dma": 1, "link": 2}
+CORE_TID0 = 3  # core c's thread (per-tile activity): CORE_TID0 + c
 
 
-def trace_events(run: SimRun) -> list[dict[str, Any]]:
-    """The Chrome events of `run` (module docstring)."""
-    clock = run.accel.clock_hz
+def trace_events(run: SimRun, tiles: bool = False) -> list[dict[str, Any]]:
+    """The Chrome events of `run` (module docstring); with `tiles` each core's tile activity."""
     events: list[dict[str, Any]] = []
     for chip in range(run.chips):
         events.append(
@@ -137,147 +158,162 @@ def trace_events(run: SimRun) -> list[dict[str, Any]]:
         )
         for name, tid in (("kernels", 0), ("dma", 1), ("link", 2)):
             events.append({"ph": "M", "name": "thread_name", "pid": chip, "tid": tid, "args": {"name": name}})
-    spans = timeline_ns(run)
-    for s, (start, dur) in zip(run.kernels, spans, strict=True):
-        kt = s.time
-        events.append(
-            {
-                "ph": "X",
-                "cat": "kernel",
-                "name": s.name,
-                "pid": s.chip,
-                "tid": TIDS.get(s.resource, 0),
-                "ts": _us(start),
-                "dur": _us(dur),
-                "args": {
-                    "unit": s.unit,
-                    "ops": list(s.ops),
-                    "targets": list(s.targets),
-                    "flops": s.flops,
-                    "hbm_read": s.hbm_read,
-                    "hbm_written": s.hbm_written,
-                    "shared_bytes": s.shared_bytes,
-                    "dtype": s.dtype,
-                    "family": s.family,
-                    "limiter": kt.limiter,
-                    "stall_cycles": kt.stall_cycles(clock),
-                    "compute_ns": round(kt.compute * 1e9, 3),
-                    "matrix_ns": round(s.matrix_s * 1e9, 3),
-                    "vector_ns": round(s.vector_s * 1e9, 3),
-                    "contention_ns": round(s.contention_s * 1e9, 3),
-                    **(_collective_args(s, run.chips) if s.collective else {}),
-                },
-            }
-        )
-        offset = start - s.start_s * 1e9  # the kernel's place on the rounded timeline
-        for t in s.transfers:
+        for core in range(run.accel.cores if tiles else 0):
             events.append(
                 {
-                    "ph": "X",
-                    "cat": "dma",
-                    "name": f"DMA {t.route} {t.value}",
-                    "pid": s.chip,
-                    "tid": TIDS["dma"],
-                    "ts": _us(round(t.start_s * 1e9 + offset)),
-                    "dur": _us(max(1, round(t.dur_s * 1e9))),
-                    "args": {"route": t.route, "bytes": t.bytes},
+                    "ph": "M",
+                    "name": "thread_name",
+                    "pid": chip,
+                    "tid": CORE_TID0 + core,
+                    "args": {"name": f"core {core}"},
                 }
             )
-    events += counter_events(run, spans)
-    events += flow_events(run, spans)
+    spans = timeline_ns(run)
+    with paused_gc():  # a million acyclic dicts: a collection among them finds nothing to free
+        events += _work_events(run, spans)
+        if tiles:
+            events += tile_events(run, spans)
+        events += counter_events(run, spans)
+        events += flow_events(run, spans)
     return events
 
 
-#: the counter tracks, per chip (docs/accelerator.md, "Simulating a program")
-COUNTERS = (
-    "matrix utilisation (%)",
-    "vector utilisation (%)",
-    "HBM bandwidth (GB/s)",
-    "shared memory used (MiB)",
-    "local memory used per core (KiB)",
-    "DMA queue depth",
-)
-
-
-def counter_samples(run: SimRun, spans: list[tuple[int, int]] | None = None) -> dict[tuple[int, str], list]:
-    """(chip, counter) -> [(ns, value)] in time order, one sample where the value changes:
-
-    - matrix / vector utilisation: 100 x the unit's busy seconds / the kernel's seconds while a
-      kernel runs, summed over kernels running at once (a collective on the link adds 0);
-    - HBM bandwidth: the kernel's HBM bytes / its seconds, summed likewise (GB/s);
-    - local memory used per core: the running kernel's tile working set (KiB);
-    - shared memory used: the bytes the allocation keeps live in shared memory (and the working
-      set of a kernel tiled in shared memory), set at each kernel's start (MiB; held until the next);
-    - DMA queue depth: transfers queued and not done: a kernel's loads all queue at its first
-      load's start and leave as each finishes; a store queues when it starts."""
-    spans = spans if spans is not None else timeline_ns(run)
-    deltas: dict[tuple[int, str], list[tuple[int, float]]] = {}
-    levels: dict[tuple[int, str], list[tuple[int, float]]] = {}
-
-    def add(chip: int, name: str, at: int, end: int, value: float) -> None:
-        if value:
-            deltas.setdefault((chip, name), []).extend(((at, value), (end, -value)))
-
-    for s, (start, dur) in zip(run.kernels, spans, strict=True):
-        seconds, end = max(s.time.total, 1e-12), start + dur
-        add(s.chip, COUNTERS[0], start, end, 100 * s.matrix_s / seconds)
-        add(s.chip, COUNTERS[1], start, end, 100 * s.vector_s / seconds)
-        add(s.chip, COUNTERS[2], start, end, (s.hbm_read + s.hbm_written) / seconds / 1e9)
-        add(s.chip, COUNTERS[4], start, end, s.local_bytes / 1024)
-        if s.resource == "cores":
-            levels.setdefault((s.chip, COUNTERS[3]), []).append((start, s.shared_live_bytes / 2**20))
-        offset = start - s.start_s * 1e9
-        loads = [t for t in s.transfers if t.route.endswith("->local")]
-        queued = round(min((t.start_s for t in loads), default=0.0) * 1e9 + offset)
-        for t in s.transfers:
-            t_start = round(t.start_s * 1e9 + offset)
-            t_end = t_start + max(1, round(t.dur_s * 1e9))
-            add(s.chip, COUNTERS[5], queued if t.route.endswith("->local") else t_start, t_end, 1.0)
-    out: dict[tuple[int, str], list] = {}
-    for key, changes in deltas.items():
-        changes.sort(key=lambda c: c[0])
-        samples, value = [], 0.0
-        for i, (at, d) in enumerate(changes):
-            value += d
-            if i + 1 == len(changes) or changes[i + 1][0] != at:
-                samples.append((at, max(0.0, round(value, 6))))
-        out[key] = samples
-    for (chip, name), samples in levels.items():  # freed when the chip's last kernel ends
-        samples.append((max(a + d for (a, d), k in zip(spans, run.kernels, strict=True) if k.chip == chip), 0.0))
-    for key, samples in levels.items():
-        samples.sort(key=lambda c: c[0])
-        out[key] = [(at, round(v, 6)) for i, (at, v) in enumerate(samples) if i == 0 or samples[i - 1][1] != v]
+def tile_events(run: SimRun, spans: list[tuple[int, int]]) -> list[dict[str, Any]]:
+    """Each tiled kernel's loop (dma.tile_schedule) on every core's thread (module docstring):
+    the loop starts after the kernel's dispatch and exposed DMA setup; a load or store moves
+    1/cores of the tile's share (1/T) of the kernel's load or store bytes."""
+    accel, cores = run.accel, run.accel.cores
+    out: list[dict[str, Any]] = []
+    for s, (start, _) in zip(run.kernels, spans, strict=True):
+        if not s.tile_loop:
+            continue
+        n = s.tile_loop[0]
+        loop_ns = start + (accel.dispatch_overhead_s + s.time.stalls.get("dma_latency", 0.0)) * 1e9
+        loaded = sum(t.bytes for t in s.transfers if t.route.endswith("->local"))
+        moved = {"load": loaded // n // cores, "store": (sum(t.bytes for t in s.transfers) - loaded) // n // cores}
+        for tile, what, at, dur in tile_schedule(accel, s.tile_loop):
+            args = {"kernel": s.name, "tile": tile}
+            if what != "compute":
+                args["bytes"] = moved[what]
+            ts, us = _us(round(loop_ns + at * 1e9)), _us(max(1, round(dur * 1e9)))
+            for core in range(cores):
+                out.append(
+                    {"ph": "X", "cat": "tile", "name": f"{what} {s.name} tile {tile}", "pid": s.chip,
+                     "tid": CORE_TID0 + core, "ts": ts, "dur": us, "args": args}
+                )  # fmt: skip
     return out
 
 
-def counter_events(run: SimRun, spans: list[tuple[int, int]] | None = None) -> list[dict[str, Any]]:
-    """`counter_samples` as Chrome counter ('C') events, pid = chip, args {value}."""
-    return [
-        {"ph": "C", "name": name, "pid": chip, "ts": _us(at), "args": {"value": round(v, 3)}}
-        for (chip, name), samples in sorted(counter_samples(run, spans).items())
-        for at, v in samples
-    ]
+@contextmanager
+def paused_gc() -> Iterator[None]:
+    """The garbage collector paused (if it ran): building the events allocates millions of
+    objects, none in a cycle, and every collection would rescan the program's graph too."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
+
+
+def _work_events(run: SimRun, spans: list[tuple[int, int]]) -> list[dict[str, Any]]:
+    """Each kernel's 'X' event and its DMA transfers' (module docstring). A kernel's args but its
+    `ops` derive from its KernelTime's kernel: copies of one timed kernel (reuse.py: every layer's
+    copy shares its `time`) share one dict of them, built once."""
+    clock, chips = run.accel.clock_hz, run.chips
+    out: list[dict[str, Any]] = []
+    append = out.append
+    shared: dict[int, dict[str, Any]] = {}
+    dma_tid = TIDS["dma"]
+    moves = transfer_times(run, spans)
+    t_ts, t_dur = iter((moves["start"] / 1000).tolist()), iter((moves["dur"] / 1000).tolist())
+    for s, (start, dur) in zip(run.kernels, spans, strict=True):
+        kt = s.time
+        rest = shared.get(id(kt))
+        if rest is None:
+            rest = shared[id(kt)] = {
+                "targets": s.targets,
+                "flops": s.flops,
+                "hbm_read": s.hbm_read,
+                "hbm_written": s.hbm_written,
+                "shared_bytes": s.shared_bytes,
+                "dtype": s.dtype,
+                "family": s.family,
+                "limiter": kt.limiter,
+                "stall_cycles": kt.stall_cycles(clock),
+                "compute_ns": round(kt.compute * 1e9, 3),
+                "matrix_ns": round(s.matrix_s * 1e9, 3),
+                "vector_ns": round(s.vector_s * 1e9, 3),
+                "contention_ns": round(s.contention_s * 1e9, 3),
+                **(_collective_args(s, chips) if s.collective else {}),
+            }
+        chip = s.chip
+        append(
+            {
+                "ph": "X", "cat": "kernel", "name": s.name, "pid": chip, "tid": TIDS.get(s.resource, 0),
+                "ts": start / 1000, "dur": dur / 1000, "args": {"unit": s.unit, "ops": s.ops, **rest},
+            }
+        )  # fmt: skip
+        for t in s.transfers:
+            append(
+                {
+                    "ph": "X", "cat": "dma", "name": f"DMA {t.route} {t.value}", "pid": chip, "tid": dma_tid,
+                    "ts": next(t_ts), "dur": next(t_dur), "args": {"route": t.route, "bytes": t.bytes},
+                }
+            )  # fmt: skip
+    return out
 
 
 def flow_events(run: SimRun, spans: list[tuple[int, int]]) -> list[dict[str, Any]]:
     """A Chrome flow (category `dependency`, 's' at the producer's start, 'f' bound to the
     consumer's start) for every kernel a kernel reads the result of (SimKernel.deps)."""
     out: list[dict[str, Any]] = []
+    append = out.append
     first, n = 0, 0
-    for i, s in enumerate(run.kernels):
-        if i and s.chip != run.kernels[i - 1].chip:
+    kernels = run.kernels
+    for i, s in enumerate(kernels):
+        if i and s.chip != kernels[i - 1].chip:
             first = i
+        if not s.deps:
+            continue
+        chip, tid, ts = s.chip, TIDS.get(s.resource, 0), spans[i][0] / 1000
         for d in s.deps:
-            src = run.kernels[first + d]
             n += 1
-            common = {"cat": "dependency", "name": "dependency", "id": n, "pid": s.chip}
-            out.append({**common, "ph": "s", "tid": TIDS.get(src.resource, 0), "ts": _us(spans[first + d][0])})
-            out.append({**common, "ph": "f", "bp": "e", "tid": TIDS.get(s.resource, 0), "ts": _us(spans[i][0])})
+            src_tid, src_ts = TIDS.get(kernels[first + d].resource, 0), spans[first + d][0] / 1000
+            append(
+                {
+                    "cat": "dependency",
+                    "name": "dependency",
+                    "id": n,
+                    "pid": chip,
+                    "ph": "s",
+                    "tid": src_tid,
+                    "ts": src_ts,
+                }
+            )
+            append(
+                {
+                    "cat": "dependency",
+                    "name": "dependency",
+                    "id": n,
+                    "pid": chip,
+                    "ph": "f",
+                    "bp": "e",
+                    "tid": tid,
+                    "ts": ts,
+                }
+            )
     return out
 
 
-def trace_document(run: SimRun) -> dict[str, Any]:
-    """The whole Chrome/Kineto JSON document (write it with orjson)."""
+def trace_document(run: SimRun, tiles: bool = False) -> dict[str, Any]:
+    """The whole Chrome/Kineto JSON document (write it with orjson); `tiles`: per-core tile activity."""
+    with paused_gc():
+        return _document(run, tiles)
+
+
+def _document(run: SimRun, tiles: bool) -> dict[str, Any]:
     return {
         "schemaVersion": 1,
         "framework": f"perf simulate (the simulated {run.accel.name}, {run.chips} chip(s))",
@@ -285,7 +321,7 @@ def trace_document(run: SimRun) -> dict[str, Any]:
         "deviceProperties": [
             {"id": c, "name": run.accel.name, "totalGlobalMem": run.accel.hbm.capacity_bytes} for c in range(run.chips)
         ],
-        "traceEvents": trace_events(run),
+        "traceEvents": trace_events(run, tiles),
         "perfCompile": {"tables": {"fusion": fusion_rows(run)}},
-        DOC_KEY: {k: v for k, v in summary(run).items() if k != "kernels"},
+        DOC_KEY: summary(run, kernels=False),
     }

@@ -5,7 +5,7 @@ a name repeated a million times is stored once. What is kept:
 
 - complete ('X') events: times in exact ns, the ids and numbers the suite links on;
 - `[memory]` instant events (profile_memory samples);
-- 'fwdbwd' flow ends (forward op -> backward op);
+- 'fwdbwd' flow ends (forward op -> backward op); 'dependency' flow ends (kernel -> kernel);
 - counter ('C') samples: {"value": number} (the form Chrome's and Perfetto's docs use);
 - process names from 'M' metadata events.
 """
@@ -21,7 +21,7 @@ import numpy as np
 import pandas as pd
 
 from collectors.kineto.decode import Event
-from collectors.kineto.kinds import FWDBWD_FLOW_CATEGORY
+from collectors.kineto.kinds import DEPENDENCY_FLOW_CATEGORY, FWDBWD_FLOW_CATEGORY
 from collectors.kineto.timestamps import us_to_ns
 from profiler.model.trace import Problems
 
@@ -310,9 +310,11 @@ class Accumulator:
         )
 
     def _fwdbwd(self, flows: Fields) -> None:
-        """'fwdbwd' flow ends: forward op -> backward op."""
+        """'fwdbwd' flow ends: forward op -> backward op; 'dependency' flow ends: producer
+        kernel -> consumer kernel (a simulator's, accelerator/sim/trace.py)."""
         if flows.n == 0:
             return
+        self._dependencies(flows)
         rows = np.flatnonzero(flows.obj("cat") == FWDBWD_FLOW_CATEGORY)
         if len(rows) == 0:
             return
@@ -323,4 +325,20 @@ class Accumulator:
             f_start=(flows.obj("ph")[rows] == "s")[ok],
             f_id=ints(flows.obj("id")[rows])[ok],
             f_tid=ints(flows.obj("tid")[rows])[ok],
+        )
+
+    def _dependencies(self, flows: Fields) -> None:
+        """'dependency' flow ends (ts, start?, id, pid, tid): bound to the device work starting
+        at ts on that pid's stream tid (link.dependency_flows)."""
+        rows = np.flatnonzero(flows.obj("cat") == DEPENDENCY_FLOW_CATEGORY)
+        if len(rows) == 0:
+            return
+        ts, missing, bad = us_to_ns(flows.obj("ts")[rows])
+        ok = ~(missing | bad)
+        self._put(
+            d_ts=ts[ok],
+            d_start=(flows.obj("ph")[rows] == "s")[ok],
+            d_id=ints(flows.obj("id")[rows])[ok],
+            d_pid=ints(flows.obj("pid")[rows])[ok],
+            d_tid=ints(flows.obj("tid")[rows])[ok],
         )

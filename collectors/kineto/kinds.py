@@ -27,17 +27,20 @@ CATEGORY_KIND: dict[str, Kind] = {
     "mtia_ccp_events": Kind.KERNEL,
     "compile_pass": Kind.COMPILE_PASS,  # torch.compile steps perf profile writes (collectors/torch_compile/embed.py)
     "dma": Kind.DMA,  # the simulated accelerator's transfers (accelerator/sim/trace.py): inside their kernel's time
+    "tile": Kind.ANNOTATION,  # the simulated accelerator's per-core tile activity: labels inside their kernel's time
 }
 
 #: Categories whose events run on a device rather than a host thread.
 DEVICE_CATEGORIES = frozenset(
-    {"kernel", "gpu_memcpy", "memcpy", "gpu_memset", "memset", "gpu_user_annotation", "mtia_ccp_events", "dma"}
+    {"kernel", "gpu_memcpy", "memcpy", "gpu_memset", "memset", "gpu_user_annotation", "mtia_ccp_events", "dma", "tile"}
 )
 
 #: Flow-event categories that join a runtime launch to its device work (recomputed from
 #: correlation ids, which also cover graph launches), and the forward->backward flows.
 LAUNCH_FLOW_CATEGORIES = frozenset({"ac2g", "async"})
 FWDBWD_FLOW_CATEGORY = "fwdbwd"
+#: producer -> consumer device work (accelerator/sim/trace.py's kernels), flows kind 'dependency'
+DEPENDENCY_FLOW_CATEGORY = "dependency"
 
 
 def kind_of(cat: str) -> Kind:

@@ -152,6 +152,32 @@ def fwdbwd_flows(
     return pd.DataFrame({"src": pairs["src"].to_numpy(), "dst": pairs["dst"].to_numpy(), "kind": "fwdbwd"})
 
 
+def dependency_flows(
+    flow_ts: np.ndarray,
+    flow_start: np.ndarray,
+    flow_id: np.ndarray,
+    flow_pid: np.ndarray,
+    flow_tid: np.ndarray,
+    ev: pd.DataFrame,
+) -> pd.DataFrame:
+    """Producer -> consumer device-work edges (kind 'dependency') from 'dependency' flow events.
+
+    As with 'fwdbwd', each end sits at the start of the work it binds to, here on a device
+    stream: pid the device's number, tid the stream; an end is joined to the device work row
+    with the same (device number, stream, ts), pairs are matched by flow id.
+    """
+    work = ev[(ev["stream"] >= 0) & ev["kind"].isin([k.value for k in DEVICE_WORK_KINDS])]
+    number = work["device"].astype(str).str.extract(r"(\d+)$", expand=False).fillna(-1).astype(np.int64)
+    at = pd.DataFrame(
+        {"pid": number.to_numpy(), "tid": work["stream"].to_numpy(), "ts": work["ts"].to_numpy(), "e": work["id"]}
+    ).drop_duplicates(["pid", "tid", "ts"], keep="last")
+    ends = pd.DataFrame({"pid": flow_pid, "tid": flow_tid, "ts": flow_ts, "start": flow_start, "fid": flow_id})
+    src = ends[ends["start"]].merge(at, on=["pid", "tid", "ts"])[["fid", "e"]].rename(columns={"e": "src"})
+    dst = ends[~ends["start"]].merge(at, on=["pid", "tid", "ts"])[["fid", "e"]].rename(columns={"e": "dst"})
+    pairs = src.merge(dst, on="fid")
+    return pd.DataFrame({"src": pairs["src"].to_numpy(), "dst": pairs["dst"].to_numpy(), "kind": "dependency"})
+
+
 def seq_fwdbwd_flows(ev: pd.DataFrame, seq: np.ndarray, fwd_thread: np.ndarray, problems: Problems) -> pd.DataFrame:
     """Forward -> backward op edges from autograd sequence numbers, for traces without 'fwdbwd'
     flow events (Kineto before ~2022 wrote only the numbers).

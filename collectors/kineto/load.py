@@ -111,6 +111,12 @@ def _read_rank_file(path: Path, max_bytes: int | None) -> RankFile:
     else:  # older Kineto wrote no 'fwdbwd' flow events, only autograd's sequence numbers
         fwdbwd = link.seq_fwdbwd_flows(ev, acc.column("x_seq_nr"), acc.column("x_fwd_tid"), problems)
     flows = pd.concat([flows, fwdbwd], ignore_index=True)
+    if len(acc.column("d_ts")):
+        deps = link.dependency_flows(
+            acc.column("d_ts") + base, acc.column("d_start", "bool"), acc.column("d_id"), acc.column("d_pid"),
+            acc.column("d_tid"), ev,
+        )  # fmt: skip
+        flows = pd.concat([flows, deps], ignore_index=True)
     meta["process_names"] = acc.process_names
     return RankFile(path, rank, ev, counters, flows, meta, problems)
 

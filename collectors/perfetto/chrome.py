@@ -189,7 +189,7 @@ def _flows(trace: Trace, ev: pd.DataFrame, base: int, rank: int) -> list[dict]:
     kind = fl["kind"].astype(object).to_numpy()
     out = []
     for k in keep.tolist():
-        cat = "fwdbwd" if kind[k] == "fwdbwd" else "ac2g"
+        cat = kind[k] if kind[k] in ("fwdbwd", "dependency") else "ac2g"
         for ph, row in (("s", s[k]), ("f", d[k])):
             pid, tid = _place(device[row], stream[row], thread[row], rank)
             e = {

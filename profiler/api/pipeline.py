@@ -243,6 +243,9 @@ def _roofline(
             comm_groups(classified), on=["name", "shapes"], how="left"
         )  # collectives' bytes and bus bandwidth
         top["enqueue"] = top["enqueue"].astype("boolean").fillna(False).astype(bool)
+        # ops with no classified unit (0 ns: nothing measured) are above no ceiling
+        if "above_ceiling" in top:
+            top["above_ceiling"] = top["above_ceiling"].astype("boolean").fillna(False).astype(bool)
     share, unknown = unknown_summary(trace, classified)
     out = replace(
         base,

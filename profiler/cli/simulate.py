@@ -4,7 +4,8 @@ one systolic array (SCALE-Sim's closed forms, accelerator/sim/timing.py), with `
 [--json]`: the built-in workloads and the accelerator presets.
 
 `perf simulate MODEL --accel PRESET [--batch B --prompt P --decode N] [--precision P]
-[--precision-override MODULE=POLICY]... [--chips C] [--plan PLAN] [-o TRACE] [--force] [--json] [--progress]`:
+[--precision-override MODULE=POLICY]... [--chips C] [--plan PLAN] [--tiles] [-o TRACE] [--force] [--json]
+[--progress]`:
 with --prompt, LLM serving (profiler/cli/simulate_serving.py); otherwise: compile MODEL (a
 workload or pkg.module:factory, as `perf compile`; with `--plan`, the fusion plan and tiles of a
 plan file, as `perf compile --plan`; `perf autotune --plan-out` writes one), run its scheduled
@@ -75,6 +76,7 @@ def _simulate_model(
     json: bool,
     plan: Path | None = None,
     overrides: list[str] | None = None,
+    tiles: bool = False,
 ) -> None:
     """Compile, simulate, print the summary and the analysis of the simulated trace (module docstring)."""
     import tempfile
@@ -115,7 +117,7 @@ def _simulate_model(
         t0 = time.perf_counter()
         run = simulate(program, hw)
         sim_s = time.perf_counter() - t0
-        doc = api.accel_sim_document(run)
+        doc = api.accel_sim_document(run, tiles)
         summary = api.accel_sim_summary(run)
         if out is not None:
             _write_trace(out, doc, force)
@@ -192,6 +194,12 @@ def register(app: typer.Typer) -> None:
         decode: Annotated[
             int | None, typer.Option("--decode", help="With --prompt: then N decode steps over the growing KV cache.")
         ] = None,
+        tiles: Annotated[
+            bool,
+            typer.Option(
+                "--tiles", help="With MODEL: write each core's tile loads, computes and stores in the trace (large)."
+            ),
+        ] = False,
         progress: Annotated[
             bool | None,
             typer.Option(
@@ -231,12 +239,12 @@ def register(app: typer.Typer) -> None:
 
                 simulate_serving(
                     model, accel, precision.strip().lower(), chips, 1 if batch is None else batch, prompt,
-                    0 if decode is None else decode, output, force, json, progress,
+                    0 if decode is None else decode, output, force, json, progress, tiles,
                 )  # fmt: skip
                 return
             if plan is not None and _is_saved_program(model):
                 fail("--plan applies when compiling MODEL, not to a saved program")
-            _simulate_model(model, accel, precision.strip().lower(), chips, output, force, json, plan, override)
+            _simulate_model(model, accel, precision.strip().lower(), chips, output, force, json, plan, override, tiles)
             return
         from profiler import api
         from profiler.cli.common import one_line_errors

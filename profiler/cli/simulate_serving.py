@@ -75,6 +75,7 @@ def simulate_serving(
     force: bool,
     json: bool,
     progress: bool | None,
+    tiles: bool = False,
 ) -> None:
     """Compile, simulate every step, write the trace, analyse it, print the figures (module docstring)."""
     import tempfile
@@ -99,7 +100,7 @@ def simulate_serving(
         srun = api.accel_simulate_serving(programs, hw, bar.update)
         bar.stage("writing the trace")
         t0 = time.perf_counter()
-        doc = api.accel_serving_document(srun)
+        doc = api.accel_serving_document(srun, tiles)
         data = orjson.dumps(doc)  # what the analysis reads when -o is not a Chrome JSON file
         with tempfile.TemporaryDirectory() as tmp:
             if out is not None:

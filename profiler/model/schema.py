@@ -157,7 +157,13 @@ COUNTER_COLUMNS: tuple[Column, ...] = (
 FLOW_COLUMNS: tuple[Column, ...] = (
     Column("src", "int64", "", "Event id the edge starts at (e.g. the runtime launch call)."),
     Column("dst", "int64", "", "Event id the edge ends at (e.g. the kernel)."),
-    Column("kind", "category", "", "'launch' (runtime call to device work) or 'fwdbwd' (forward op to its backward)."),
+    Column(
+        "kind",
+        "category",
+        "",
+        "'launch' (runtime call to device work), 'fwdbwd' (forward op to its backward) or 'dependency' "
+        "(device work to the work that reads its result; simulated traces).",
+    ),
 )
 
 DEVICE_COLUMNS: tuple[Column, ...] = (
