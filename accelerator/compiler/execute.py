@@ -23,7 +23,7 @@ import torch
 
 from accelerator.compiler import npu_ops
 from accelerator.compiler import tiled as tiled_exec
-from accelerator.compiler import tiled_vector
+from accelerator.compiler import tiled_dma, tiled_vector
 from accelerator.compiler.program import Op, Program, TensorType, map_refs
 
 
@@ -42,17 +42,18 @@ def resolve(target: str) -> Callable[..., Any]:
     return getattr(getattr(getattr(torch.ops, ns), name), overload)
 
 
-def _schedule(program: Program, device: str | None, tiled_: bool) -> list[tuple[Any, Any]]:
-    """(op, the tile of its kernel when it runs tiled, else None) in execution order; a tiled
-    vector kernel is one step (its ops as a list, its tile)."""
+def _schedule(program: Program, device: str | None, tiled_: bool) -> list[tuple[Any, Any, str | None]]:
+    """(op, the tile of its kernel when it runs tiled, else None, the kernel's name when it has
+    a tile) in execution order; a tiled vector kernel is one step (its ops as a list, its tile)."""
     names = [o for k in program.kernels for o in k.ops]
     if device is not None or not program.kernels or sorted(names) != sorted(o.name for o in program.ops):
-        return [(op, None) for op in program.ops]
+        return [(op, None, None) for op in program.ops]
     ops = {o.name: o for o in program.ops}
-    out: list[tuple[Any, Any]] = []
+    out: list[tuple[Any, Any, str | None]] = []
     for k in program.kernels:
-        if tiled_ and k.unit == "vector" and k.tile and "elements" in k.tile:
-            out.append(([ops[n] for n in k.ops], k.tile))
+        owner = k.name if tiled_ and k.tile else None
+        if tiled_ and k.unit in ("vector", "dma") and k.tile and "elements" in k.tile:
+            out.append(([ops[n] for n in k.ops], k.tile, owner))
             continue
         for name in k.ops:
             op = ops[name]
@@ -62,7 +63,7 @@ def _schedule(program: Program, device: str | None, tiled_: bool) -> list[tuple[
                 or ("q" in tile and op.target == _SDPA and k.attrs.get("attention") == "flash")
             ):
                 tile = None
-            out.append((op, tile))
+            out.append((op, tile, owner))
     return out
 
 
@@ -77,8 +78,12 @@ def run(
     device: str | None = None,
     state: dict[str, Any] | None = None,
     tiled: bool = True,
+    ran_whole: list[str] | None = None,
 ) -> tuple[list[Any], dict[str, Any]]:
     """(user outputs, values by name) of `program` on `inputs` (the forward's arguments).
+
+    `ran_whole`, when given, receives the name of every kernel with a tile that ran whole
+    (not tile by tile): the tests hold it empty on every workload.
 
     Without `state`, buffers are cloned from the program's; a given `state` (input name ->
     tensor) is used as it is, so in-place ops (a KV-cache update) write into it and a decode
@@ -95,30 +100,47 @@ def run(
         if i.kind != "user":
             t = state[i.name]
             env[i.name] = t.to(device) if device else (t.clone() if clone and i.kind == "buffer" else t)
-    for op, tile in _schedule(program, device, tiled):
+    kernels = {k.name: k for k in program.kernels}
+    tiled_kernels: set[str] = set()  # kernels with a tile that ran (at least their anchor) tile by tile
+    owners: list[str] = []
+    for op, tile, owner in _schedule(program, device, tiled):
+        if owner is not None and owner not in owners:
+            owners.append(owner)
         if isinstance(op, list):  # a vector kernel: every op over one tile of rows, then the next
-            values = tiled_vector.run_tiled(op, env, tile["elements"], _call)
+            mover = tiled_dma if kernels[owner].unit == "dma" else tiled_vector
+            values = mover.run_tiled(op, env, tile["elements"], _call)
             for o in op if values is None else ():  # not expressible by rows: whole
                 env[o.name] = _call(o, env, device)
             env.update(values or {})
+            if values is not None:
+                tiled_kernels.add(owner)
             continue
+        if owner is not None and op.target == _SDPA and "q" in (kernels[owner].tile or {}):
+            tiled_kernels.add(owner)  # attention whose tile is the whole: its one tile
         if tile is not None:
             args = map_refs(op.args, lambda r: env[r.name])
             kwargs = {k: map_refs(v, lambda r: env[r.name]) for k, v in op.kwargs.items()}
-            env[op.name] = _run_tiled(op, args, kwargs, tile)
+            y = _run_tiled(op, args, kwargs, tile)
+            if y is None:  # not expressible by tiles: whole
+                y = resolve(op.target)(*args, **kwargs)
+            else:
+                tiled_kernels.add(owner)
+            env[op.name] = y
             continue
         env[op.name] = _call(op, env, device)
+    if ran_whole is not None:
+        ran_whole.extend(k for k in owners if k not in tiled_kernels)
     return [env[o.name] for o in program.outputs if o.kind == "user"], env
 
 
 def _run_tiled(op: Op, args: tuple, kwargs: dict[str, Any], tile: Any) -> Any:
+    """`op` over `tile`, None when its tiled form does not cover it (the caller runs it whole)."""
     if "q" in tile:
         return tiled_exec.attention(args, kwargs, tile["q"], tile["kv"])
     out = op.type if isinstance(op.type, TensorType) else None
     dtype = npu_ops.dtype_of(out.dtype) if out else args[-1].dtype
     if op.target == "aten.convolution.default":
-        y = tiled_exec.convolution(args, tile, op.attrs.get("accumulate"), dtype)
-        return y if y is not None else resolve(op.target)(*args, **kwargs)
+        return tiled_exec.convolution(args, tile, op.attrs.get("accumulate"), dtype)
     return tiled_exec.matmul(op.target, args, kwargs, tile, op.attrs.get("accumulate"), dtype)
 
 
