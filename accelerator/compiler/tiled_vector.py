@@ -13,8 +13,10 @@ tile is the shorter ragged one. Reductions and dims then run along the row (dim 
 A batch norm (inference) runs by elements as torch's CPU kernel computes it: x * alpha + beta,
 alpha = w / sqrt(var + eps), beta = b - mean * alpha per channel, broadcast to every element.
 
-A kernel this cannot express (an op outside the sets below, a dim that is not the last, a view
-that changes the last dim, a value that is not R rows) runs whole: `run_tiled` returns None."""
+A kernel whose row ops work along other dims (a mean over H, W of NCHW, a var over dim 1) is
+first laid out with those dims last and flattened into one (accelerator/compiler/tiled_permute.py).
+A kernel this cannot express (an op outside the sets below, a view that changes the last dim, a
+value that is not R rows) runs whole: `run_tiled` returns None."""
 
 from __future__ import annotations
 
@@ -101,6 +103,10 @@ def run_tiled(ops: list[Op], env: dict[str, Any], elements: int, call: Call) -> 
         except Exception:
             return None
         plan.append((op, how))
+    if any(how == "row" and _name(o.target) in DIM_OPS and _row_dim(o, meta) is None for o, how in plan):
+        from accelerator.compiler.tiled_permute import run_permuted  # along other dims: made the row
+
+        return run_permuted(ops, env, meta, lambda o, e: run_tiled(o, e, elements, call))
     last = meta[ops[-1].name]
     last = last[0] if isinstance(last, tuple) and plan[-1][1] == "bn" else last
     if not isinstance(last, torch.Tensor) or last.dim() == 0:
@@ -159,7 +165,9 @@ def run_tiled(ops: list[Op], env: dict[str, Any], elements: int, call: Call) -> 
             for key, t in (("alpha", alpha), ("beta", beta)):
                 sources[f"{op.name}#{key}"] = t.reshape(shape).expand(x.shape).reshape(-1, 1)
                 rowed.add(f"{op.name}#{key}")
-    step = max(1, elements // (last.shape[-1] if by_rows else 1))
+    # a tile holds `elements` of the widest row (a reduction's input, not its 1-wide result)
+    widest = max((sources[r].shape[-1] for r in rowed if sources[r].dim() == 2), default=1)
+    step = max(1, elements // (max(widest, last.shape[-1]) if by_rows else 1))
     pieces: dict[str, list[Any]] = {o.name: [] for o, _ in runs}
     for r0 in range(0, rows, step):
         tile = {k: v[r0 : r0 + step] if k in rowed and v.dim() == 2 else v for k, v in sources.items()}

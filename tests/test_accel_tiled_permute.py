@@ -1,0 +1,82 @@
+"""Vector kernels reducing along dims that are not the last run tile by tile, as rows of the
+reduced dims (accelerator/compiler/tiled_permute.py): a global average pool's mean over H, W of
+NCHW, a variance over dim 1 used by an elementwise op after it, a softmax over dim 1."""
+
+from __future__ import annotations
+
+import copy
+
+import torch
+from accel_programs import compiled, fuse_and_tile, workload
+
+from accelerator.compiler import tiled_vector
+from accelerator.compiler.check import rel_error
+from accelerator.compiler.execute import _call, run
+from accelerator.compiler.fusion import FusionPlan, PlanGroup
+from accelerator.compiler.program import Op, Ref, TensorType
+
+
+def _op(name, target, args, shape, **kwargs):
+    return Op(name, target, args, kwargs, TensorType(shape, "float32", shape))
+
+
+def _tiles(ops, env, elements):
+    """(values, rows of each tile of the last op's value)."""
+    seen: list[int] = []
+
+    def counting(op, tile_env, device):
+        out = _call(op, tile_env, device)
+        if device is None and op.name == ops[-1].name:
+            seen.append(int(out.shape[0]))
+        return out
+
+    return tiled_vector.run_tiled(ops, env, elements, counting), seen
+
+
+def test_global_average_pool_by_rows_of_h_times_w():
+    # relu then mean over H, W of (2, 3, 5, 7): 6 rows of 35; a 140-element tile is 4 rows:
+    # tiles of 4 and a ragged 2
+    torch.manual_seed(0)
+    x = torch.randn(2, 3, 5, 7)
+    ops = [
+        _op("r", "aten.relu.default", (Ref("x"),), (2, 3, 5, 7)),
+        _op("m", "aten.mean.dim", (Ref("r"), [2, 3]), (2, 3)),
+    ]
+    values, seen = _tiles(ops, {"x": x}, 140)
+    assert seen == [4, 2]
+    assert torch.allclose(values["m"], x.relu().mean([2, 3]), atol=1e-6) and values["m"].shape == (2, 3)
+
+
+def test_variance_over_dim_1_then_an_elementwise_op():
+    # var over the 6 channels of (2, 6, 5) kept, then x - var: rows are the 2 x 5 (n, l) pairs of
+    # 6 channels; a 18-element tile is 3 rows: 3, 3, 3 and a ragged 1; x - var keeps x's layout
+    torch.manual_seed(1)
+    x = torch.randn(2, 6, 5)
+    ops = [
+        _op("v", "aten.var.correction", (Ref("x"), [1]), (2, 1, 5), correction=0, keepdim=True),
+        _op("d", "aten.sub.Tensor", (Ref("x"), Ref("v")), (2, 6, 5)),
+        _op("s", "aten._softmax.default", (Ref("d"), 1, False), (2, 6, 5)),
+    ]
+    values, seen = _tiles(ops, {"x": x}, 18)
+    var = x.var(1, correction=0, keepdim=True)
+    assert seen == [3, 3, 3, 1]
+    assert torch.allclose(values["v"], var, atol=1e-6)
+    assert torch.allclose(values["s"], torch.softmax(x - var, 1), atol=1e-6) and values["s"].stride() == (30, 5, 1)
+
+
+def test_resnet_pool_as_its_own_kernel_runs_tiled():
+    # ResNet fp32 with a plan that leaves the global mean out of the classifier's kernel: the
+    # mean over H, W runs as a vector kernel of its own, tile by tile, within 1e-5 of eager
+    model, inputs = workload("resnet")
+    program = compiled("resnet", "edge-npu", "fp32").program
+    mean = next(o for o in program.ops if o.target == "aten.mean.dim")
+    addmm = next(o for o in program.ops if o.target == "aten.addmm.default")
+    plan = FusionPlan((PlanGroup("fc", (addmm.name,)),), "test")
+    p = fuse_and_tile(program, "edge-npu", "fp32", plan=plan)
+    (k,) = [k for k in p.kernels if mean.name in k.ops]
+    assert k.ops == (mean.name,) and k.unit == "vector" and k.tile
+    whole: list[str] = []
+    with torch.no_grad():
+        (y,), _ = run(p, inputs, ran_whole=whole)
+        ref = copy.deepcopy(model)(*inputs)
+    assert whole == [] and rel_error(y, ref) <= 1e-5
