@@ -80,3 +80,33 @@ def test_resnet_pool_as_its_own_kernel_runs_tiled():
         (y,), _ = run(p, inputs, ran_whole=whole)
         ref = copy.deepcopy(model)(*inputs)
     assert whole == [] and rel_error(y, ref) <= 1e-5
+
+
+def test_pools_as_windows_over_output_tiles(monkeypatch):
+    # 3x3 pools, stride 2, padding 1 over (2, 3, 9, 11): Ho = (9 + 2 - 3) // 2 + 1 = 5,
+    # Wo = (11 + 2 - 3) // 2 + 1 = 6; a 72-element tile is 72 // (2 * 3 * 6) = 2 output rows:
+    # tiles of 2, 2 and a ragged 1; values and the max's indices equal torch's
+    from accelerator.compiler import tiled_pool
+
+    torch.manual_seed(2)
+    x = torch.randn(2, 3, 9, 11)
+    seen: list[list[int]] = []  # the output rows of each tile, per pool
+    cat = torch.cat
+
+    def spy(parts, dim=0):
+        seen.append([int(p.shape[2]) for p in parts])
+        return cat(parts, dim)
+
+    monkeypatch.setattr(tiled_pool.torch, "cat", spy)
+    real = torch.ops.aten.avg_pool2d.default
+    mx = _op("mx", "aten.max_pool2d_with_indices.default", (Ref("x"), [3, 3], [2, 2], [1, 1]), (2, 3, 5, 6))
+    get = Op("g", "getitem", (Ref("mx"), 0), {}, TensorType((2, 3, 5, 6), "float32", (2, 3, 5, 6)))
+    values = tiled_vector.run_tiled([mx, get], {"x": x}, 72, _call)
+    want, idx = torch.ops.aten.max_pool2d_with_indices.default(x, [3, 3], [2, 2], [1, 1])
+    assert torch.equal(values["mx"][0], want) and torch.equal(values["mx"][1], idx) and torch.equal(values["g"], want)
+    av = _op("av", "aten.avg_pool2d.default", (Ref("x"), [3, 3], [2, 2], [1, 1]), (2, 3, 5, 6))
+    out = tiled_pool.pool2d(av.target, (x, [3, 3], [2, 2], [1, 1]), 72)
+    assert torch.allclose(out, real(x, [3, 3], [2, 2], [1, 1]), atol=1e-6)
+    assert seen == [[2, 2, 1]] * 3  # the max's values and indices, the average's values
+    # ceil_mode is not covered: None, the kernel runs whole
+    assert tiled_pool.pool2d(av.target, (x, [3, 3], [2, 2], [1, 1], True), 72) is None

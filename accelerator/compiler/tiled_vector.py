@@ -15,6 +15,7 @@ alpha = w / sqrt(var + eps), beta = b - mean * alpha per channel, broadcast to e
 
 A kernel whose row ops work along other dims (a mean over H, W of NCHW, a var over dim 1) is
 first laid out with those dims last and flattened into one (accelerator/compiler/tiled_permute.py).
+A pooling kernel runs as windows over output tiles (accelerator/compiler/tiled_pool.py).
 A kernel this cannot express (an op outside the sets below, a view that changes the last dim, a
 value that is not R rows) runs whole: `run_tiled` returns None."""
 
@@ -83,6 +84,10 @@ def _row_dim(op: Op, meta: Mapping[str, Any]) -> Op | None:
 
 def run_tiled(ops: list[Op], env: dict[str, Any], elements: int, call: Call) -> dict[str, Any] | None:
     """Every value of the kernel `ops` (by name) computed tile by tile, or None (module docstring)."""
+    from accelerator.compiler import tiled_pool
+
+    if ops and ops[0].target in tiled_pool.POOLS:  # windows over output tiles
+        return tiled_pool.run_tiled(ops, env, elements, call)
     meta: dict[str, Any] = {}
     inside = {o.name for o in ops}
     reads = [r for o in ops for r in o.refs() if r not in inside]
