@@ -110,3 +110,34 @@ def test_pools_as_windows_over_output_tiles(monkeypatch):
     assert seen == [[2, 2, 1]] * 3  # the max's values and indices, the average's values
     # ceil_mode is not covered: None, the kernel runs whole
     assert tiled_pool.pool2d(av.target, (x, [3, 3], [2, 2], [1, 1], True), 72) is None
+
+
+def test_transposed_and_non_2d_convolutions_as_tiled_gemms():
+    # 1-D, 3-D and transposed (2-D and 1-D, stride 2, padding 1, output padding 1, 2 groups,
+    # dilation 2) convolutions through the implicit GEMM with tiles dividing none of M, N, K:
+    # torch's convolution within 1e-5 (fp32 sums in another order)
+    from accelerator.compiler import tiled
+
+    torch.manual_seed(3)
+    conv = torch.ops.aten.convolution.default
+    tile = {"m": 5, "n": 3, "k": 7}
+    cases = [
+        (torch.randn(2, 4, 13), torch.randn(6, 2, 3), torch.randn(6), [2], [1], [2], False, [0], 2),
+        (
+            torch.randn(1, 3, 5, 6, 7),
+            torch.randn(4, 3, 2, 3, 2),
+            None,
+            [1, 2, 1],
+            [1, 0, 1],
+            [1, 1, 2],
+            False,
+            [0, 0, 0],
+            1,
+        ),
+        (torch.randn(2, 4, 5, 6), torch.randn(4, 3, 3, 3), torch.randn(6), [2, 2], [1, 1], [1, 2], True, [1, 1], 2),
+        (torch.randn(2, 4, 9), torch.randn(4, 3, 4), None, [3], [2], [1], True, [2], 2),
+    ]
+    for args in cases:
+        want = conv(*args)
+        got = tiled.convolution(args, tile, None, torch.float32)
+        assert got is not None and got.shape == want.shape and rel_error(got, want) < 1e-5, args[0].shape

@@ -102,11 +102,11 @@ def run(
             env[i.name] = t.to(device) if device else (t.clone() if clone and i.kind == "buffer" else t)
     kernels = {k.name: k for k in program.kernels}
     tiled_kernels: set[str] = set()  # kernels with a tile that ran (at least their anchor) tile by tile
-    owners: list[str] = []
+    owners: dict[str, None] = {}  # kernels with a tile, in order
     for op, tile, owner in _schedule(program, device, tiled):
-        if owner is not None and owner not in owners:
-            owners.append(owner)
-        if isinstance(op, list):  # a vector kernel: every op over one tile of rows, then the next
+        if owner is not None:
+            owners[owner] = None
+        if isinstance(op, list) and owner is not None:  # a vector or DMA kernel, one tile after the other
             mover = tiled_dma if kernels[owner].unit == "dma" else tiled_vector
             values = mover.run_tiled(op, env, tile["elements"], _call)
             for o in op if values is None else ():  # not expressible by rows: whole
@@ -123,7 +123,7 @@ def run(
             y = _run_tiled(op, args, kwargs, tile)
             if y is None:  # not expressible by tiles: whole
                 y = resolve(op.target)(*args, **kwargs)
-            else:
+            elif owner is not None:
                 tiled_kernels.add(owner)
             env[op.name] = y
             continue

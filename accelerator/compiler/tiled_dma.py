@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import replace
+from functools import partial
 from typing import Any
 
 import torch
@@ -59,7 +60,7 @@ def _move(op: Op, env: dict[str, Any], elements: int, call: Call) -> Any | None:
         data.append(v)
         return _ids(v, offset)
 
-    args = tuple(map_refs(a, lambda r, i=i: as_ids(r, i)) for i, a in enumerate(op.args))
+    args = tuple(map_refs(a, partial(as_ids, pos=i)) for i, a in enumerate(op.args))
     if op.kwargs or not data or len({t.dtype for t in data}) != 1:
         return None
     for i, a in enumerate(args):
@@ -102,7 +103,12 @@ def run_tiled(ops: list[Op], env: dict[str, Any], elements: int, call: Call) -> 
             t = call(op, local, None)
             v = None
             if isinstance(t, torch.Tensor):
-                v = _fill(torch.empty_strided(t.shape, t.stride(), dtype=t.dtype), t.reshape(-1), torch.arange(t.numel()), elements)
+                v = _fill(
+                    torch.empty_strided(t.shape, t.stride(), dtype=t.dtype),
+                    t.reshape(-1),
+                    torch.arange(t.numel()),
+                    elements,
+                )
         else:
             v = _move(op, local, elements, call)
         if v is None:

@@ -355,7 +355,12 @@ def tile_kernels(program: Program, ctx: CompileContext) -> Program:
 
     def signature(k: Kernel) -> tuple:
         """What the tile depends on besides the ops: unit, the on-chip decision, the streams' types."""
-        return (k.unit, k.attrs.get("attention"), k.attrs.get("memory"), [types.get(n) for n in (*k.inputs, *k.outputs)])
+        return (
+            k.unit,
+            k.attrs.get("attention"),
+            k.attrs.get("memory"),
+            [types.get(n) for n in (*k.inputs, *k.outputs)],
+        )
 
     for k in program.kernels:
         if k.unit == "host":
@@ -370,7 +375,10 @@ def tile_kernels(program: Program, ctx: CompileContext) -> Program:
                 seen = first.get(tuple(inst.back[o] for o in k.ops))
                 if seen is not None and seen[0] == signature(k):
                     done = seen[1]
-                    attrs = {**k.attrs, **{a: done.attrs[a] for a in ("attention", "local_bytes", "memory") if a in done.attrs}}
+                    attrs = {
+                        **k.attrs,
+                        **{a: done.attrs[a] for a in ("attention", "local_bytes", "memory") if a in done.attrs},
+                    }
                     kernels.append(replace(k, tile=dict(done.tile or {}), attrs=attrs))
                     replayed += 1
                     continue
