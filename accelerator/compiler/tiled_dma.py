@@ -12,7 +12,8 @@ ragged one), laid out with the strides the op gives its result. An in-place op
 (index_copy_) writes its tiles into its first argument, which it returns.
 
 A kernel of several ops runs op after op, each tile by tile; `run_tiled` returns None for a
-kernel with an op outside `MOVES` or whose inputs are not tensors of one dtype (it runs whole)."""
+kernel with an op outside `MOVES` (it runs whole). Inputs of several dtypes are read as the
+promoted one, as cat promotes them; an in-place op's source as its target's dtype."""
 
 from __future__ import annotations
 
@@ -61,7 +62,7 @@ def _move(op: Op, env: dict[str, Any], elements: int, call: Call) -> Any | None:
         return _ids(v, offset)
 
     args = tuple(map_refs(a, partial(as_ids, pos=i)) for i, a in enumerate(op.args))
-    if op.kwargs or not data or len({t.dtype for t in data}) != 1:
+    if op.kwargs or not data:
         return None
     for i, a in enumerate(args):
         id_env[f"#arg{i}"] = a
@@ -69,7 +70,10 @@ def _move(op: Op, env: dict[str, Any], elements: int, call: Call) -> Any | None:
     pattern = call(spelled, id_env, None)  # the id each output element reads
     if not isinstance(pattern, torch.Tensor) or pattern.dtype != torch.int64:
         return None
-    flat = torch.cat([t.reshape(-1) for t in data])
+    dtype = data[0].dtype  # an in-place op keeps its target's; cat promotes (bf16 with fp32: fp32)
+    for t in data[1:] if not op.target.endswith("_.default") else ():
+        dtype = torch.promote_types(dtype, t.dtype)
+    flat = torch.cat([t.reshape(-1).to(dtype) for t in data])
     if op.target.endswith("_.default"):  # in place: the tiles land in the first argument
         return _fill(data[0], flat, pattern.reshape(-1), elements)
     overlapping = any(st == 0 and n > 1 for st, n in zip(pattern.stride(), pattern.shape))  # an expand
