@@ -91,3 +91,34 @@ def test_moves_match_torch_tile_by_tile(tile):
         got = tiled_dma.run_tiled([op], env, tile, _call)[op.name]
         assert torch.equal(got, want) and got.stride() == want.stride(), op.name
     assert torch.equal(env["cache"], cases[-1][1])  # in place: the cache itself was written
+
+
+def test_matmul_epilogue_runs_over_output_tiles(monkeypatch):
+    # tiny Llama fp32, the gate projection mm_4 (M = 8 tokens, N = 176) with a 3 x 5 output tile:
+    # its epilogue (view, SiLU = x * sigmoid(x), the product with up_proj, view) runs after the
+    # tiled matmul over 15 elements a tile: 8 x 176 = 1408 = 93 x 15 + 13, a ragged last of 13
+    from accelerator.compiler import tiled_vector
+
+    seen: list[int] = []
+    real = tiled_vector.run_tiled
+
+    def spy(ops, env, elements, call):
+        def counting(op, tile_env, device):
+            out = call(op, tile_env, device)
+            if device is None and op.name == "sigmoid" and ops[0].name == "view_13":
+                seen.append(int(out.shape[0]))
+            return out
+
+        return real(ops, env, elements, counting)
+
+    monkeypatch.setattr(tiled_vector, "run_tiled", spy)
+    program = compiled("llama", "edge-npu", "fp32").program
+    p = fuse_and_tile(program, "edge-npu", "fp32", tiles={"mm_4": {"m": 3, "n": 5, "k": 64}})
+    (k,) = [k for k in p.kernels if k.name == "mm_4"]
+    assert k.ops[k.ops.index("mm_4") + 1] == "view_13"
+    inputs, ref = _eager("llama")
+    whole: list[str] = []
+    with torch.no_grad():
+        out, _ = run(p, inputs, ran_whole=whole)
+    assert whole == [] and seen == [15] * 93 + [13]
+    assert rel_error(out[0], ref[0]) <= 1e-5

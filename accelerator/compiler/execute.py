@@ -55,7 +55,7 @@ def _schedule(program: Program, device: str | None, tiled_: bool) -> list[tuple[
         if tiled_ and k.unit in ("vector", "dma") and k.tile and "elements" in k.tile:
             out.append(([ops[n] for n in k.ops], k.tile, owner))
             continue
-        for name in k.ops:
+        for i, name in enumerate(k.ops):
             op = ops[name]
             tile = k.tile if tiled_ and k.tile else None
             if tile and not (
@@ -64,6 +64,9 @@ def _schedule(program: Program, device: str | None, tiled_: bool) -> list[tuple[
             ):
                 tile = None
             out.append((op, tile, owner))
+            if tile and "m" in tile and i + 1 < len(k.ops):  # the epilogue over tm x tn elements a tile
+                out.append(([ops[n] for n in k.ops[i + 1 :]], {"elements": tile["m"] * tile["n"]}, owner))
+                break
     return out
 
 
@@ -114,6 +117,8 @@ def run(
             env.update(values or {})
             if values is not None:
                 tiled_kernels.add(owner)
+            elif "m" in (kernels[owner].tile or {}) and ran_whole is not None:
+                ran_whole.append(f"{owner} (epilogue)")  # the matmul ran tiled, the ops after it whole
             continue
         if owner is not None and op.target == _SDPA and "q" in (kernels[owner].tile or {}):
             tiled_kernels.add(owner)  # attention whose tile is the whole: its one tile

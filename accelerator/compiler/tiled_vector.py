@@ -21,6 +21,7 @@ value that is not R rows) runs whole: `run_tiled` returns None."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Any
@@ -57,10 +58,14 @@ def _rows_of(t: Any, lead: tuple[int, ...], by_rows: bool) -> torch.Tensor | Non
         return t
     head, last = (tuple(t.shape[:-1]), t.shape[-1]) if by_rows else (tuple(t.shape), 1)
     try:
-        if torch.broadcast_shapes(head, lead) != lead:
-            return None
+        fits = torch.broadcast_shapes(head, lead) == lead
     except RuntimeError:
-        return None
+        fits = False
+    if not fits:
+        # by elements, a value as many elements as the kernel's, of another shape, is read
+        # through a view (an epilogue's reshape of a matmul result): its logical order is the
+        # view's (run_tiled checks that every value has that many elements)
+        return t.reshape(-1, 1) if not by_rows and t.numel() == math.prod(lead) else None
     if not by_rows:
         return t.expand(lead).reshape(-1, 1)
     return t.expand(*lead, last).reshape(-1, last)
@@ -149,12 +154,20 @@ def run_tiled(ops: list[Op], env: dict[str, Any], elements: int, call: Call) -> 
         a.name for o, _ in runs if _name(o.target) == "native_layer_norm" for a in o.args[2:4] if isinstance(a, Ref)
     }
     whole |= {a.name for o, how in runs if how == "bn" for a in o.args[1:5] if isinstance(a, Ref)}
+    # by elements, an input is broadcast to the shape of the value its reader makes (across a
+    # view that changes the shape, a per-channel scale broadcasts to the matmul's result, not
+    # to the kernel's last value); read by values of two shapes, to the kernel's last
+    target: dict[str, tuple[int, ...]] = {}
+    for o, how in runs:
+        made = meta[o.name]
+        for a in o.refs() if how == "op" and isinstance(made, torch.Tensor) and not by_rows else ():
+            target[a] = tuple(made.shape) if target.get(a, tuple(made.shape)) == tuple(made.shape) else lead
     sources: dict[str, Any] = {}
     rowed: set[str] = set()
     for r in reads:
         v = env[r]
         if isinstance(v, torch.Tensor) and r not in whole:
-            t = _rows_of(v, lead, by_rows)
+            t = _rows_of(v, target.get(r, lead), by_rows)
             if t is None:
                 return None
             sources[r] = t
