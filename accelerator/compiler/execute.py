@@ -24,7 +24,7 @@ import torch
 from accelerator.compiler import npu_ops
 from accelerator.compiler import tiled as tiled_exec
 from accelerator.compiler import tiled_dma, tiled_vector
-from accelerator.compiler.program import Op, Program, TensorType, map_refs
+from accelerator.compiler.program import Op, Program, Ref, TensorType, map_refs
 
 
 @cache
@@ -49,12 +49,20 @@ def _schedule(program: Program, device: str | None, tiled_: bool) -> list[tuple[
     if device is not None or not program.kernels or sorted(names) != sorted(o.name for o in program.ops):
         return [(op, None, None) for op in program.ops]
     ops = {o.name: o for o in program.ops}
+    params = {i.name for i in program.inputs if i.kind in ("param", "constant")}
     out: list[tuple[Any, Any, str | None]] = []
     for k in program.kernels:
         owner = k.name if tiled_ and k.tile else None
         if tiled_ and k.unit in ("vector", "dma") and k.tile and "elements" in k.tile:
             out.append(([ops[n] for n in k.ops], k.tile, owner))
             continue
+        anchor = next((n for n in k.ops if ops[n].target in _TILED), None) if tiled_ and k.tile else None
+        if anchor and "m" in (k.tile or {}) and k.ops.index(anchor) > 0:
+            pre = _prologue(ops, [ops[n] for n in k.ops[: k.ops.index(anchor)]], params, ops[anchor], k.tile)
+            out += [(o, None, owner) for o in pre[0]]
+            if pre[1]:
+                out.append((pre[1], pre[2], owner))
+            k = replace(k, ops=k.ops[k.ops.index(anchor) :])
         for i, name in enumerate(k.ops):
             op = ops[name]
             tile = k.tile if tiled_ and k.tile else None
@@ -68,6 +76,27 @@ def _schedule(program: Program, device: str | None, tiled_: bool) -> list[tuple[
                 out.append(([ops[n] for n in k.ops[i + 1 :]], {"elements": tile["m"] * tile["n"]}, owner))
                 break
     return out
+
+
+def _prologue(
+    ops: dict[str, Op], pre: list[Op], params: set[str], anchor: Op, tile: dict[str, int]
+) -> tuple[list[Op], list[Op], dict[str, int]]:
+    """(the weight side of a matmul's prologue: ops reading only parameters, run whole as the
+    weight's load; the activation side (a norm, casts, views), tm rows of the operand a tile;
+    that tile in elements: tm x the operand's last dim)."""
+    inside = {o.name for o in pre}
+    act: set[str] = set()
+    for o in pre:
+        for r in o.refs():
+            made = ops.get(r)
+            size = made is not None and isinstance(made.type, TensorType) and made.type.dtype == "symint"
+            if r in act or (r not in inside and r not in params and not size):
+                act.add(o.name)
+                break
+    a = anchor.args[1] if anchor.target == "aten.addmm.default" else anchor.args[0]
+    t = ops[a.name].type if isinstance(a, Ref) and a.name in ops else None
+    width = t.hint[-1] if isinstance(t, TensorType) and t.hint else 1
+    return [o for o in pre if o.name not in act], [o for o in pre if o.name in act], {"elements": tile["m"] * width}
 
 
 _TILED = {"aten.mm.default", "aten.addmm.default", "aten.bmm.default", "npu.qmm", "aten.convolution.default"}
@@ -118,7 +147,7 @@ def run(
             if values is not None:
                 tiled_kernels.add(owner)
             elif "m" in (kernels[owner].tile or {}) and ran_whole is not None:
-                ran_whole.append(f"{owner} (epilogue)")  # the matmul ran tiled, the ops after it whole
+                ran_whole.append(f"{owner} ({op[0].name}...)")  # the matmul tiled, its prologue or epilogue whole
             continue
         if owner is not None and op.target == _SDPA and "q" in (kernels[owner].tile or {}):
             tiled_kernels.add(owner)  # attention whose tile is the whole: its one tile

@@ -62,10 +62,11 @@ def _rows_of(t: Any, lead: tuple[int, ...], by_rows: bool) -> torch.Tensor | Non
     except RuntimeError:
         fits = False
     if not fits:
-        # by elements, a value as many elements as the kernel's, of another shape, is read
-        # through a view (an epilogue's reshape of a matmul result): its logical order is the
-        # view's (run_tiled checks that every value has that many elements)
-        return t.reshape(-1, 1) if not by_rows and t.numel() == math.prod(lead) else None
+        # a value of as many rows (or elements) as the kernel's, of other leading dims, is read
+        # through a view (an epilogue's reshape of a matmul result, a norm's (1, S, D) viewed as
+        # the matmul's (S, D)): its rows in logical order are the view's (run_tiled checks that
+        # every value has that many rows)
+        return t.reshape(-1, last) if t.numel() == math.prod(lead) * last else None
     if not by_rows:
         return t.expand(lead).reshape(-1, 1)
     return t.expand(*lead, last).reshape(-1, last)
