@@ -122,3 +122,34 @@ def test_matmul_epilogue_runs_over_output_tiles(monkeypatch):
         out, _ = run(p, inputs, ran_whole=whole)
     assert whole == [] and seen == [15] * 93 + [13]
     assert rel_error(out[0], ref[0]) <= 1e-5
+
+
+def test_matmul_prologue_norm_runs_tm_rows_a_tile(monkeypatch):
+    # tiny Llama fp32, the q projection mm (its RMSNorm prologue: pow, mean, add, rsqrt, mul,
+    # mul by the norm weight, view to (8, 64)) with tm = 3: the norm runs over 3 of the 8 token
+    # rows a tile (3, 3 and a ragged 2); the weight's permute runs whole as its load
+    from accelerator.compiler import tiled_vector
+
+    seen: list[int] = []
+    real = tiled_vector.run_tiled
+
+    def spy(ops, env, elements, call):
+        def counting(op, tile_env, device):
+            out = call(op, tile_env, device)
+            if device is None and op.name == "rsqrt":
+                seen.append(int(out.shape[0]))
+            return out
+
+        return real(ops, env, elements, counting)
+
+    monkeypatch.setattr(tiled_vector, "run_tiled", spy)
+    program = compiled("llama", "edge-npu", "fp32").program
+    p = fuse_and_tile(program, "edge-npu", "fp32", tiles={"mm": {"m": 3, "n": 16, "k": 64}})
+    (k,) = [k for k in p.kernels if k.name == "mm"]
+    assert "rsqrt" in k.ops and k.ops.index("rsqrt") < k.ops.index("mm")
+    inputs, ref = _eager("llama")
+    whole: list[str] = []
+    with torch.no_grad():
+        out, _ = run(p, inputs, ran_whole=whole)
+    assert whole == [] and seen == [3, 3, 2]
+    assert rel_error(out[0], ref[0]) <= 1e-5
