@@ -8,7 +8,11 @@ program order; a tiled matmul (mm, addmm, bmm, npu.qmm) runs tile by tile with i
 in the accumulate dtype, a convolution as its tiled implicit GEMM, and attention with a tile
 smaller than the whole runs flash-style (accelerator/compiler/tiled.py); a vector kernel runs its
 whole op chain over one tile of rows (or elements) after the other
-(accelerator/compiler/tiled_vector.py). Without kernels (or with `tiled=False`) it runs op by op."""
+(accelerator/compiler/tiled_vector.py, tiled_permute.py, tiled_pool.py), a DMA kernel moves its
+output a tile of elements at a time (tiled_dma.py). Around a tiled matmul, its prologue's
+activation side runs tm rows of the operand a tile and its weight side whole (the weight's
+load), its epilogue tm x tn elements a tile. `ran_whole` collects the kernels with a tile that
+ran whole. Without kernels (or with `tiled=False`) it runs op by op."""
 
 from __future__ import annotations
 
