@@ -94,6 +94,16 @@ def run_tiled(ops: list[Op], env: dict[str, Any], elements: int, call: Call) -> 
 
     if ops and ops[0].target in tiled_pool.POOLS:  # windows over output tiles
         return tiled_pool.run_tiled(ops, env, elements, call)
+    # a getitem of a tuple from outside (a norm's result) names a tensor the kernel reads
+    picked = {
+        o.name: env[o.args[0].name][o.args[1]]
+        for o in ops
+        if o.target == "getitem" and isinstance(o.args[0], Ref) and isinstance(env.get(o.args[0].name), tuple)
+    }
+    if picked:
+        rest = [o for o in ops if o.name not in picked]
+        values = run_tiled(rest, {**env, **picked}, elements, call) if rest else {}
+        return None if values is None else {**picked, **values}
     meta: dict[str, Any] = {}
     inside = {o.name for o in ops}
     reads = [r for o in ops for r in o.refs() if r not in inside]
