@@ -149,3 +149,58 @@ def test_blocks_that_two_cannot_stand_for_fall_back_to_the_whole_export(indexed,
     assert c.program.op_counts()["aten.addmm.default"] == 3
     assert len(model.layers) == 3  # the model is given back as it came
     assert check(c.program, model, (x,), c.programs["decompose"], BOUNDS["fp32"]).ok
+
+
+def _fuse_and_tile(program, replay: bool, **kw):
+    """(tiled program, fusion decisions, tiling decisions) with or without the replay."""
+    from accelerator.compiler.fusion import fuse
+    from accelerator.compiler.pipeline import CompileContext
+    from accelerator.compiler.tiling import tile_kernels
+
+    ctx = CompileContext(load_accel("datacenter-npu"), "fp32", replay_blocks=replay, **kw)
+    fused = fuse(program, ctx)
+    fusion = list(ctx.decisions)
+    ctx.decisions = []
+    return tile_kernels(fused, ctx), fusion, list(ctx.decisions)
+
+
+def test_fusion_and_tiling_decide_for_layer_0_and_replay_it():
+    # the 4-layer Llama: layers 1-3 get layer 0's groups and tiles copied op by op; the program
+    # is the one fusing and tiling every layer gives (same kernels, fused ops, tiles, attrs) and
+    # each pass logs layer 0's decisions once plus one "layers.1-3: as layers.0" line
+    _, _, reused, _ = four_layers()
+    program = reused.programs["partition"]
+    once, fusion1, tiling1 = _fuse_and_tile(program, True)
+    every, fusion4, tiling4 = _fuse_and_tile(program, False)
+    assert once.kernels == every.kernels and once.ops == every.ops
+    in_layer = {
+        k: [kn for kn in every.kernels if kn.tile and all(_in(every, o, k) for o in kn.ops)] for k in range(LAYERS)
+    }
+    per_layer = len(in_layer[0])
+    assert per_layer > 0 and all(len(v) == per_layer for v in in_layer.values())
+    # tiling: one decision per tiled kernel; 3 layers' worth replaced by one line
+    assert len(tiling1) == len(tiling4) - 3 * per_layer + 1
+    (line,) = [d for d in tiling1 if d.op == "layers.1-3"]
+    assert line.what == f"as layers.0: {3 * per_layer} kernels' tiles"
+    # fusion: a decision per multi-op kernel (and per attention kernel) of layer 0, not of 1-3
+    names0 = {k.name for k in in_layer[0]}
+    per_layer_fusion = sum(d.op in names0 for d in fusion4)
+    assert per_layer_fusion > 0 and len(fusion1) == len(fusion4) - 3 * per_layer_fusion + 1
+    assert any(d.op == "layers.1-3" and d.what.startswith("as layers.0") for d in fusion1)
+
+
+def _in(program, op_name: str, k: int) -> bool:
+    module = next(o.module for o in program.ops if o.name == op_name)
+    return module == f"layers.{k}" or module.startswith(f"layers.{k}.")
+
+
+def test_a_layer_compiled_differently_is_not_replayed():
+    # layer 2 at bf16 (a precision override): its ops' types differ from layer 0's, so no layer
+    # corresponds and every one is fused and tiled on its own, as without the replay
+    model, inputs, _, _ = four_layers()
+    c = compile_model(model, inputs, load_accel("datacenter-npu"), "fp32", precision_overrides={"layers.2": "bf16"})
+    program = c.programs["partition"]
+    once, fusion1, tiling1 = _fuse_and_tile(program, True)
+    every, fusion4, tiling4 = _fuse_and_tile(program, False)
+    assert once.kernels == every.kernels and (len(fusion1), len(tiling1)) == (len(fusion4), len(tiling4))
+    assert not any("as layers.0" in d.what for d in fusion1 + tiling1)

@@ -8,7 +8,11 @@ program order; a tiled matmul (mm, addmm, bmm, npu.qmm) runs tile by tile with i
 in the accumulate dtype, a convolution as its tiled implicit GEMM, and attention with a tile
 smaller than the whole runs flash-style (accelerator/compiler/tiled.py); a vector kernel runs its
 whole op chain over one tile of rows (or elements) after the other
-(accelerator/compiler/tiled_vector.py). Without kernels (or with `tiled=False`) it runs op by op."""
+(accelerator/compiler/tiled_vector.py, tiled_permute.py, tiled_pool.py), a DMA kernel moves its
+output a tile of elements at a time (tiled_dma.py). Around a tiled matmul, its prologue's
+activation side runs tm rows of the operand a tile and its weight side whole (the weight's
+load), its epilogue tm x tn elements a tile. `ran_whole` collects the kernels with a tile that
+ran whole. Without kernels (or with `tiled=False`) it runs op by op."""
 
 from __future__ import annotations
 
@@ -23,8 +27,8 @@ import torch
 
 from accelerator.compiler import npu_ops
 from accelerator.compiler import tiled as tiled_exec
-from accelerator.compiler import tiled_vector
-from accelerator.compiler.program import Op, Program, TensorType, map_refs
+from accelerator.compiler import tiled_dma, tiled_vector
+from accelerator.compiler.program import Op, Program, Ref, TensorType, map_refs
 
 
 @cache
@@ -42,19 +46,28 @@ def resolve(target: str) -> Callable[..., Any]:
     return getattr(getattr(getattr(torch.ops, ns), name), overload)
 
 
-def _schedule(program: Program, device: str | None, tiled_: bool) -> list[tuple[Any, Any]]:
-    """(op, the tile of its kernel when it runs tiled, else None) in execution order; a tiled
-    vector kernel is one step (its ops as a list, its tile)."""
+def _schedule(program: Program, device: str | None, tiled_: bool) -> list[tuple[Any, Any, str | None]]:
+    """(op, the tile of its kernel when it runs tiled, else None, the kernel's name when it has
+    a tile) in execution order; a tiled vector kernel is one step (its ops as a list, its tile)."""
     names = [o for k in program.kernels for o in k.ops]
     if device is not None or not program.kernels or sorted(names) != sorted(o.name for o in program.ops):
-        return [(op, None) for op in program.ops]
+        return [(op, None, None) for op in program.ops]
     ops = {o.name: o for o in program.ops}
-    out: list[tuple[Any, Any]] = []
+    params = {i.name for i in program.inputs if i.kind in ("param", "constant")}
+    out: list[tuple[Any, Any, str | None]] = []
     for k in program.kernels:
-        if tiled_ and k.unit == "vector" and k.tile and "elements" in k.tile:
-            out.append(([ops[n] for n in k.ops], k.tile))
+        owner = k.name if tiled_ and k.tile else None
+        if tiled_ and k.unit in ("vector", "dma") and k.tile and "elements" in k.tile:
+            out.append(([ops[n] for n in k.ops], k.tile, owner))
             continue
-        for name in k.ops:
+        anchor = next((n for n in k.ops if ops[n].target in _TILED), None) if tiled_ and k.tile else None
+        if anchor and "m" in (k.tile or {}) and k.ops.index(anchor) > 0:
+            pre = _prologue(ops, [ops[n] for n in k.ops[: k.ops.index(anchor)]], params, ops[anchor], k.tile)
+            out += [(o, None, owner) for o in pre[0]]
+            if pre[1]:
+                out.append((pre[1], pre[2], owner))
+            k = replace(k, ops=k.ops[k.ops.index(anchor) :])
+        for i, name in enumerate(k.ops):
             op = ops[name]
             tile = k.tile if tiled_ and k.tile else None
             if tile and not (
@@ -62,8 +75,32 @@ def _schedule(program: Program, device: str | None, tiled_: bool) -> list[tuple[
                 or ("q" in tile and op.target == _SDPA and k.attrs.get("attention") == "flash")
             ):
                 tile = None
-            out.append((op, tile))
+            out.append((op, tile, owner))
+            if tile and "m" in tile and i + 1 < len(k.ops):  # the epilogue over tm x tn elements a tile
+                out.append(([ops[n] for n in k.ops[i + 1 :]], {"elements": tile["m"] * tile["n"]}, owner))
+                break
     return out
+
+
+def _prologue(
+    ops: dict[str, Op], pre: list[Op], params: set[str], anchor: Op, tile: dict[str, int]
+) -> tuple[list[Op], list[Op], dict[str, int]]:
+    """(the weight side of a matmul's prologue: ops reading only parameters, run whole as the
+    weight's load; the activation side (a norm, casts, views), tm rows of the operand a tile;
+    that tile in elements: tm x the operand's last dim)."""
+    inside = {o.name for o in pre}
+    act: set[str] = set()
+    for o in pre:
+        for r in o.refs():
+            made = ops.get(r)
+            size = made is not None and isinstance(made.type, TensorType) and made.type.dtype == "symint"
+            if r in act or (r not in inside and r not in params and not size):
+                act.add(o.name)
+                break
+    a = anchor.args[1] if anchor.target == "aten.addmm.default" else anchor.args[0]
+    t = ops[a.name].type if isinstance(a, Ref) and a.name in ops else None
+    width = t.hint[-1] if isinstance(t, TensorType) and t.hint else 1
+    return [o for o in pre if o.name not in act], [o for o in pre if o.name in act], {"elements": tile["m"] * width}
 
 
 _TILED = {"aten.mm.default", "aten.addmm.default", "aten.bmm.default", "npu.qmm", "aten.convolution.default"}
@@ -77,8 +114,12 @@ def run(
     device: str | None = None,
     state: dict[str, Any] | None = None,
     tiled: bool = True,
+    ran_whole: list[str] | None = None,
 ) -> tuple[list[Any], dict[str, Any]]:
     """(user outputs, values by name) of `program` on `inputs` (the forward's arguments).
+
+    `ran_whole`, when given, receives the name of every kernel with a tile that ran whole
+    (not tile by tile): the tests hold it empty on every workload.
 
     Without `state`, buffers are cloned from the program's; a given `state` (input name ->
     tensor) is used as it is, so in-place ops (a KV-cache update) write into it and a decode
@@ -95,30 +136,49 @@ def run(
         if i.kind != "user":
             t = state[i.name]
             env[i.name] = t.to(device) if device else (t.clone() if clone and i.kind == "buffer" else t)
-    for op, tile in _schedule(program, device, tiled):
-        if isinstance(op, list):  # a vector kernel: every op over one tile of rows, then the next
-            values = tiled_vector.run_tiled(op, env, tile["elements"], _call)
+    kernels = {k.name: k for k in program.kernels}
+    tiled_kernels: set[str] = set()  # kernels with a tile that ran (at least their anchor) tile by tile
+    owners: dict[str, None] = {}  # kernels with a tile, in order
+    for op, tile, owner in _schedule(program, device, tiled):
+        if owner is not None:
+            owners[owner] = None
+        if isinstance(op, list) and owner is not None:  # a vector or DMA kernel, one tile after the other
+            mover = tiled_dma if kernels[owner].unit == "dma" else tiled_vector
+            values = mover.run_tiled(op, env, tile["elements"], _call)
             for o in op if values is None else ():  # not expressible by rows: whole
                 env[o.name] = _call(o, env, device)
             env.update(values or {})
+            if values is not None:
+                tiled_kernels.add(owner)
+            elif "m" in (kernels[owner].tile or {}) and ran_whole is not None:
+                ran_whole.append(f"{owner} ({op[0].name}...)")  # the matmul tiled, its prologue or epilogue whole
             continue
+        if owner is not None and op.target == _SDPA and "q" in (kernels[owner].tile or {}):
+            tiled_kernels.add(owner)  # attention whose tile is the whole: its one tile
         if tile is not None:
             args = map_refs(op.args, lambda r: env[r.name])
             kwargs = {k: map_refs(v, lambda r: env[r.name]) for k, v in op.kwargs.items()}
-            env[op.name] = _run_tiled(op, args, kwargs, tile)
+            y = _run_tiled(op, args, kwargs, tile)
+            if y is None:  # not expressible by tiles: whole
+                y = resolve(op.target)(*args, **kwargs)
+            elif owner is not None:
+                tiled_kernels.add(owner)
+            env[op.name] = y
             continue
         env[op.name] = _call(op, env, device)
+    if ran_whole is not None:
+        ran_whole.extend(k for k in owners if k not in tiled_kernels)
     return [env[o.name] for o in program.outputs if o.kind == "user"], env
 
 
 def _run_tiled(op: Op, args: tuple, kwargs: dict[str, Any], tile: Any) -> Any:
+    """`op` over `tile`, None when its tiled form does not cover it (the caller runs it whole)."""
     if "q" in tile:
         return tiled_exec.attention(args, kwargs, tile["q"], tile["kv"])
     out = op.type if isinstance(op.type, TensorType) else None
     dtype = npu_ops.dtype_of(out.dtype) if out else args[-1].dtype
     if op.target == "aten.convolution.default":
-        y = tiled_exec.convolution(args, tile, op.attrs.get("accumulate"), dtype)
-        return y if y is not None else resolve(op.target)(*args, **kwargs)
+        return tiled_exec.convolution(args, tile, op.attrs.get("accumulate"), dtype)
     return tiled_exec.matmul(op.target, args, kwargs, tile, op.attrs.get("accumulate"), dtype)
 
 

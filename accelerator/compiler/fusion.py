@@ -94,6 +94,8 @@ class FusionPlan:
     groups: tuple[PlanGroup, ...]
     source: str = "auto"
     tiles: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
+    replayed: frozenset[str] = frozenset()  # groups copied from the first instance of a block
+    span: str = ""  # the instances they cover, "layers.1-31"
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -248,14 +250,45 @@ _WHY = {
 
 
 def auto_plan(program: Program, ctx: CompileContext) -> FusionPlan:
-    """The automatic plan (rules in the module docstring)."""
+    """The automatic plan (rules in the module docstring). With identical blocks
+    (accelerator/compiler/instances.py) a group an op of instance k > 0 starts is instance 0's
+    group mapped op by op, when that group lies inside instance 0 and its copy is legal: the
+    rules ran once per block, not once per instance."""
+    from accelerator.compiler.instances import instances
+
     graph = Graph(program)
     taken: set[str] = set()
     groups: list[PlanGroup] = []
+    inst = instances(program) if ctx.reuse_blocks and ctx.replay_blocks else None
+    started: dict[str, PlanGroup] = {}  # instance 0's op -> the group it started
+    replayed: set[str] = set()
+
+    def replay(name: str) -> PlanGroup | None:
+        k = inst.of.get(name, 0) if inst else 0
+        g0 = started.get(inst.back[name]) if inst and k else None
+        if g0 is None or any(inst.of.get(o) != 0 for o in g0.ops):  # type: ignore[union-attr]
+            return None
+        to = inst.to[k]  # type: ignore[union-attr]
+        ops = tuple(to[o] for o in g0.ops)
+        if any(o in taken for o in ops) or check_group(graph, ops) is not None:
+            return None
+        replayed.add(name)
+        return PlanGroup(name, ops, {to[o]: w for o, w in g0.why.items()})
+
+    def add(group: PlanGroup) -> None:
+        taken.update(group.ops)
+        groups.append(group)
+        if inst and inst.of.get(group.name) == 0:
+            started[group.name] = group
+
     epilogue = {"view", "cast", "elementwise"}
     for op in program.ops:
         k = graph.kind(op.name)
         if k not in ("matmul", "attention") or op.name in taken:
+            continue
+        again = replay(op.name)
+        if again:
+            add(again)
             continue
         why = {op.name: k}
         pro = _prologue(graph, {op.name}, {"view", "cast", "layout", "elementwise", "reduction"}, taken)
@@ -269,20 +302,22 @@ def auto_plan(program: Program, ctx: CompileContext) -> FusionPlan:
         for e in grown:
             if e not in why:
                 why[e] = f"epilogue: {_WHY[graph.kind(e)]}"
-        taken.update(grown)
-        groups.append(PlanGroup(op.name, tuple(grown), why))
+        add(PlanGroup(op.name, tuple(grown), why))
     chain = {"view", "cast", "elementwise", "reduction"}
     for op in program.ops:
         if op.name in taken or graph.kind(op.name) not in ("cast", "elementwise", "reduction"):
+            continue
+        again = replay(op.name)
+        if again:
+            add(again)
             continue
         grown = _grow(graph, [op.name], chain, taken)
         pro = _prologue(graph, set(grown), chain - {"view"}, taken)
         ops = sorted({*grown, *pro}, key=graph.index.__getitem__)
         if check_group(graph, ops) is not None:
             ops = grown
-        taken.update(ops)
-        groups.append(PlanGroup(op.name, tuple(ops), {o: f"vector chain: {_WHY[graph.kind(o)]}" for o in ops}))
-    return FusionPlan(tuple(groups))
+        add(PlanGroup(op.name, tuple(ops), {o: f"vector chain: {_WHY[graph.kind(o)]}" for o in ops}))
+    return FusionPlan(tuple(groups), replayed=frozenset(replayed), span=inst.span() if inst else "")
 
 
 def load_plan(path: str | Path) -> FusionPlan:
@@ -381,16 +416,24 @@ def fuse(program: Program, ctx: CompileContext) -> Program:
     ops = {o.name: o for o in program.ops}
     for i, k in enumerate(kernels):
         anchor = next((o for o in k.ops if kind(ops[o]) == "attention"), None)
+        again = k.name in plan.replayed
         if anchor:
             decision = attention_decision(program, ops[anchor], ctx.hardware)
             kernels[i] = replace(k, attrs={**k.attrs, **decision})
-            ctx.decide(k.name, f"attention {decision['attention']}", decision["why"])
-        if len(k.ops) > 1:
+            if not again:
+                ctx.decide(k.name, f"attention {decision['attention']}", decision["why"])
+        if len(k.ops) > 1 and not again:
             why = k.attrs["fused"]
             ctx.decide(
                 k.name, f"fused {len(k.ops)} ops: {', '.join(k.ops)}", "; ".join(f"{o}: {why[o]}" for o in k.ops)
             )
     kernel_of = {o: k.name for k in kernels for o in k.ops}
     new_ops = [replace(o, attrs={**o.attrs, "kernel": kernel_of[o.name]}) for o in program.ops]
+    if plan.replayed:
+        ctx.decide(
+            plan.span,
+            f"as {plan.span.rsplit('.', 1)[0]}.0: {len(plan.replayed)} kernels",
+            "identical blocks: the first instance's groups copied op by op (accelerator/compiler/instances.py)",
+        )
     ctx.decide("", f"{len(program.ops)} ops -> {len(kernels)} kernels", f"plan: {plan.source}")
     return program.with_ops(new_ops, kernels=tuple(kernels))

@@ -63,6 +63,8 @@ class CompileContext:
     `plan`: the fusion plan (accelerator/compiler/fusion.py) and `tiles` the tile overrides by
     kernel name (accelerator/compiler/tiling.py);
     `reuse_blocks`: identical blocks traced and decomposed once (accelerator/compiler/blocks.py);
+    `replay_blocks`: with them, fusion and tiling decide for the first instance and replay the
+    decision on the others (accelerator/compiler/instances.py);
     `chips`: chips the program is partitioned over (accelerator/compiler/partition.py)."""
 
     hardware: AccelSpec
@@ -71,6 +73,7 @@ class CompileContext:
     host_fallback: bool = True
     dynamic: bool = True
     reuse_blocks: bool = True
+    replay_blocks: bool = True
     chips: int = 1
     decisions: list[Decision] = field(default_factory=list)
     plan: Any = None  # a fusion.FusionPlan (a plan file's groups and tiles); None: the automatic plan

@@ -104,26 +104,68 @@ def attention(args: tuple, kwargs: Mapping[str, Any], bq: int, bk: int) -> torch
 def convolution(
     args: tuple, tile: Mapping[str, int], accumulate: str | None, out_dtype: torch.dtype
 ) -> torch.Tensor | None:
-    """A 2-D convolution as the implicit GEMM the tiling pass tiled (M = N*Ho*Wo, N = Cout/groups
-    per group, K = Cin/groups*kh*kw): the input's patches (im2col, torch's unfold) times the
-    weight as (K, Cout) per group, by `matmul` over tm x tn output tiles and tk steps, the bias
-    added to the accumulator; None for what this does not cover (transposed, not 2-D)."""
-    x, w, bias, stride, padding, dilation, transposed, _, groups = args[:9]
-    if transposed or x.dim() != 4 or w.dim() != 4:
+    """A convolution as the implicit GEMM the tiling pass tiled (M = N*prod(output spatial),
+    N = Cout/groups per group, K = Cin/groups*prod(kernel)): the input's patches (im2col) times
+    the weight as (K, Cout) per group, by `matmul` over tm x tn output tiles and tk steps, the
+    bias added to the accumulator. 2-D patches by torch's unfold, 1-D and 3-D by unfolding each
+    spatial dim (every `dilation`-th element of a window of d*(k-1)+1). A transposed convolution
+    runs as the direct one it equals: the input spread `stride` apart (zeros between), padded by
+    d*(k-1) - p each side (plus output_padding at the end; a negative pad crops), the weight's
+    in/out channels swapped per group and flipped along every spatial dim, stride 1. None for an
+    input without spatial dims."""
+    x, w, bias, stride, padding, dilation, transposed, output_padding, groups = args[:9]
+    sp = x.dim() - 2
+    if sp < 1 or w.dim() != x.dim():
         return None
-    n, _, h, wd = x.shape
-    co, cig, kh, kw = w.shape
-    ho = (h + 2 * padding[0] - dilation[0] * (kh - 1) - 1) // stride[0] + 1
-    wo = (wd + 2 * padding[1] - dilation[1] * (kw - 1) - 1) // stride[1] + 1
-    cols = torch.nn.functional.unfold(x, (kh, kw), dilation=dilation, padding=padding, stride=stride)
-    k, cog = cig * kh * kw, co // groups
-    outs = []
+    stride, padding, dilation = (list(v) * (sp if len(v) == 1 else 1) for v in (stride, padding, dilation))
+    if transposed:
+        extra = list(output_padding) * (sp if len(output_padding) == 1 else 1)
+        x, w = _as_direct(x, w, stride, padding, dilation, extra, groups)
+        stride, padding = [1] * sp, [0] * sp
+    n = x.shape[0]
+    co, cig, *ks = w.shape
+    if sp == 2:
+        cols = torch.nn.functional.unfold(
+            x, tuple(ks), dilation=tuple(dilation), padding=tuple(padding), stride=tuple(stride)
+        )  # (N, C*kh*kw, L)
+        outs = [
+            (h + 2 * p - d * (q - 1) - 1) // s + 1 for h, p, d, q, s in zip(x.shape[2:], padding, dilation, ks, stride)
+        ]
+        patches = cols.reshape(n, x.shape[1], -1, cols.shape[-1]).transpose(2, 3)  # (N, C, L, K/C)
+    else:
+        pads = [q for p in reversed(padding) for q in (p, p)]
+        t = torch.nn.functional.pad(x, pads)
+        for i in range(sp):
+            t = t.unfold(2 + i, dilation[i] * (ks[i] - 1) + 1, stride[i])[..., :: dilation[i]]
+        outs = list(t.shape[2 : 2 + sp])
+        patches = t.reshape(n, x.shape[1], -1, math.prod(ks))  # (N, C, prod(outs), prod(ks))
+    k, cog = cig * math.prod(ks), co // groups
+    m = n * math.prod(outs)
+    results = []
     for g in range(groups):
-        a = cols[:, g * k : (g + 1) * k, :].transpose(1, 2).reshape(n * ho * wo, k)  # (M, K)
+        a = patches[:, g * cig : (g + 1) * cig].permute(0, 2, 1, 3).reshape(m, k)  # (M, K): C then kernel
         b = w[g * cog : (g + 1) * cog].reshape(cog, k).t()  # (K, N)
         if bias is None:
             y = matmul("aten.mm.default", (a, b), {}, tile, accumulate, out_dtype)
         else:
             y = matmul("aten.addmm.default", (bias[g * cog : (g + 1) * cog], a, b), {}, tile, accumulate, out_dtype)
-        outs.append(y.reshape(n, ho, wo, cog).permute(0, 3, 1, 2))
-    return torch.cat(outs, 1).contiguous()
+        results.append(y.reshape(n, *outs, cog).permute(0, sp + 1, *range(1, sp + 1)))
+    return torch.cat(results, 1).contiguous()
+
+
+def _as_direct(
+    x: torch.Tensor, w: torch.Tensor, stride: list, padding: list, dilation: list, output_padding: list, groups: int
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """(input, weight) of the direct convolution a transposed one equals (`convolution`)."""
+    sp = x.dim() - 2
+    size = [(h - 1) * s + 1 for h, s in zip(x.shape[2:], stride)]
+    spread = x.new_zeros(*x.shape[:2], *size)
+    spread[(slice(None), slice(None), *(slice(None, None, s) for s in stride))] = x
+    pads: list[int] = []
+    for i in reversed(range(sp)):
+        edge = dilation[i] * (w.shape[2 + i] - 1) - padding[i]
+        pads += [edge, edge + output_padding[i]]
+    spread = torch.nn.functional.pad(spread, pads)
+    cig = w.shape[0] // groups
+    flipped = torch.cat([w[g * cig : (g + 1) * cig].transpose(0, 1) for g in range(groups)], 0)
+    return spread, flipped.flip(list(range(2, 2 + sp)))

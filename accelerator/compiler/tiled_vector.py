@@ -13,11 +13,15 @@ tile is the shorter ragged one. Reductions and dims then run along the row (dim 
 A batch norm (inference) runs by elements as torch's CPU kernel computes it: x * alpha + beta,
 alpha = w / sqrt(var + eps), beta = b - mean * alpha per channel, broadcast to every element.
 
-A kernel this cannot express (an op outside the sets below, a dim that is not the last, a view
-that changes the last dim, a value that is not R rows) runs whole: `run_tiled` returns None."""
+A kernel whose row ops work along other dims (a mean over H, W of NCHW, a var over dim 1) is
+first laid out with those dims last and flattened into one (accelerator/compiler/tiled_permute.py).
+A pooling kernel runs as windows over output tiles (accelerator/compiler/tiled_pool.py).
+A kernel this cannot express (an op outside the sets below, a view that changes the last dim, a
+value that is not R rows) runs whole: `run_tiled` returns None."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Any
@@ -54,10 +58,15 @@ def _rows_of(t: Any, lead: tuple[int, ...], by_rows: bool) -> torch.Tensor | Non
         return t
     head, last = (tuple(t.shape[:-1]), t.shape[-1]) if by_rows else (tuple(t.shape), 1)
     try:
-        if torch.broadcast_shapes(head, lead) != lead:
-            return None
+        fits = torch.broadcast_shapes(head, lead) == lead
     except RuntimeError:
-        return None
+        fits = False
+    if not fits:
+        # a value of as many rows (or elements) as the kernel's, of other leading dims, is read
+        # through a view (an epilogue's reshape of a matmul result, a norm's (1, S, D) viewed as
+        # the matmul's (S, D)): its rows in logical order are the view's (run_tiled checks that
+        # every value has that many rows)
+        return t.reshape(-1, last) if t.numel() == math.prod(lead) * last else None
     if not by_rows:
         return t.expand(lead).reshape(-1, 1)
     return t.expand(*lead, last).reshape(-1, last)
@@ -81,6 +90,20 @@ def _row_dim(op: Op, meta: Mapping[str, Any]) -> Op | None:
 
 def run_tiled(ops: list[Op], env: dict[str, Any], elements: int, call: Call) -> dict[str, Any] | None:
     """Every value of the kernel `ops` (by name) computed tile by tile, or None (module docstring)."""
+    from accelerator.compiler import tiled_pool
+
+    if ops and ops[0].target in tiled_pool.POOLS:  # windows over output tiles
+        return tiled_pool.run_tiled(ops, env, elements, call)
+    # a getitem of a tuple from outside (a norm's result) names a tensor the kernel reads
+    picked = {
+        o.name: env[o.args[0].name][o.args[1]]
+        for o in ops
+        if o.target == "getitem" and isinstance(o.args[0], Ref) and isinstance(env.get(o.args[0].name), tuple)
+    }
+    if picked:
+        rest = [o for o in ops if o.name not in picked]
+        values = run_tiled(rest, {**env, **picked}, elements, call) if rest else {}
+        return None if values is None else {**picked, **values}
     meta: dict[str, Any] = {}
     inside = {o.name for o in ops}
     reads = [r for o in ops for r in o.refs() if r not in inside]
@@ -101,6 +124,10 @@ def run_tiled(ops: list[Op], env: dict[str, Any], elements: int, call: Call) -> 
         except Exception:
             return None
         plan.append((op, how))
+    if any(how == "row" and _name(o.target) in DIM_OPS and _row_dim(o, meta) is None for o, how in plan):
+        from accelerator.compiler.tiled_permute import run_permuted  # along other dims: made the row
+
+        return run_permuted(ops, env, meta, lambda o, e: run_tiled(o, e, elements, call))
     last = meta[ops[-1].name]
     last = last[0] if isinstance(last, tuple) and plan[-1][1] == "bn" else last
     if not isinstance(last, torch.Tensor) or last.dim() == 0:
@@ -138,12 +165,20 @@ def run_tiled(ops: list[Op], env: dict[str, Any], elements: int, call: Call) -> 
         a.name for o, _ in runs if _name(o.target) == "native_layer_norm" for a in o.args[2:4] if isinstance(a, Ref)
     }
     whole |= {a.name for o, how in runs if how == "bn" for a in o.args[1:5] if isinstance(a, Ref)}
+    # by elements, an input is broadcast to the shape of the value its reader makes (across a
+    # view that changes the shape, a per-channel scale broadcasts to the matmul's result, not
+    # to the kernel's last value); read by values of two shapes, to the kernel's last
+    target: dict[str, tuple[int, ...]] = {}
+    for o, how in runs:
+        made = meta[o.name]
+        for a in o.refs() if how == "op" and isinstance(made, torch.Tensor) and not by_rows else ():
+            target[a] = tuple(made.shape) if target.get(a, tuple(made.shape)) == tuple(made.shape) else lead
     sources: dict[str, Any] = {}
     rowed: set[str] = set()
     for r in reads:
         v = env[r]
         if isinstance(v, torch.Tensor) and r not in whole:
-            t = _rows_of(v, lead, by_rows)
+            t = _rows_of(v, target.get(r, lead), by_rows)
             if t is None:
                 return None
             sources[r] = t
@@ -159,7 +194,9 @@ def run_tiled(ops: list[Op], env: dict[str, Any], elements: int, call: Call) -> 
             for key, t in (("alpha", alpha), ("beta", beta)):
                 sources[f"{op.name}#{key}"] = t.reshape(shape).expand(x.shape).reshape(-1, 1)
                 rowed.add(f"{op.name}#{key}")
-    step = max(1, elements // (last.shape[-1] if by_rows else 1))
+    # a tile holds `elements` of the widest row (a reduction's input, not its 1-wide result)
+    widest = max((sources[r].shape[-1] for r in rowed if sources[r].dim() == 2), default=1)
+    step = max(1, elements // (max(widest, last.shape[-1]) if by_rows else 1))
     pieces: dict[str, list[Any]] = {o.name: [] for o, _ in runs}
     for r0 in range(0, rows, step):
         tile = {k: v[r0 : r0 + step] if k in rowed and v.dim() == 2 else v for k, v in sources.items()}

@@ -41,6 +41,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
+from accelerator.compiler.instances import instances
 from accelerator.compiler.legalize import op_kind
 from accelerator.compiler.pipeline import CompileContext
 from accelerator.compiler.program import Kernel, Op, Program, Ref, TensorType, tensor_types
@@ -347,12 +348,41 @@ def tile_kernels(program: Program, ctx: CompileContext) -> Program:
             sources.get(unknown), f"tile override names kernel {unknown!r}, which the program does not have ({shown})"
         )
     kernels = []
+    inst = instances(program) if ctx.reuse_blocks and ctx.replay_blocks else None
+    types = _types(program) if inst else {}
+    first: dict[tuple[str, ...], tuple[tuple, Kernel]] = {}  # instance 0's kernels by their ops
+    replayed = 0
+
+    def signature(k: Kernel) -> tuple:
+        """What the tile depends on besides the ops: unit, the on-chip decision, the streams' types."""
+        return (
+            k.unit,
+            k.attrs.get("attention"),
+            k.attrs.get("memory"),
+            [types.get(n) for n in (*k.inputs, *k.outputs)],
+        )
+
     for k in program.kernels:
         if k.unit == "host":
             kernels.append(k)
             continue
-        dims = tiler.dims(k)
         given = overrides.get(k.name)
+        where = {inst.of.get(o) for o in k.ops} if inst else set()
+        if inst and given is None and len(where) == 1 and (i := where.pop()) is not None:
+            if i == 0:
+                first[k.ops] = (signature(k), k)  # tiled below; the tiled kernel replaces it
+            else:
+                seen = first.get(tuple(inst.back[o] for o in k.ops))
+                if seen is not None and seen[0] == signature(k):
+                    done = seen[1]
+                    attrs = {
+                        **k.attrs,
+                        **{a: done.attrs[a] for a in ("attention", "local_bytes", "memory") if a in done.attrs},
+                    }
+                    kernels.append(replace(k, tile=dict(done.tile or {}), attrs=attrs))
+                    replayed += 1
+                    continue
+        dims = tiler.dims(k)
         if given is not None:
             if set(given) != set(dims) or not all(
                 isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in given.values()
@@ -381,6 +411,14 @@ def tile_kernels(program: Program, ctx: CompileContext) -> Program:
         attrs.update(local_bytes=used, memory=attrs.get("memory", "local"))
         ctx.decide(k.name, f"tile {_fmt(tile)}", f"{used} B of {cap} B {level}" + (" (override)" if given else ""))
         kernels.append(replace(k, tile=tile, attrs=attrs))
+        if k.ops in first:
+            first[k.ops] = (first[k.ops][0], kernels[-1])
+    if replayed:
+        ctx.decide(
+            inst.span(),  # type: ignore[union-attr]
+            f"as {inst.path}.0: {replayed} kernels' tiles",  # type: ignore[union-attr]
+            "identical blocks: the first instance's tiles (same ops, unit and stream types)",
+        )
     tiled = {(tiler.anchor(k)[1] or tiler.ops[k.ops[0]]).name: _fmt(k.tile) for k in kernels if k.tile}
     ops = [replace(o, attrs={**o.attrs, "tile": tiled[o.name]}) if o.name in tiled else o for o in program.ops]
     return program.with_ops(ops, kernels=tuple(kernels))
