@@ -10,7 +10,9 @@ topology), each kernel timed from accelerator/sim/timing.py. Formulas (docs/acce
                    the cores, ceil(batch / cores) GEMMs in turn per array (a GEMM the legaliser
                    put on the vector unit: 2 x batch x M x N x K add_mul ops there)
                    (mm/addmm/qmm: M x K times K x N; bmm: batch x GEMM; SDPA per batch x head:
-                   QK^T (L x S, K=D) and PV (L x D, K=S), its softmax on the vector unit);
+                   QK^T (L x S, K=D) and PV (L x D, K=S), its softmax on the vector unit;
+                   convolution: its im2col GEMM per group, M = batch x output pixels, N =
+                   Cout / groups, K = Cin / groups x window, the bias add on the vector unit);
                    its other ops (the fused epilogue) on the vector unit alongside:
                    compute = max(matrix, vector)
     vector kernel: sum over its ops of vector_cycles(ceil(elements / cores), lanes,
@@ -65,6 +67,7 @@ NO_COMPUTE = {
 }  # fmt: skip
 MATMULS = {"aten.mm.default": 0, "aten.addmm.default": 1, "npu.qmm": 0, "aten.bmm.default": 0}
 SDPA = "aten.scaled_dot_product_attention.default"
+CONVOLUTION = "aten.convolution.default"
 COLLECTIVE_OPS = {"npu.all_reduce": "all_reduce", "npu.all_gather": "all_gather"}
 
 
@@ -162,7 +165,25 @@ def _gemms(op, types: Mapping) -> list[tuple[int, int, int, int]]:
             return []
         batch, lq, d, s = _numel(q[:-2]), q[-2], q[-1], k[-2]
         return [(batch, lq, s, d), (batch, lq, d, s)]
+    if op.target == CONVOLUTION:
+        return [_conv_gemm(op, types, out)] if len(out) >= 3 else []
     return []
+
+
+def _conv_gemm(op, types: Mapping, out: tuple[int, ...]) -> tuple[int, int, int, int]:
+    """(groups, M, N, K) of a convolution's im2col GEMM, one per group (timing.conv_gemm_shape's
+    mapping, any number of spatial dims): M = batch x output pixels, N = Cout / groups,
+    K = Cin / groups x window. A transposed convolution is the GEMM of its input pixels with the
+    weight, scattered after (col2im): M = batch x input pixels, N = Cout / groups x window,
+    K = Cin / groups. aten.convolution(input, weight, bias, stride, padding, dilation,
+    transposed, output_padding, groups)."""
+    x, w = _hint(types, op.args[0]), _hint(types, op.args[1])
+    groups = int(op.args[8]) if len(op.args) > 8 else 1
+    transposed = bool(op.args[6]) if len(op.args) > 6 else False
+    window = _numel(w[2:])
+    if transposed:  # weight (Cin, Cout / groups, *window)
+        return groups, x[0] * _numel(x[2:]), w[1] * window, w[0] // groups
+    return groups, out[0] * _numel(out[2:]), out[1] // groups, w[1] * window  # weight (Cout, Cin / groups, *window)
 
 
 def _vector_elements(op, types: Mapping) -> tuple[int, str]:
@@ -284,7 +305,7 @@ def simulate(program, accel: AccelSpec) -> SimRun:
                         matrix_s += _batched_cycles(accel, batch, m, n, kk, dtype) / accel.clock_hz
                     else:  # legalised to the vector unit (no matrix dtype): a multiply and an add per MAC
                         vector_s += _vector_seconds(accel, 2 * batch * m * n * kk, "add_mul", dtype)
-                family = "attention" if op.target == SDPA else "gemm"
+                family = {SDPA: "attention", CONVOLUTION: "conv"}.get(op.target, "gemm")
                 if op.target == SDPA:  # the softmax over the L x S scores, per batch x head
                     b, lq, s, _ = gemms[0]
                     vector_s += _vector_seconds(accel, b * lq * s, "exp", dtype)
