@@ -32,6 +32,13 @@ AMD (gfx942, 128-byte lines; 64 on gfx90a):
           Infinity Cache may serve part of it)
     L2  = 128 * (TCP_TCC_READ_REQ + TCP_TCC_WRITE_REQ + TCP_TCC_ATOMIC_WITH_RET_REQ + ..._WITHOUT_RET_REQ)
     L1  = 128 * TCP_TOTAL_CACHE_ACCESSES          LDS = 4 * banks * (SQ_LDS_IDX_ACTIVE - SQ_LDS_BANK_CONFLICT)
+
+Simulator (collectors/counters/simulator.py; the simulator's own counts, accelerator/sim/run.py):
+    FLOPs(dtype) = flops, as matrix FLOPs when the kernel ran on the matrix unit (unit 'matrix'),
+        else vector FLOPs; the kernel's dtype is the precision (a matrix kernel's fused vector
+        epilogue, e.g. a GELU's one FLOP per element, counts with its matrix FLOPs)
+    dram = hbm_read + hbm_written      l2 = shared_bytes (the chip's shared SRAM: the on-chip level
+        between the cores and HBM, where a GPU has its L2)
 """
 
 from __future__ import annotations
@@ -101,10 +108,13 @@ def measured(kc: KernelCounters) -> pd.DataFrame:
     dur[use], frm[use] = cycles[use], "sm__cycles_elapsed.avg / .per_second"
     out["duration_ns"], out["duration_from"] = dur, frm
     amd = any(c.startswith("SQ_") for c in w.columns)
+    sim = kc.source == "simulator"
     for p in PRECISIONS:
         out[f"flops_matrix_{p}"] = np.nan
         out[f"flops_vector_{p}"] = np.nan
-    if amd:
+    if sim:
+        _simulator_flops(kc, w, out)
+    elif amd:
         for p, s in _AMD_MOPS.items():
             out[f"flops_matrix_{p}"] = MOPS_UNIT * _col(w, f"SQ_INSTS_VALU_MFMA_MOPS_{s}")
         for p, s in _AMD_VALU.items():
@@ -155,6 +165,10 @@ def measured(kc: KernelCounters) -> pd.DataFrame:
         )
         out["bytes_l1"] = line * _col(w, "TCP_TOTAL_CACHE_ACCESSES_sum")
         out["bytes_lds"] = 4 * banks * (_col(w, "SQ_LDS_IDX_ACTIVE") - _col(w, "SQ_LDS_BANK_CONFLICT").fillna(0))
+    elif sim:
+        out["bytes_dram"] = _sum(w, (1, "hbm_read"), (1, "hbm_written"))
+        out["bytes_l2"] = _col(w, "shared_bytes")
+        out["bytes_l1"] = out["bytes_lds"] = np.nan
     else:
         out["bytes_dram"] = _col(w, "dram__bytes.sum")
         out["bytes_l2"] = _col(w, "lts__t_bytes.sum")
@@ -163,6 +177,21 @@ def measured(kc: KernelCounters) -> pd.DataFrame:
     out["occupancy_pct"] = _col(w, "Achieved Occupancy")
     out = out.reset_index(names="launch")
     return out[MEASURED_COLUMNS]
+
+
+def _simulator_flops(kc: KernelCounters, w: pd.DataFrame, out: pd.DataFrame) -> None:
+    """flops_<unit>_<dtype> of a simulated trace's launches (module docstring): each kernel's
+    `flops` under its unit (matrix or vector) and dtype, 0 under the others."""
+    text = kc.rows[kc.rows["counter"].isin(("unit", "dtype"))].pivot_table(
+        index="launch", columns="counter", values="text", aggfunc="first"
+    )
+    unit = text["unit"].reindex(w.index) if "unit" in text else pd.Series("", index=w.index)
+    dtype = text["dtype"].reindex(w.index) if "dtype" in text else pd.Series("", index=w.index)
+    flops = _col(w, "flops")
+    for p in PRECISIONS:
+        for u in ("matrix", "vector"):
+            mine = (dtype == p) & ((unit == "matrix") == (u == "matrix"))
+            out[f"flops_{u}_{p}"] = np.where(mine, flops, np.where(flops.notna(), 0.0, np.nan))
 
 
 #: Recorded utilisation counters, % of peak: Nsight Compute's throughput metrics by unit.

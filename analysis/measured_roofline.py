@@ -16,7 +16,8 @@ Per launch with a duration (ns) and a spec:
                     unit reaches LATENCY_PCT of its peak (too little work in flight to load any
                     unit: launch overhead, tail effects, dependent instruction chains)
 
-Measured levels map onto the spec's: dram -> its outermost level (HBM), l2 -> 'l2', l1 -> 'l1' or
+Measured levels map onto the spec's: dram -> its outermost level (HBM), l2 -> 'l2' (or a simulated
+accelerator's 'shared', the on-chip level in its place), l1 -> 'l1' or
 'smem' (NVIDIA's L1 and shared memory are one SRAM, whose bandwidth the presets give as smem's),
 lds -> 'lds'. A level the spec lacks (AMD's vector L1) gets no roof (NaN).
 """
@@ -33,7 +34,7 @@ from profiler.model.hardware import HardwareSpec
 ROOFLINE_COLUMNS = columns("measured_roofline")  # declared in analysis/columns.py
 #: Below this % of every peak a launch is called latency-bound rather than bound by its busiest unit.
 LATENCY_PCT = 20.0
-_SPEC_LEVEL = {"dram": (0,), "l2": ("l2",), "l1": ("l1", "smem"), "lds": ("lds",)}
+_SPEC_LEVEL = {"dram": (0,), "l2": ("l2", "shared"), "l1": ("l1", "smem"), "lds": ("lds",)}
 
 
 def spec_level(spec: HardwareSpec, level: str):  # -> MemoryLevel | None

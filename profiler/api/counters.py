@@ -94,6 +94,11 @@ def counters_spec(kc: KernelCounters, hardware: str | None = None) -> tuple[Hard
         v = str(kc.info.get(key, "")).strip()
         return int(v) if v.isdigit() else 0
 
+    from profiler.api.hardware import accel_by_name
+
+    accel = accel_by_name(name)  # a simulated trace names its accelerator preset
+    if accel is not None:
+        return accel, f"ceilings from {accel.name} (the simulated accelerator the counter file names)"
     arch = str(kc.info.get("gpu_arch", ""))  # gfx942 -> '9.4', as ROCm reports it in traces
     cc = str(kc.info.get("compute_capability", "")) or (f"{arch[3]}.{arch[4]}" if len(arch) >= 5 else "")
     spec = match_device(name, number("sm_count") or number("cu_per_gpu"), cc, number("memory_bytes"))
