@@ -233,7 +233,10 @@ def serve(
 @contextmanager
 def _exit_on_sigterm() -> Iterator[None]:
     """SIGTERM (what `kill`, systemd and container runtimes send) ends the server as Ctrl+C does,
-    through the `finally` that deletes the uploads; by default it would kill the process outright."""
+    through the `finally` that deletes the uploads; by default it would kill the process outright.
+    SIGINT gets the same handler: Python installs its Ctrl+C handler only when the parent left
+    SIGINT at its default, and a dashboard started from a process that ignores it (a background
+    job of a script, a test worker) would otherwise ignore SIGINT and keep the uploads."""
     import signal
     import threading
 
@@ -244,8 +247,9 @@ def _exit_on_sigterm() -> Iterator[None]:
     def stop(signum: int, frame: Any) -> None:
         raise KeyboardInterrupt
 
-    before = signal.signal(signal.SIGTERM, stop)
+    before = {sig: signal.signal(sig, stop) for sig in (signal.SIGTERM, signal.SIGINT)}
     try:
         yield
     finally:
-        signal.signal(signal.SIGTERM, before)
+        for sig, handler in before.items():
+            signal.signal(sig, handler)
