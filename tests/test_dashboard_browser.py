@@ -144,8 +144,12 @@ def test_roofline_points_roofs_click_and_hardware_switch(env):
     assert sum(t["n"] for t in points) > 0
     _shot(env, "roofline")
 
-    dot = d.find_elements(By.CSS_SELECTOR, "#roofline-graph .scatterlayer path.point")[-1]
-    ActionChains(d).move_to_element(dot).pause(0.3).click().perform()
+    def click_last_point() -> bool:  # found afresh each try: Plotly may redraw the graph under us
+        dot = d.find_elements(By.CSS_SELECTOR, "#roofline-graph .scatterlayer path.point")[-1]
+        ActionChains(d).move_to_element(dot).pause(0.3).click().perform()
+        return True
+
+    wait_for(click_last_point, 20, what="a click on a point of the graph")
     details = wait_for(lambda: d.find_elements(By.CSS_SELECTOR, "#op-details"), 20, what="op details")[0].text
     names = d.execute_script(
         "return document.querySelector('#roofline-graph .js-plotly-plot')._fullData"
