@@ -99,3 +99,11 @@ def analyze(
             from profiler.render.counters import render_counters
 
             render_counters(result.counters, out_console, top)
+
+
+def analyze_recorded(path: Path, *, top: int, json: bool, hardware: str | None, section: list[str] | None) -> None:
+    """`perf analyze PATH` with the options `perf profile` passes on, for the trace it just wrote."""
+    analyze(
+        path, top=top, rank=None, json=json, hardware=hardware, dtype=None, section=section, full=False,
+        collectives=None,
+    )  # fmt: skip

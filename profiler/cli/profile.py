@@ -9,7 +9,7 @@ from typing import Annotated
 
 import typer
 
-from profiler.cli.analyze import analyze
+from profiler.cli.analyze import analyze_recorded
 from profiler.cli.common import Force, app, one_line_errors, require_torch
 from profiler.cli_usage import one_line
 from profiler.model.errors import InputError
@@ -227,17 +227,7 @@ def profile(
         else f" (the run ended after {session.marks} step marks, before all {session.steps} recorded steps)"
     )
     print(one_line(f"wrote {session.path}{short}"), file=sys.stderr)
-    analyze(
-        session.path,
-        top=top,
-        rank=None,
-        json=json,
-        hardware=hardware,
-        dtype=None,
-        section=section,
-        full=False,
-        collectives=None,
-    )
+    analyze_recorded(session.path, top=top, json=json, hardware=hardware, section=section)
     if session.compile is not None and not json:
         from profiler.render import console
         from profiler.render.compile import render_summary

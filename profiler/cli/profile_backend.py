@@ -33,7 +33,7 @@ def profile_backend(
         fail(f"--backend {backend} profiles a model: give --model MODULE:FACTORY and --input SHAPE")
         return
     from profiler.api.deploy import profile_onnxruntime
-    from profiler.cli.analyze import analyze
+    from profiler.cli.analyze import analyze_recorded
     from profiler.model.files import check_writable
 
     with one_line_errors(calibration or Path(model)):
@@ -43,14 +43,4 @@ def profile_backend(
     print(f"wrote {path} (ONNX Runtime CPU profile, {prec})", file=sys.stderr)
     for n in notes:
         print(f"perf: note: {n}", file=sys.stderr)
-    analyze(
-        path,
-        top=top,
-        rank=None,
-        json=json,
-        hardware=hardware,
-        dtype=None,
-        section=section,
-        full=False,
-        collectives=None,
-    )
+    analyze_recorded(path, top=top, json=json, hardware=hardware, section=section)
