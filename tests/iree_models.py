@@ -45,12 +45,32 @@ class AttentionBlock(nn.Module):
         return self.o(y)
 
 
+class SdpaBlock(nn.Module):
+    """The same block with torch's fused attention (scaled_dot_product_attention): IREE forms one
+    iree_linalg_ext.attention op from it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.qkv = nn.Linear(AD, 3 * AD)
+        self.o = nn.Linear(AD, AD)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        b, s, d = x.shape
+        q, k, v = self.qkv(x).view(b, s, 3, AH, d // AH).permute(2, 0, 3, 1, 4)
+        y = nn.functional.scaled_dot_product_attention(q, k, v)
+        return self.o(y.transpose(1, 2).reshape(b, s, d))
+
+
 def mlp() -> nn.Module:
     return MLP()
 
 
 def attention() -> nn.Module:
     return AttentionBlock()
+
+
+def sdpa() -> nn.Module:
+    return SdpaBlock()
 
 
 class Unexportable(nn.Module):

@@ -113,19 +113,43 @@ def test_dispatch_times_joined_and_roofline(run):
 
 
 def test_trace_reads_back_and_exports(mlp, tmp_path):
-    from profiler.api import load_trace
+    from profiler.api import analyze, load_trace
 
     trace = load_trace(mlp.trace)
     kinds = trace.events["kind"].astype(str).value_counts()
     timers = sum(1 for r in mlp.passes.roots for _ in r.walk())
     assert kinds["compile_pass"] == timers
     assert kinds["kernel"] == int(mlp.dispatches["runs"].sum())
+    # the dispatches ran on the host CPU: device 'cpu0', floored on the CPU spec, each with the
+    # FLOPs and bytes profile_iree counted (fc1's 2*16*128*64 + 16*128 = 264,192, fc2's 131,584)
+    kernels = trace.events[trace.events["kind"] == "kernel"]
+    assert set(kernels["device"].astype(str)) == {"cpu0"}
+    a = analyze(trace)
+    assert a.hardware["rank0/cpu0"] == "generic-x86-cpu"
+    units = a.units[a.units["device"].astype(str) == "cpu0"]
+    assert len(units) == len(kernels) and (units["floor_ns"] > 0).all() and (units["efficiency"] > 0).all()
+    assert set(units["bound"].astype(str)) <= {"compute", "memory", "runtime"}
+    assert sorted(units.groupby("name", observed=True)["flops"].first()) == sorted(mlp.dispatches["flops"])
     out = tmp_path / "t.perfetto-trace"
     r = CliRunner().invoke(app, ["export", str(mlp.trace), "-o", str(out)])
     assert r.exit_code == 0, r.output
     assert out.stat().st_size > 0
     r = CliRunner().invoke(app, ["analyze", str(mlp.trace), "--json"])
     assert r.exit_code == 0, r.output
+
+
+def test_eager_comparison_by_source_line(run):
+    """Each dispatch's line is a row with the eager time of the torch calls on that line; the IREE
+    column adds up to the dispatches' time per call (shared executables' other runs included)."""
+    c = run.compare
+    lines = c[c["location"].str.startswith(MODEL_FILE)]
+    assert run.iree_ns == pytest.approx(c["iree_ns"].sum())
+    located = lines[lines["iree_ns"].notna()]
+    assert len(located) >= 2 and (located["eager_ns"] > 0).all()
+    text = Path(MODEL_FILE).read_text().splitlines()
+    for r in located.itertuples(index=False):  # a row's modules are called on its line
+        line = text[int(r.location.rsplit(":", 1)[1]) - 1]
+        assert all(m == "<top>" or f"self.{m}(" in line for m in r.modules.split(",")), (r, line)
 
 
 def test_cli_json(tmp_path):
@@ -153,3 +177,4 @@ def test_cli_json(tmp_path):
         assert key in doc["passes"][0]
     for d in doc["dispatches"]:
         assert {"name", "fused_ops", "locations", "flops", "bytes", "mean_ns"} <= set(d)
+    assert {"location", "modules", "iree_ns", "eager_ns", "ratio"} <= set(doc["compare"][0])

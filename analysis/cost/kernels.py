@@ -44,7 +44,9 @@ from analysis.cost.memory import NORM_OPS, REDUCTION_OPS
 #: The fusion-map columns this module reads (collectors/torch_compile/fusion_map.py KERNEL_COLUMNS;
 #: `flops` from its `work`, `with_flops`, or as a file written before `work` carries it).
 FUSION_COLUMNS = ("runtime_name", "kind", "flops", "bytes_read", "bytes_written", "dtype", "family")
-_GENERATED = ("cpp", "triton", "npu")  # npu: the simulated accelerator's kernels (accelerator/sim/trace.py)
+_GENERATED = ("cpp", "triton", "npu", "iree")  # npu: the simulated accelerator's kernels (accelerator/sim/trace.py);
+# iree: IREE's dispatch regions (collectors/iree/trace.py), whose family the collector reads from the IR
+_STATED_FAMILIES = {"iree": ("attention", "gemm", "reduction", "elementwise")}
 # ops whose presence makes a fused kernel a reduction (the post-grad graph decomposes softmax
 # and norms into amax/sum/var_mean, but keep the whole names too)
 _REDUCING = set(REDUCTION_OPS) | set(NORM_OPS) | {"_softmax", "_log_softmax", "softmax", "log_softmax"}
@@ -80,8 +82,9 @@ def kernel_costs(units: pd.DataFrame, fusion: pd.DataFrame) -> pd.DataFrame:
     `units`: `name`, and `rank` when `fusion` has one (analysis.units.units). `fusion`: the
     fusion map as plain data, columns FUSION_COLUMNS (`flops` counted from `work` when it has
     one; plus optional `kernel`, `aten_ops`, `sites` (calls per run: the row's numbers are
-    divided by it), and `rank`: then a unit joins only its own rank's rows). Only kinds 'cpp'
-    and 'triton' join.
+    divided by it), and `rank`: then a unit joins only its own rank's rows). Only kinds 'cpp',
+    'triton', 'npu' and 'iree' join; an 'iree' row's family is taken as stated (the collector
+    classified the dispatch from its linalg ops), the others' from `kernel_family`.
     A name with two different costs among the rows it joins is ambiguous and stays unknown.
 
     Returns a DataFrame with the index of `units` and analysis.cost.COST_COLUMNS:
@@ -116,7 +119,12 @@ def kernel_costs(units: pd.DataFrame, fusion: pd.DataFrame) -> pd.DataFrame:
         # each call the same code on the same shapes: per call = per run / sites
         sites = pd.to_numeric(pd.Series([r.get("sites")]), errors="coerce").iloc[0]
         per = float(sites) if np.isfinite(sites) and sites >= 1 else 1.0
-        family = kernel_family(str(r["family"]), str(r.get("kernel", r["runtime_name"])), r.get("aten_ops"))
+        stated = _STATED_FAMILIES.get(str(r["kind"]), ())
+        family = (
+            str(r["family"])
+            if str(r["family"]) in stated
+            else kernel_family(str(r["family"]), str(r.get("kernel", r["runtime_name"])), r.get("aten_ops"))
+        )
         dtype = r["dtype"] if isinstance(r["dtype"], str) and r["dtype"] else "unknown"
         per_run = Cost.of(r["flops"], r["bytes_read"], r["bytes_written"], family, dtype)
         cost = astuple(per_run * (1 / per))

@@ -30,6 +30,8 @@ _FILE_LOC = re.compile(r'loc\((?:callsite\()?"([^"]+)":(\d+):\d+')
 #: as torch.utils.flop_counter counts it)
 _FLOP_OPS = re.compile(r"\b(arith\.(?:addf|subf|mulf|divf|maximumf|minimumf|maxnumf|minnumf|negf|remf)|math\.\w+)\b")
 _NO_MODULE = "<top>"
+#: IREE's fused attention ops (Q, K, V -> O, softmax inside): costed from their loop roles
+_ATTENTION_OPS = ("attention", "online_attention")
 
 #: default indexing maps of named ops that print none: loop dims of each operand (ins..., out)
 _NAMED_MAPS = {
@@ -65,6 +67,7 @@ OP_COLUMNS = [
     "iterations",  # product of the loop sizes
     "reductions",  # reduction loops
     "body_flops",  # float arithmetic per iteration (named contractions: 2, a multiply and an add)
+    "attention",  # iree_linalg_ext.attention: 'BH x Sq x Sk x Dqk x Dv' loop sizes by role, else ''
     "locations",  # 'module file:line' of the PyTorch ops, ';'-joined
 ]
 
@@ -145,6 +148,9 @@ def _linalg_ops(text: str, model_files: tuple[str, ...]) -> list[list]:
         maps = maps or _NAMED_MAPS.get(kind, [])
         loops = _loop_sizes(maps, ins + outs) if maps else _dims(outs[0] if outs else (ins[0] if ins else ""))
         body_flops = len(_FLOP_OPS.findall(body)) if body else _NAMED_BODY_FLOPS.get(kind, 0)
+        roles = _attention_roles(maps, loops) if kind in _ATTENTION_OPS else ""
+        if kind in _ATTENTION_OPS:
+            body_flops = 0  # its region only rescales a score (identity here): costed from `roles`
         iterations = 1
         for n in loops:
             iterations *= n
@@ -159,10 +165,32 @@ def _linalg_ops(text: str, model_files: tuple[str, ...]) -> list[list]:
                 iterations,
                 reductions,
                 body_flops,
+                roles,
                 ";".join(_locations(loc_text, model_files)),
             ]
         )
     return ops
+
+
+def _attention_roles(maps: list[list[str]], loops: list[int]) -> str:
+    """'BHxSqxSkxDqkxDv' of an attention op from its indexing maps (Q, K, V, scale, [mask,] out):
+    Dqk indexes Q and K, not the output; Sk indexes K and V, not Q; Sq indexes Q and the output,
+    not K; Dv indexes V and the output, not Q; the batch loops (batch, heads) all four."""
+    sets = [{e for e in m if re.fullmatch(r"d\d+", e)} for m in maps if m]
+    if len(sets) < 4:
+        return ""
+    q, k, v, out = sets[0], sets[1], sets[2], sets[-1]
+    size = {f"d{i}": n for i, n in enumerate(loops)}
+
+    def prod(dims: set[str]) -> int:
+        n = 1
+        for d in dims:
+            n *= size.get(d, 0)
+        return n
+
+    return "x".join(
+        str(prod(dims)) for dims in (q & k & v & out, (q & out) - k, (k & v) - q, (q & k) - out, (v & out) - q)
+    )
 
 
 def _region(lines: list[str], i: int) -> tuple[str, int]:
@@ -186,6 +214,8 @@ def _loop_sizes(maps: list[list[str]], operands: list[str]) -> list[int]:
     """Loop sizes from the indexing maps and operand shapes: loop dN's size is the extent of the
     first operand dimension it indexes directly."""
     sizes: dict[int, int] = {}
+    if len(maps) > len(operands):  # a scalar operand (attention's scale) has the map '()' and no tensor type
+        maps = [m for m in maps if m]
     for exprs, ttype in zip(maps, operands):
         for e, n in zip(exprs, _dims(ttype)):
             if re.fullmatch(r"d\d+", e):

@@ -6,10 +6,15 @@
   passes are laid out in order: each root after the previous one from the compile's start, each
   child after its previous sibling from its parent's start; a parent's time its children do not
   cover shows after them. Durations are measured, positions are this layout.
-- each dispatch run as a `kernel` event on device 0, the HAL device 'local-task' (the dispatches
-  run on the host CPU's worker threads; the trace model calls every device track 'gpu<N>'), args
-  {flops, bytes, fused_ops, locations}; its start is the runtime's host clock shifted by one
-  constant so that the first run starts when the compile ends.
+- each dispatch run as a `kernel` event on device 0, the HAL device 'local-task', marked
+  `deviceType: cpu` in deviceProperties (the dispatches run on the host CPU's worker threads, so
+  the trace model labels the device 'cpu0' and floors it on the CPU's spec), args {flops, bytes,
+  fused_ops, locations}; its start is the runtime's host clock shifted by one constant so that
+  the first run starts when the compile ends.
+- a top-level `perfCompile` field holding the fusion map (`tables.fusion`, one row per dispatch,
+  kind 'iree': runtime_name, flops, bytes_read, bytes_written, dtype, family), the form
+  analysis.cost.kernels costs compiled kernels from, so `perf analyze` places each dispatch on
+  the roofline as `perf profile --backend iree` does.
 - a top-level `perfIree` field: compile_ns, the pass tree, the dispatch table (with the roofline)
   and the eager comparison, as `perf profile --backend iree --json` prints them.
 """
@@ -28,6 +33,7 @@ from collectors.iree.passes import PassNode, PassTree
 from profiler.model.files import write_atomic
 
 DOC_KEY = "perfIree"
+FUSION_KEY = "perfCompile"  # the key analysis.cost.kernels reads compiled kernels' costs from
 DEVICE_NAME = "IREE local-task (llvm-cpu on the host CPU)"
 
 
@@ -101,6 +107,25 @@ def dispatch_events(events: pd.DataFrame, table: pd.DataFrame, at_ns: int, base_
     return out
 
 
+def fusion_rows(table: pd.DataFrame) -> list[dict]:
+    """One fusion-map row per dispatch (analysis.cost.kernels.FUSION_COLUMNS, kind 'iree'): the
+    cost of one run, from analysis.iree_dispatches.dispatch_table."""
+    return [
+        {
+            "runtime_name": r["name"],
+            "kernel": r["name"],
+            "kind": "iree",
+            "flops": float(r["flops"]),
+            "bytes_read": float(r["bytes_read"]),
+            "bytes_written": float(r["bytes_written"]),
+            "dtype": str(r["dtype"]),
+            "family": str(r["family"]),
+            "aten_ops": [op.split(" ", 1)[0] for op in r["fused_ops"]],
+        }
+        for r in table.to_dict("records")
+    ]
+
+
 def write_trace(
     path: Path, tree: PassTree, start_ns: int, compile_ns: int, events: pd.DataFrame, table: pd.DataFrame, doc: dict
 ) -> Path:
@@ -111,8 +136,9 @@ def write_trace(
     document = {
         "schemaVersion": 1,
         "baseTimeNanoseconds": start_ns,
-        "deviceProperties": [{"id": 0, "name": DEVICE_NAME, "totalGlobalMem": 0}],
+        "deviceProperties": [{"id": 0, "name": DEVICE_NAME, "deviceType": "cpu", "totalGlobalMem": 0}],
         "traceEvents": trace_events,
+        FUSION_KEY: {"tables": {"fusion": fusion_rows(table)}},
         DOC_KEY: doc,
     }
     data = orjson.dumps(document, option=orjson.OPT_SERIALIZE_NUMPY, default=_plain)

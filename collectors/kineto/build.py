@@ -12,18 +12,22 @@ import pandas as pd
 from collectors.kineto.extract import Accumulator
 from collectors.kineto.kinds import DEVICE_CATEGORIES, kind_of
 from profiler.model.schema import Kind
+from profiler.model.devices import device_label
 from profiler.model.trace import empty_table
 
 LINK_COLUMNS = ["parent_id", "depth", "op_id", "step"]
 GLOO_PREFIX = "gloo:"  # record_function names of gloo's collectives, e.g. 'gloo:all_reduce'
 
 
-def build_events(acc: Accumulator, rank: int, base_ns: int, simulated: bool = False) -> pd.DataFrame:
+def build_events(
+    acc: Accumulator, rank: int, base_ns: int, simulated: bool = False, cpu_devices: frozenset[int] = frozenset()
+) -> pd.DataFrame:
     """The complete ('X') events of one file as an events table (without LINK_COLUMNS).
 
     `simulated`: the file says it comes from a simulator (top-level `traceSource: simulator`,
     accelerator/sim/trace.py): its devices are NPUs ('npu<N>') and every row's source is
-    'simulator'.
+    'simulator'. `cpu_devices`: device ids whose `deviceProperties` say `deviceType: cpu` (a CPU
+    running device work, e.g. IREE's dispatches): labelled 'cpu<N>' (profiler.model.devices).
 
     Columns as profiler.model.schema.EVENT_COLUMNS except parent_id, depth, op_id and step, which
     the loader adds from `link`. `id` is the row number here; the loader offsets it per file.
@@ -49,7 +53,9 @@ def build_events(acc: Accumulator, rank: int, base_ns: int, simulated: bool = Fa
     dev_index = np.where(dev_arg >= 0, dev_arg, pid)
     stream = np.where(on_device, np.where(stream_arg >= 0, stream_arg, tid), -1)
     thread = np.where(on_device | profiler_rows, -1, tid)
-    device, track = _places(rank, on_device, dev_index, stream, thread, profiler_rows, "npu" if simulated else "gpu")
+    device, track = _places(
+        rank, on_device, dev_index, stream, thread, profiler_rows, "npu" if simulated else "gpu", cpu_devices
+    )
     compiler = cat_kind[cat_codes] == Kind.COMPILE_PASS.value
     if compiler.any():  # perf's torch.compile steps: tid = the lane (collectors/torch_compile/embed.py)
         device, track, thread = _compiler_places(rank, compiler, tid, device, track, thread)
@@ -103,8 +109,10 @@ def _places(
     thread: np.ndarray,
     profiler_rows: np.ndarray,
     prefix: str = "gpu",
+    cpu_devices: frozenset[int] = frozenset(),
 ) -> tuple[pd.Categorical, pd.Categorical]:
-    """Device label ('cpu', 'gpu<N>', or `prefix`<N>) and track label per row, built once per distinct place."""
+    """Device label ('cpu', 'gpu<N>', or `prefix`<N>; 'cpu<N>' for the ids in `cpu_devices`) and
+    track label per row, built once per distinct place."""
     # One int64 key per place: device rows pack (device+1, stream+1) into the upper and lower
     # 32 bits; host rows are -(thread+3); profiler rows -1. Ids are clipped into 31 bits (real
     # ones fit) so that no junk id can land in another place's range.
@@ -122,7 +130,8 @@ def _places(
             devices.append("cpu")
             tracks.append(f"rank{rank}/cpu/thread{-k - 3}")
         else:
-            devices.append(f"{prefix}{(k >> 32) - 1}")
+            index = (k >> 32) - 1
+            devices.append(device_label("cpu" if index in cpu_devices else prefix, index))
             tracks.append(f"rank{rank}/{devices[-1]}/stream{(k & 0xFFFFFFFF) - 1}")
     return _from_codes(codes, devices), _from_codes(codes, tracks)
 

@@ -7,6 +7,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from profiler.model.devices import device_index
+
 
 def device_table(events: pd.DataFrame, metadata_by_rank: dict[int, dict[str, Any]]) -> pd.DataFrame:
     """Columns as profiler.model.schema.DEVICE_COLUMNS.
@@ -48,16 +50,30 @@ def device_table(events: pd.DataFrame, metadata_by_rank: dict[int, dict[str, Any
 
 
 def _properties(meta: dict[str, Any], device: str) -> dict[str, Any]:
-    if not device.startswith(("gpu", "npu")):  # npu: a simulated accelerator's chip
+    index = device_index(device)  # gpu<N>, npu<N> (a simulated chip), cpu<N> (a CPU running device work)
+    if index is None:
         return {}
     props = meta.get("deviceProperties")
     listed = [p for p in props if isinstance(p, dict)] if isinstance(props, list) else []
-    index = int(device[3:])
     for p in listed:
         if p.get("id") == index:
             return p
     described = {repr(sorted((k, v) for k, v in p.items() if k != "id")) for p in listed}  # values may be lists
     return listed[0] if len(described) == 1 else {}
+
+
+def cpu_devices(meta: dict[str, Any]) -> frozenset[int]:
+    """Ids of the `deviceProperties` entries marked `"deviceType": "cpu"` (profiler.model.devices)."""
+    props = meta.get("deviceProperties")
+    listed = props if isinstance(props, list) else []
+    return frozenset(
+        p["id"]
+        for p in listed
+        if isinstance(p, dict)
+        and p.get("deviceType") == "cpu"
+        and isinstance(p.get("id"), int)
+        and 0 <= p["id"] < 2**31
+    )
 
 
 def _int(v: Any, dtype: type = np.int32) -> int:

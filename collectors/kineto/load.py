@@ -19,7 +19,7 @@ from msgspec import Raw
 from collectors.kineto import decode, link, parallel
 from collectors.kineto.build import build_events, build_memory_counters, build_sample_counters
 from collectors.kineto.chunks import SplitFailed
-from collectors.kineto.devices import device_table
+from collectors.kineto.devices import cpu_devices, device_table
 from collectors.kineto.extract import Accumulator
 from profiler.model.errors import InputError
 from profiler.model.redact_trace import redact_trace
@@ -89,7 +89,7 @@ def _read_rank_file(path: Path, max_bytes: int | None) -> RankFile:
     base = meta.get("baseTimeNanoseconds")
     base = base if isinstance(base, int) and not isinstance(base, bool) and abs(base) < 2**62 else 0  # int64 ns
     r = rank or 0
-    ev = build_events(acc, r, base, simulated=meta.get("traceSource") == "simulator")
+    ev = build_events(acc, r, base, simulated=meta.get("traceSource") == "simulator", cpu_devices=cpu_devices(meta))
     if ev.empty:
         why = "; ".join(problems.lines()) or "no complete ('X') events"
         raise InputError(path, f"no readable events ({why})")

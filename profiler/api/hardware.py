@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from profiler.model.devices import runs_on_cpu
 from profiler.model.hardware import HardwareSpec, load_spec
 from profiler.model.hardware_match import match_device
 from profiler.model.trace import Trace
@@ -38,15 +39,16 @@ def spec_resolver(trace: Trace, hardware: str | None = None) -> Callable[[int, s
     """(rank, device) -> the HardwareSpec its floors use.
 
     `hardware` (a preset name or a YAML file) applies to every accelerator, or to the CPU of a
-    CPU-only trace; otherwise each GPU is matched from its recorded deviceProperties numbers
+    CPU-only trace (the host, and a CPU running device work: 'cpu<N>', e.g. IREE's dispatches);
+    otherwise each GPU is matched from its recorded deviceProperties numbers
     (profiler.model.hardware_match.match_device) and a CPU gets the nominal generic-x86-cpu preset.
     """
     override = load_hardware(hardware) if hardware else None
-    cpu_only = not (trace.devices["device"] != "cpu").any()
+    cpu_only = _cpu_only(trace)
     matched: dict[tuple[int, str], HardwareSpec | None] = {}
     for d in trace.devices.itertuples(index=False):
         spec: HardwareSpec | None
-        if d.device == "cpu":
+        if runs_on_cpu(str(d.device)):
             spec = override if (override and cpu_only) else load_spec(DEFAULT_CPU_SPEC)
         else:
             spec = (
@@ -58,6 +60,11 @@ def spec_resolver(trace: Trace, hardware: str | None = None) -> Callable[[int, s
     return lambda rank, device: matched.get((rank, device))
 
 
+def _cpu_only(trace: Trace) -> bool:
+    """Every device of the trace is a CPU: the host threads, or a CPU running device work."""
+    return all(runs_on_cpu(str(d)) for d in trace.devices["device"])
+
+
 def hardware_notes(trace: Trace, hardware: str | None = None) -> tuple[str, ...]:
     """One line per device whose spec was not chosen by name: a GPU matched by its numbers only
     (profiler.model.hardware_match.match_note), a GPU no preset fits, a CPU on the NOMINAL
@@ -65,10 +72,10 @@ def hardware_notes(trace: Trace, hardware: str | None = None) -> tuple[str, ...]
     from profiler.model.hardware_match import match_note
 
     notes = []
-    cpu_only = not (trace.devices["device"] != "cpu").any()
+    cpu_only = _cpu_only(trace)
     for d in trace.devices.itertuples(index=False):
         label = f"rank{int(d.rank)}/{d.device}"
-        if d.device == "cpu":
+        if runs_on_cpu(str(d.device)):
             if cpu_only and not hardware:
                 notes.append(
                     f"{label}: floored on the NOMINAL {DEFAULT_CPU_SPEC} preset (no figure measured on this CPU); "
@@ -100,7 +107,7 @@ def is_whatif(trace: Trace, hardware: str | None) -> bool:
         return False
     target = load_hardware(hardware)
     for d in trace.devices.itertuples(index=False):
-        if d.device == "cpu":
+        if runs_on_cpu(str(d.device)):
             continue
         matched = match_device(d.name, int(max(d.sm_count, 0)), d.compute_capability, int(max(d.memory_bytes, 0)))
         if matched is not None and matched.name != target.name:

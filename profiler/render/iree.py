@@ -1,5 +1,5 @@
 """Rich tables for an IREE run (profiler.api.iree.IreeRun): the compile by pass, the dispatches
-on the roofline, and eager vs IREE by module. Text is redacted first."""
+on the roofline, and eager vs IREE by source line. Text is redacted first."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from rich.console import Group, RenderableType
 from rich.markup import escape
 from rich.table import Table
 
-from profiler.model.numfmt import fmt_ns
+from profiler.model.numfmt import fmt_bytes, fmt_ns, fmt_si
 from profiler.model.redact import redact_text
 
 if TYPE_CHECKING:
@@ -51,15 +51,15 @@ def render_iree(run: IreeRun) -> RenderableType:
     for r in sorted(tree.roots, key=lambda r: -r.wall_ns):
         add(r, 0)
     ds = Table(title=f"Dispatches on {run.hardware}", box=box.SIMPLE, title_justify="left")
-    for c in ("dispatch", "fused ops", "from", "GFLOP", "MB", "mean", "floor", "bound", "eff"):
-        ds.add_column(c, justify="right" if c in ("GFLOP", "MB", "mean", "floor", "eff") else "left")
+    for c in ("dispatch", "fused ops", "from", "FLOP", "bytes", "mean", "floor", "bound", "eff"):
+        ds.add_column(c, justify="right" if c in ("FLOP", "bytes", "mean", "floor", "eff") else "left")
     for d in run.dispatches.itertuples(index=False):
         ds.add_row(
             _t(d.name),
             _t("\n".join(op.split(" ", 1)[0] for op in d.fused_ops)),
-            _t("\n".join(d.locations[:3])),
-            f"{d.flops / 1e9:.4f}",
-            f"{d.bytes / 1e6:.3f}",
+            _t("\n".join(_short(loc) for loc in d.locations[:3])),
+            fmt_si(d.flops),
+            fmt_bytes(d.bytes),
             fmt_ns(d.mean_ns) if d.mean_ns == d.mean_ns else "-",
             fmt_ns(d.floor_ns) if d.floor_ns == d.floor_ns else "-",
             str(d.bound),
@@ -73,14 +73,21 @@ def render_iree(run: IreeRun) -> RenderableType:
         box=box.SIMPLE,
         title_justify="left",
     )
-    for c in ("module", "dispatches", "eager", "IREE", "eager / IREE"):
-        cmp.add_column(c, justify="left" if c == "module" else "right")
+    for c in ("line", "modules", "dispatches", "eager", "IREE", "eager / IREE"):
+        cmp.add_column(c, justify="left" if c in ("line", "modules") else "right")
     for r in run.compare.itertuples(index=False):
         cmp.add_row(
-            _t(r.module),
+            _t(_short(r.location)),
+            _t(r.modules),
             str(r.dispatches),
             fmt_ns(r.eager_ns) if r.eager_ns == r.eager_ns else "-",
-            fmt_ns(r.iree_ns),
+            fmt_ns(r.iree_ns) if r.iree_ns == r.iree_ns else "-",
             f"{r.ratio:.2f}x" if r.ratio == r.ratio else "-",
         )
     return Group(ps, ds, cmp)
+
+
+def _short(location: str) -> str:
+    """'q iree_models.py:39' for 'q /abs/path/iree_models.py:39' (the JSON keeps the full path)."""
+    head, sep, path = location.rpartition(" ")
+    return f"{head}{sep}{path.rsplit('/', 1)[-1]}"
