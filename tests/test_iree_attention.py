@@ -14,23 +14,24 @@ from collectors.iree.dispatches import read_dispatches
 from collectors.iree.runtime import EVENT_COLUMNS
 
 B, H, SQ, SK, DQK, DV = 2, 3, 5, 7, 16, 8
-Q, K, V, O = f"{B}x{H}x{SQ}x{DQK}xf32", f"{B}x{H}x{SK}x{DQK}xf32", f"{B}x{H}x{SK}x{DV}xf32", f"{B}x{H}x{SQ}x{DV}xf32"
+Q, K, V, OUT = f"{B}x{H}x{SQ}x{DQK}xf32", f"{B}x{H}x{SK}x{DQK}xf32", f"{B}x{H}x{SK}x{DV}xf32", f"{B}x{H}x{SQ}x{DV}xf32"
 LOC = 'loc("<top>"("/m/model.py":9:0))'
 MAPS = ", ".join(
     f"affine_map<(d0, d1, d2, d3, d4, d5) -> ({r})>"
     for r in ("d0, d1, d2, d4", "d0, d1, d5, d4", "d0, d1, d5, d3", "", "d0, d1, d2, d3")
 )
+INS = f"ins(%4, %5, %6, %cst : tensor<{Q}>, tensor<{K}>, tensor<{V}>, f32)"
 SOURCE = f"""hal.executable public @main$async_dispatch_0 {{
     hal.executable.export public @main$async_dispatch_0_attention ordinal(0) layout(#hal.pipeline.layout<bindings = []>)
       func.func @main$async_dispatch_0_attention() {{
         %0 = hal.interface.binding.subspan binding(0) : !iree_tensor_ext.dispatch.tensor<readonly:tensor<{Q}>>
         %1 = hal.interface.binding.subspan binding(1) : !iree_tensor_ext.dispatch.tensor<readonly:tensor<{K}>>
         %2 = hal.interface.binding.subspan binding(2) : !iree_tensor_ext.dispatch.tensor<readonly:tensor<{V}>>
-        %3 = hal.interface.binding.subspan binding(3) : !iree_tensor_ext.dispatch.tensor<writeonly:tensor<{O}>>
-        %7 = iree_linalg_ext.attention <indexing_maps = [{MAPS}]> ins(%4, %5, %6, %cst : tensor<{Q}>, tensor<{K}>, tensor<{V}>, f32) outs(%8 : tensor<{O}>) {{
+        %3 = hal.interface.binding.subspan binding(3) : !iree_tensor_ext.dispatch.tensor<writeonly:tensor<{OUT}>>
+        %7 = iree_linalg_ext.attention <indexing_maps = [{MAPS}]> {INS} outs(%8 : tensor<{OUT}>) {{
         ^bb0(%arg0: f32 {LOC}):
           iree_linalg_ext.yield %arg0 : f32 {LOC}
-        }} -> tensor<{O}> {LOC}
+        }} -> tensor<{OUT}> {LOC}
         return {LOC}
       }} {LOC}
 }}

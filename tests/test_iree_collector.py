@@ -152,6 +152,47 @@ def test_eager_comparison_by_source_line(run):
         assert all(m == "<top>" or f"self.{m}(" in line for m in r.modules.split(",")), (r, line)
 
 
+def test_dashboard_compiler_page_shows_the_pass_tree_and_dispatches(mlp):
+    pytest.importorskip("selenium")
+    import os
+
+    from dashboard.testing import CHROMEDRIVER, CHROMIUM, chromium, serving, wait_for
+
+    if not (os.access(CHROMIUM, os.X_OK) and os.access(CHROMEDRIVER, os.X_OK)):
+        pytest.skip("needs Debian's chromium and chromium-driver (make browser)")
+    from selenium.webdriver.common.by import By
+
+    from dashboard.app import create_app
+
+    def table(d, id):
+        header = [th.text for th in d.find_elements(By.CSS_SELECTOR, f"#{id} th")]
+        return [
+            dict(zip(header, [td.text for td in tr.find_elements(By.TAG_NAME, "td")]))
+            for tr in d.find_elements(By.CSS_SELECTOR, f"#{id} tbody tr")
+        ]
+
+    app = create_app([mlp.trace])
+    try:
+        with serving(app) as url, chromium() as d:
+            d.get(url + "/compiler")
+            wait_for(lambda: d.find_elements(By.CSS_SELECTOR, "#compiler-iree-dispatches td"), 60, what="dispatches")
+            passes = table(d, "compiler-iree-passes")
+            largest = max(mlp.passes.roots, key=lambda r: r.wall_ns)
+            assert passes[0]["pass"] == largest.name  # largest root first, then its children, indented
+            assert passes[-1]["pass"].startswith("(rest")
+            rows = {r["dispatch"]: r for r in table(d, "compiler-iree-dispatches")}
+            assert set(rows) == set(mlp.dispatches["name"])
+            fc1 = mlp.dispatches.sort_values("flops").iloc[-1]
+            shown = rows[fc1["name"]]
+            # fc1: 2*16*128*64 + 16*128 = 264,192 FLOP, shown to 3 digits; linalg ops it fused; its line
+            assert shown["FLOPs"] == "264 kFLOP" and "linalg.matmul" in shown["fused ops"]
+            assert "fc1 iree_models.py:" in shown["from"] and shown["bound"] in ("compute", "memory", "runtime")
+            lines = table(d, "compiler-iree-compare")
+            assert any(r["modules"].startswith("fc1") and r["eager"] != "–" and r["IREE"] != "–" for r in lines)
+    finally:
+        app.perf_store.close()
+
+
 def test_cli_json(tmp_path):
     out = tmp_path / "m.json.gz"
     r = CliRunner().invoke(

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import sys
 import time
+from types import FrameType
 
 import numpy as np
 
@@ -80,7 +81,7 @@ def eager_times(model, inputs: list, runs: int, model_file: str | None) -> tuple
 def _site(module: str, model_file: str | None) -> str | None:
     """'module file:line' of the innermost frame in `model_file` (None: the call came from no
     line of it, e.g. torch's own code run outside the forward)."""
-    frame = sys._getframe(2)
+    frame: FrameType | None = sys._getframe(2)
     while frame is not None:
         if model_file and frame.f_code.co_filename == model_file:
             return f"{module} {model_file}:{frame.f_lineno}"

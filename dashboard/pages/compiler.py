@@ -3,6 +3,9 @@ their reasons and file:line, recompilations with the guard that failed, cache lo
 / bypass), and the fusion map (kernel = ATen ops, from file:line) joined to the kernels' times
 and bound (profiler.api.compile_tables).
 
+A trace `perf profile --backend iree` wrote shows IREE's pass tree, dispatch regions and the eager
+comparison instead (dashboard/compiler_iree.py).
+
 Sources: the selected trace's compile_pass events and the tables `perf profile --compile` writes
 into it, or the TORCH_TRACE directory given to `perf dashboard --compile-log DIR` (whose fusion
 map is then joined to the selected trace's kernels).
@@ -17,8 +20,10 @@ import pandas as pd
 from dash import Dash, Input, Output, dcc, html
 
 from dashboard import figures
+from dashboard.compiler_iree import iree_sections
 from dashboard.components import error_box, fmt_ns, fmt_pct, fmt_si, grid, guarded
 from dashboard.store import TraceStore
+from profiler.api.iree import iree_report
 
 PATH = "/compiler"
 TITLE = "Compiler"
@@ -43,8 +48,11 @@ def register(app: Dash, store: TraceStore) -> None:
         return store.answer(tid or "", hardware, "compiler", None, lambda: _render(tid, hardware))
 
     def _render(tid: str | None, hardware: str | None) -> list:
-        t = store.compile_tables(tid, hardware or None)
         source = _source(store, tid)
+        iree = iree_report(store.trace(tid)) if tid and store.entry(tid) is not None else None
+        if iree is not None:  # a `perf profile --backend iree` trace: IREE's passes and dispatches
+            return [html.P(source, className="caption", id="compiler-source"), *iree_sections(iree)]
+        t = store.compile_tables(tid, hardware or None)
         if all(df.empty for df in t.values()):
             return [html.P(source, className="caption", id="compiler-source"), html.P(NO_DATA, id="compiler-empty")]
         return [

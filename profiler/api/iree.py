@@ -34,6 +34,7 @@ class IreeRun:
     iree_call_ns: float
     hardware: str
     trace: Path | None
+    eager_threads: int = 0  # torch's intra-op threads in the eager run (torch.get_num_threads)
 
     def doc(self) -> dict:
         """The JSON report (`perf profile --backend iree --json`)."""
@@ -49,6 +50,7 @@ class IreeRun:
             "dispatches": rows,
             "hardware": self.hardware,
             "eager_ns": self.eager_ns,
+            "eager_threads": self.eager_threads,
             "iree_ns": self.iree_ns,
             "iree_call_ns": self.iree_call_ns,
             "compare": self.compare.to_dict("records"),
@@ -102,7 +104,20 @@ def profile_iree(
     table = dispatch_roofline(dispatch_table(dispatches, ops, events), spec)
     compare = compare_eager(table, eager_lines)
     iree_ns = float(table["per_call_ns"].sum()) if len(table) else float("nan")
-    run = IreeRun(compiled.passes, compiled.compile_ns, table, compare, eager_ns, iree_ns, call, spec.name, out)
+    import torch
+
+    run = IreeRun(
+        compiled.passes,
+        compiled.compile_ns,
+        table,
+        compare,
+        eager_ns,
+        iree_ns,
+        call,
+        spec.name,
+        out,
+        torch.get_num_threads(),
+    )
     if out is not None:
         write_trace(out, compiled.passes, compiled.start_ns, compiled.compile_ns, events, table, run.doc())
     return run
@@ -113,3 +128,21 @@ def _source_file(model) -> str | None:
         return inspect.getsourcefile(type(model))
     except TypeError:
         return None
+
+
+def iree_report(trace) -> dict | None:
+    """The IREE report a trace file written by `perf profile --backend iree` carries (its
+    `perfIree` field: `IreeRun.doc`'s compile_ns, passes, dispatches, compare, ...), or None."""
+    from collectors.iree.trace import DOC_KEY
+
+    for meta in trace.metadata.get("ranks", {}).values():
+        doc = meta.get(DOC_KEY) if isinstance(meta, dict) else None
+        if isinstance(doc, dict) and isinstance(doc.get("passes"), list) and isinstance(doc.get("dispatches"), list):
+            return doc
+    return None
+
+
+def short_location(location: str) -> str:
+    """'q model.py:39' for a location 'q /abs/path/model.py:39' (the JSON keeps the full path)."""
+    head, sep, path = location.rpartition(" ")
+    return f"{head}{sep}{path.rsplit('/', 1)[-1]}"

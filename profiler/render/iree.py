@@ -14,6 +14,8 @@ from rich.table import Table
 from profiler.model.numfmt import fmt_bytes, fmt_ns, fmt_si
 from profiler.model.redact import redact_text
 
+from profiler.api.iree import short_location
+
 if TYPE_CHECKING:
     from profiler.api.iree import IreeRun
 
@@ -57,7 +59,7 @@ def render_iree(run: IreeRun) -> RenderableType:
         ds.add_row(
             _t(d.name),
             _t("\n".join(op.split(" ", 1)[0] for op in d.fused_ops)),
-            _t("\n".join(_short(loc) for loc in d.locations[:3])),
+            _t("\n".join(short_location(loc) for loc in d.locations[:3])),
             fmt_si(d.flops),
             fmt_bytes(d.bytes),
             fmt_ns(d.mean_ns) if d.mean_ns == d.mean_ns else "-",
@@ -67,8 +69,9 @@ def render_iree(run: IreeRun) -> RenderableType:
         )
     cmp = Table(
         title=(
-            f"Eager vs IREE per call: eager forward {fmt_ns(run.eager_ns)}; IREE call {fmt_ns(run.iree_call_ns)}, "
-            f"of which dispatches {fmt_ns(run.iree_ns)}"
+            f"Eager vs IREE per call: eager forward {fmt_ns(run.eager_ns)} ({run.eager_threads} torch threads); "
+            f"IREE call {fmt_ns(run.iree_call_ns)}, of which dispatches {fmt_ns(run.iree_ns)}. By source line: "
+            "eager = the torch calls made there (framework overhead included), IREE = its dispatches' run time"
         ),
         box=box.SIMPLE,
         title_justify="left",
@@ -77,7 +80,7 @@ def render_iree(run: IreeRun) -> RenderableType:
         cmp.add_column(c, justify="left" if c in ("line", "modules") else "right")
     for r in run.compare.itertuples(index=False):
         cmp.add_row(
-            _t(_short(r.location)),
+            _t(short_location(r.location)),
             _t(r.modules),
             str(r.dispatches),
             fmt_ns(r.eager_ns) if r.eager_ns == r.eager_ns else "-",
@@ -85,9 +88,3 @@ def render_iree(run: IreeRun) -> RenderableType:
             f"{r.ratio:.2f}x" if r.ratio == r.ratio else "-",
         )
     return Group(ps, ds, cmp)
-
-
-def _short(location: str) -> str:
-    """'q iree_models.py:39' for 'q /abs/path/iree_models.py:39' (the JSON keeps the full path)."""
-    head, sep, path = location.rpartition(" ")
-    return f"{head}{sep}{path.rsplit('/', 1)[-1]}"
