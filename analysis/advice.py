@@ -36,6 +36,7 @@ from analysis.advice_fusion import Draft, fusion_drafts, unit_scopes
 from analysis.grouping import key_codes
 from analysis.intervals import union_length
 from analysis.roofline import MATRIX_FAMILIES
+from profiler.model.devices import device_kind
 from profiler.model.hardware import HardwareSpec
 from profiler.model.trace import Trace
 from profiler.model.numfmt import fmt_ns
@@ -95,7 +96,8 @@ def advise(
         drafts: list[Draft] = []
         if spec is not None:
             drafts += fusion_drafts(u, spec, scope[order], optimizer[order]) + _precision(u, spec)
-        drafts += _runtime(u, spec.kind if spec is not None else "") + _tiling(u)
+        lever = "cpu-dispatch" if device_kind(str(device)) == "cpu" else (spec.kind if spec is not None else "")
+        drafts += _runtime(u, lever) + _tiling(u)
         if where in comm:
             drafts += _communication(comm[where], busy.get(where, 0.0))
         per_device[where] = _deduplicate(drafts, u, busy.get(where, np.inf))
@@ -206,10 +208,13 @@ def _communication(r: dict, busy: float) -> list[Draft]:
     ]
 
 
-#: The lever against dispatch overhead, by the kind of device (HardwareSpec.kind).
+#: The lever against dispatch overhead, by the kind of device (HardwareSpec.kind; 'cpu-dispatch' for
+#: a CPU's device track).
 _DISPATCH_LEVER = {
     "npu": "cut dispatch overhead: fuse more ops per kernel (perf compile --plan) or a larger batch",
     "cpu": "cut dispatch overhead: fuse small ops (torch.compile) or a larger batch",
+    # a CPU running a compiler runtime's dispatches ('cpu<N>', profiler.model.devices: IREE)
+    "cpu-dispatch": "cut dispatch overhead: fewer, larger dispatches (more ops per dispatch region) or a larger batch",
 }
 
 

@@ -1,5 +1,5 @@
 """IREE beside eager PyTorch and torch.compile on this machine's CPU, for the tiny MLP and
-attention block of tests/iree_models.py: compile time by phase (IREE: the pass tree's top-level
+attention blocks (written out, and with F.scaled_dot_product_attention) of tests/iree_models.py: compile time by phase (IREE: the pass tree's top-level
 pipelines; torch.compile: its first call) and run time per call (IREE: by dispatch, from its HAL
 profiling). Each (model, backend) runs in its own process, one after the other.
 
@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 
-MODELS = {"mlp": ("mlp", (16, 64)), "attention": ("attention", (2, 8, 32))}
+MODELS = {"mlp": ("mlp", (16, 64)), "attention": ("attention", (2, 8, 32)), "sdpa": ("sdpa", (2, 8, 32))}
 BACKENDS = ("eager", "torch.compile", "iree")
 
 
@@ -46,6 +46,7 @@ def one(model: str, backend: str, runs: int) -> dict:
             "call_ns": r.iree_call_ns,
             "dispatch_ns": r.iree_ns,
             "dispatches": {d.name: d.per_call_ns for d in r.dispatches.itertuples()},
+            "eager_in_process_ns": r.eager_ns,
         }
     fn = torch.compile(m) if backend == "torch.compile" else m
     with torch.no_grad():
