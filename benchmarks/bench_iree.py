@@ -1,7 +1,8 @@
 """IREE beside eager PyTorch and torch.compile on this machine's CPU, for the tiny MLP and
-attention blocks (written out, and with F.scaled_dot_product_attention) of tests/iree_models.py: compile time by phase (IREE: the pass tree's top-level
-pipelines; torch.compile: its first call) and run time per call (IREE: by dispatch, from its HAL
-profiling). Each (model, backend) runs in its own process, one after the other.
+attention blocks (written out, and with F.scaled_dot_product_attention) of tests/iree_models.py:
+compile time by phase (IREE: the pass tree's top-level pipelines; torch.compile: its first call)
+and run time per call (IREE: by dispatch, from its HAL profiling). Each (model, backend) runs in
+its own process, one after the other.
 
     python benchmarks/bench_iree.py [--runs 50]
 
@@ -46,7 +47,6 @@ def one(model: str, backend: str, runs: int) -> dict:
             "call_ns": r.iree_call_ns,
             "dispatch_ns": r.iree_ns,
             "dispatches": {d.name: d.per_call_ns for d in r.dispatches.itertuples()},
-            "eager_in_process_ns": r.eager_ns,
         }
     fn = torch.compile(m) if backend == "torch.compile" else m
     with torch.no_grad():
