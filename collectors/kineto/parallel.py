@@ -1,14 +1,10 @@
-"""Use the machine's second core for big traces: the two halves of the chunks are decoded in two
-forked child processes, each sending back its compact columns (a few bytes per event), which
-are appended in order.
+"""Use the machine's second core for big traces: the second half of the chunks is decoded in a
+forked child process while this one decodes the first half; the child sends back its compact
+columns (a few bytes per event) and they are appended in order.
 
-Forked, a child shares the trace's bytes with the parent (copy on write) instead of receiving
-them. Both halves go to children, and the parent only waits, so that the millions of short-lived
-event structs are never made in the process that runs the analysis: freed, they leave its heap
-fragmented, pages that it keeps resident (~12 MiB of the analysis' peak on a 51 MiB trace;
-benchmarks/README.md, "Issue 11 figures, fourth pass"). Anything that goes wrong in a child (or
-a missing fork) falls back to decoding its half here, so the result never depends on whether
-the children ran. PERF_JOBS=1 turns it off.
+Forked, the child shares the trace's bytes with the parent (copy on write) instead of receiving
+them. Anything that goes wrong in the child (or a missing fork) falls back to decoding its half
+here, so the result never depends on whether the child ran. PERF_JOBS=1 turns it off.
 """
 
 from __future__ import annotations
@@ -44,37 +40,27 @@ def accumulate(path: Path, raw: Raw, problems: Problems) -> Accumulator:
         _run(acc, path, raw, ranges if len(ranges) > 1 else None)
         return acc
     half = len(ranges) // 2
-    parts = [ranges[:half], ranges[half:]]
-    children = [_fork(path, raw, part) for part in parts]
-    split = False
-    for part, (pid, read_end) in zip(parts, children):  # in order: the first half's columns first
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: decode the second half, send it, and leave without cleanup
+        os.close(read_end)
+        _child(path, raw, ranges[half:], write_end)
+    os.close(write_end)
+    try:
+        _run(acc, path, raw, ranges[:half])
+    finally:
         with os.fdopen(read_end, "rb") as pipe:
             payload = pipe.read()
         os.waitpid(pid, 0)
-        result: Any  # the child's Accumulator.export() when status is "ok"
-        status, result = pickle.loads(payload) if payload else ("lost", None)
-        if status == "split":
-            split = True
-        elif split:
-            continue
-        elif status == "ok":
-            acc.merge(result)
-        else:  # the child failed: do its half here
-            _run(acc, path, raw, part)
-    if split:
+    result: Any  # the child's Accumulator.export() when status is "ok"
+    status, result = pickle.loads(payload) if payload else ("lost", None)
+    if status == "ok":
+        acc.merge(result)
+    elif status == "split":
         raise SplitFailed
+    else:  # the child failed: do its half here
+        _run(acc, path, raw, ranges[half:])
     return acc
-
-
-def _fork(path: Path, raw: Raw, ranges: list[tuple[int, int]]) -> tuple[int, int]:
-    """A child decoding `ranges`: (its pid, the read end of the pipe it answers on)."""
-    read_end, write_end = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # the child: decode, send, and leave without cleanup
-        os.close(read_end)
-        _child(path, raw, ranges, write_end)
-    os.close(write_end)
-    return pid, read_end
 
 
 def _run(acc: Accumulator, path: Path, raw: Raw, ranges: list[tuple[int, int]] | None) -> None:
