@@ -27,8 +27,13 @@ _INT = re.compile(r"-?[0-9]{1,18}")  # what int() and pydantic read alike (no '_
 
 def seed(command: Any, ctx: Any) -> None:
     """Give `command`'s plain parameters (its --help too: `get_params`) the coercion below,
-    before click parses its arguments."""
-    params = command.get_params(ctx) if hasattr(command, "get_params") else ()
+    before click parses its arguments. `ctx` may be the parent's: click makes (and caches) the
+    --help option from the context's help names, which a command inherits unless its
+    context_settings name its own; then only its declared parameters are seeded."""
+    if not hasattr(command, "get_params"):
+        return
+    own_help = "help_option_names" in (getattr(command, "context_settings", None) or {})
+    params = command.params if own_help else command.get_params(ctx)
     for param in params:
         if getattr(param, "_runtime_param", False) is None and hasattr(param, "get_runtime_param"):
             plain = _plain(param)
