@@ -90,8 +90,10 @@ def critical_path(trace: Trace, rank: int, units: pd.DataFrame | None = None) ->
         seg = pd.DataFrame(columns=SEGMENT_COLUMNS)
         return _result(rank, 0, 0, seg, _NO_TOTALS, dropped, g.has_device)
     last = _last(L, R)
-    seg, totals = _segments(g, _chain(P, last), bound)
-    return _result(rank, g.wall_ns, int(L[last]), seg, totals, dropped, g.has_device)
+    work, chain = int(L[last]), _chain(P, last)
+    del L, R, P  # three int64 per node, not needed by the segments
+    seg, totals = _segments(g, chain, bound)
+    return _result(rank, g.wall_ns, work, seg, totals, dropped, g.has_device)
 
 
 def _last(L: np.ndarray, R: np.ndarray) -> int:
@@ -277,7 +279,9 @@ def _longest(g: Graph) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
             indeg[x] = left
             if left == 0:
                 ready.append(x)
-    Ln, Rn, Pn = (np.frombuffer(a, dtype=np.int64).copy() for a in (L, R, P))
+    del end, cs, work, indeg, pptr, sptr, e_src, e_l, e_r, o_dst, o_work, o_end, o_edge, in_edge, done, linked
+    # the results as numpy views of the loop's own arrays (array.array buffers are writable)
+    Ln, Rn, Pn = (np.frombuffer(a, dtype=np.int64) for a in (L, R, P))
     if tail_at:  # tail nodes: L = L(v) + work sum since v, R = own end, P = the node before
         x, anchor = _spans(np.array(tail_at, dtype=np.int64) + 1, np.array(tail_to, dtype=np.int64))
         Ln[x] = Ln[anchor] + work_np[x] - work_np[anchor]
@@ -325,8 +329,10 @@ def _segments(g: Graph, chain: np.ndarray, bound: pd.Series) -> tuple[pd.DataFra
         seg = pd.DataFrame([], columns=SEGMENT_COLUMNS[:-1])
         seg["dur_ns"] = seg["end_ns"] - seg["start_ns"]
         return seg, _NO_TOTALS
+    del start, cs, thread, same_thread
     node, slot = row // 3, row % 3
     gaps = [np.flatnonzero(slot == k) for k in (0, 1)]  # few: most rows are work
+    del row, slot
 
     def pick(untraced, gap, work: np.ndarray) -> np.ndarray:
         """A column's value per row: its chain node's value for the row's slot (per-node
@@ -336,34 +342,39 @@ def _segments(g: Graph, chain: np.ndarray, bound: pd.Series) -> tuple[pd.DataFra
             out[at] = values[node[at]] if isinstance(values, np.ndarray) else values
         return out
 
-    ids = g.ids[pos]
+    # Each column is built, then what only it needed is let go: the table is ~15 MiB for 200k
+    # rows, and its inputs, all alive at once, were three times that (the analysis' peak memory).
     unit, cls, cls_labels = _classes(g, chain, bound)
-    names, kinds = g.name_code[pos], g.kind_code[pos]
-    untraced_name, waiting_name = len(g.name_labels), len(g.name_labels) + 1
-    untraced_kind, wait_kind = len(g.kind_labels), len(g.kind_labels) + 1
-    on = (~g.on_host[chain]).astype(np.int64)  # 0 host, 1 device
     host, waiting = cls_labels.index("host"), cls_labels.index("waiting")
+    on = (~g.on_host[chain]).astype(np.int64)  # 0 host, 1 device
     cls_row, on_row = pick(host, np.where(label, host, waiting), cls), pick(0, np.where(label, 0, on), on)
-    seg = pd.DataFrame(
-        {
-            "event_id": pick(-1, np.where(label, ids, -1), ids),
-            "unit_id": pick(-1, -1, unit),
-            "name": _strings(
-                [*g.name_labels, "(untraced host)", "(waiting)"],
-                pick(untraced_name, np.where(label, names, waiting_name), names),
-            ),
-            "kind": _strings(
-                [*g.kind_labels, "untraced", "wait"], pick(untraced_kind, np.where(label, kinds, wait_kind), kinds)
-            ),
-            "track": _strings(g.track_labels, g.track_code[pos][node]),
-            "on": _strings(["host", "device"], on_row),
-            "class": _strings(cls_labels, cls_row),
-            "start_ns": pick(prev_r, cut, seg_s),
-            "end_ns": pick(cut, seg_s, end),
-        }
+    del cls, on
+    ids = g.ids[pos]
+    col = {"event_id": pick(-1, np.where(label, ids, -1), ids), "unit_id": pick(-1, -1, unit)}
+    del ids, unit
+    names = g.name_code[pos]
+    untraced_name, waiting_name = len(g.name_labels), len(g.name_labels) + 1
+    col["name"] = _strings(
+        [*g.name_labels, "(untraced host)", "(waiting)"],
+        pick(untraced_name, np.where(label, names, waiting_name), names),
     )
-    seg["dur_ns"] = seg["end_ns"] - seg["start_ns"]
-    return seg, _totals(cls_labels, cls_row, on_row, seg["dur_ns"].to_numpy())
+    del names
+    kinds = g.kind_code[pos]
+    untraced_kind, wait_kind = len(g.kind_labels), len(g.kind_labels) + 1
+    col["kind"] = _strings(
+        [*g.kind_labels, "untraced", "wait"], pick(untraced_kind, np.where(label, kinds, wait_kind), kinds)
+    )
+    del kinds
+    col["track"] = _strings(g.track_labels, g.track_code[pos][node])
+    col["on"] = _strings(["host", "device"], on_row)
+    col["class"] = _strings(cls_labels, cls_row)
+    col["start_ns"] = pick(prev_r, cut, seg_s)
+    col["end_ns"] = pick(cut, seg_s, end)
+    col["dur_ns"] = col["end_ns"] - col["start_ns"]
+    totals = _totals(cls_labels, cls_row, on_row, col["dur_ns"])
+    # copy=False: the columns are this function's own arrays, taken as they are (a copy into
+    # pandas' 2-D blocks would hold the table twice for a moment)
+    return pd.DataFrame(col, copy=False), totals
 
 
 class _Totals(NamedTuple):

@@ -74,8 +74,7 @@ class Graph:
         self.has_device = bool(is_dev.any())
         node_rows = is_host | is_dev
         self.wall_ns = int(self.te[node_rows].max() - self.ts[node_rows].min()) if node_rows.any() else 0
-        self.row_of = pd.Index(self.ids)  # event id -> row (rank frame); its hash table is built once
-        parent = self.row_of.get_indexer(ev["parent_id"].to_numpy()[rows])
+        parent = self._rows_of(ev["parent_id"].to_numpy()[rows])
         self._host(np.flatnonzero(is_host), parent)
         self._device(np.flatnonzero(is_dev))
         self.n = self.np_ + len(self.dev_pos)
@@ -85,8 +84,20 @@ class Graph:
         self.on_host = np.arange(self.n) < self.np_
         self._edges(trace, is_host)
         # what only the construction reads: the critical path keeps the nodes, not these
-        del self.ts, self.te, self.tracks, self.row_of, self.dev_node, self.first_piece, self.last_piece
+        del self.ts, self.te, self.tracks, self.dev_node, self.first_piece, self.last_piece
         del self.ps, self.pe, self.owner, self.dev_pos
+
+    def _rows_of(self, ids: np.ndarray) -> np.ndarray:
+        """Rows (rank frame) of the events `ids`, -1 where absent. Event ids are unique, and
+        ascending in a loaded trace: a binary search then, with no hash table (~8 MiB for 200k
+        ids) built and held beside the graph; a pandas index otherwise."""
+        own = self.ids
+        if len(own) == 0:
+            return np.full(len(ids), -1, dtype=np.intp)
+        if (own[1:] > own[:-1]).all():
+            at = np.minimum(np.searchsorted(own, ids), len(own) - 1)
+            return np.where(own[at] == ids, at, -1)
+        return pd.Index(own).get_indexer(ids)
 
     def kind_in(self, kinds) -> np.ndarray:
         """Per event row: is its kind one of `kinds`? (compared as category codes)"""
@@ -114,6 +125,7 @@ class Graph:
         owner = np.concatenate([kp, h])
         s = np.concatenate([gap_s, tail_s])
         e = np.concatenate([ts[kids], te[h]])
+        del par, is_h, in_h, kids, kp, first, prev_end, gap_s, at, tail_s  # the peak is the pieces
         tcode = pd.factorize(self.track_code[owner])[0]  # threads numbered by first appearance
         o = np.lexsort((e, s, tcode))
         owner, s, e, tcode = owner[o], s[o], e[o], tcode[o]
@@ -176,7 +188,7 @@ class Graph:
     def _flow_rows(self, trace: Trace, kind: str) -> tuple[np.ndarray, np.ndarray]:
         """(src, dst) event rows of this rank's flows of `kind`."""
         f = trace.flows[(trace.flows["kind"] == kind).to_numpy()]
-        a, b = self.row_of.get_indexer(f["src"].to_numpy()), self.row_of.get_indexer(f["dst"].to_numpy())
+        a, b = self._rows_of(f["src"].to_numpy()), self._rows_of(f["dst"].to_numpy())
         ok = (a >= 0) & (b >= 0)
         return a[ok], b[ok]
 

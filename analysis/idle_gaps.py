@@ -208,15 +208,17 @@ def _self_pieces(host: pd.DataFrame, threads: set[tuple[int, int]]) -> pd.DataFr
     code = _pair_codes(
         np.concatenate((host["rank"].to_numpy(), want[:, 0])), np.concatenate((host["thread"].to_numpy(), want[:, 1]))
     )
-    read = np.isin(code[: len(host)], code[len(host) :])
-    h, thread_code = host[read], code[: len(host)][read]
-    order = np.lexsort((-h["dur"].to_numpy(), h["ts"].to_numpy(), thread_code))
-    h = h.iloc[order]
-    n = len(h)
-    start = h["ts"].to_numpy(dtype=np.int64)
-    parent, clip = _enclosers(thread_code[order], start, start + h["dur"].to_numpy(dtype=np.int64))
-    codes, distinct = distinct_names(h["name"])
-    kind_code, kinds = distinct_names(h["kind"])  # a handful of kinds: compared once each
+    rows = np.flatnonzero(np.isin(code[: len(host)], code[len(host) :]))
+    thread_code = code[: len(host)][rows]
+    ts, dur = host["ts"].to_numpy(dtype=np.int64), host["dur"].to_numpy(dtype=np.int64)
+    order = np.lexsort((-dur[rows], ts[rows], thread_code))
+    rows, thread_code = rows[order], thread_code[order]  # the rows read, in order: no copy of the frame
+    n = len(rows)
+    start = ts[rows]
+    parent, clip = _enclosers(thread_code, start, start + dur[rows])
+    del ts, dur, code
+    codes, distinct = distinct_names(host["name"].iloc[rows])
+    kind_code, kinds = distinct_names(host["kind"].iloc[rows])  # a handful of kinds: compared once each
     kind = kinds[kind_code]
     is_runtime, is_op = (kind_code == _index(kinds, Kind.RUNTIME.value)), (kind_code == _index(kinds, Kind.OP.value))
     category = _inherit(_own_categories(codes, distinct, is_runtime, is_op), parent)  # CATEGORIES index, -1
@@ -232,17 +234,19 @@ def _self_pieces(host: pd.DataFrame, threads: set[tuple[int, int]]) -> pd.DataFr
     row = np.concatenate((up, np.arange(n)))
     s0, e0 = np.concatenate((before, tail)), np.concatenate((start[kids], clip))
     keep = np.flatnonzero(e0 > s0)
-    keep = keep[np.lexsort((s0[keep], thread_code[order][row[keep]]))]  # by thread, then time
+    keep = keep[np.lexsort((s0[keep], thread_code[row[keep]]))]  # by thread, then time
     row, s0, e0 = row[keep], s0[keep], e0[keep]
+    del keep, kids, up, first, last, before, tail, thread_code
     step = np.array([n.startswith(_STEP_LABEL) for n in distinct] + [False], dtype=bool)[codes]
     cat_of = CATEGORIES.index
     by_kind = np.select(
         [is_runtime, is_op, step], [cat_of("launch"), cat_of("dispatch"), cat_of("untraced")], cat_of("python")
     )
+    # copy=False: the columns are fresh arrays of this function, taken as they are
     return pd.DataFrame(
         {
-            "rank": h["rank"].to_numpy()[row],
-            "thread": h["thread"].to_numpy()[row],
+            "rank": host["rank"].to_numpy()[rows[row]],
+            "thread": host["thread"].to_numpy()[rows[row]],
             "name": pd.Series(distinct[codes[row]], dtype=object),
             "kind": pd.Series(kind[row], dtype=object),
             "category": pd.Series(
@@ -251,7 +255,8 @@ def _self_pieces(host: pd.DataFrame, threads: set[tuple[int, int]]) -> pd.DataFr
             ),
             "start": s0,
             "end": e0,
-        }
+        },
+        copy=False,
     )
 
 

@@ -21,10 +21,10 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 TRACE = REPO / "tests" / "data" / "traces" / "b200_eager" / "eager_trace.json.gz"  # 0.8 MB gzip
 GOAL_HELP_S = 0.3
-# everything `perf analyze --json` imports before it reads the file (typer's pydantic comes when a
-# command's parameters are converted, so it is imported here explicitly)
+# everything `perf analyze --json` imports before it reads the file (no pydantic: the command's
+# values are read without it, profiler/cli/plain_values.py)
 IMPORTS = (
-    "import profiler.cli, profiler.api, profiler.render.json, profiler.render.text, collectors.kineto, pydantic, "
+    "import profiler.cli, profiler.api, profiler.render.json, profiler.render.text, collectors.kineto, "
     "analysis.critical_path, "
     "analysis.memory, analysis.llm, analysis.modules, analysis.advice, analysis.timeline, analysis.roofline"
 )

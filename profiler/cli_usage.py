@@ -30,7 +30,21 @@ def one_line(problem: str) -> str:
 
 
 class OneLineUsage(TyperGroup):
-    """The root command group: usage errors become one line (module docstring)."""
+    """The root command group: usage errors become one line (module docstring); the command's
+    plain values are read without pydantic (profiler/cli/plain_values.py)."""
+
+    def parse_args(self, ctx: Any, args: list[str]) -> Any:
+        from profiler.cli.plain_values import seed
+
+        seed(self, ctx)  # the group's own options (--version, --help)
+        return super().parse_args(ctx, args)
+
+    def resolve_command(self, ctx: Any, args: list[str]) -> Any:
+        name, cmd, rest = super().resolve_command(ctx, args)
+        from profiler.cli.plain_values import seed
+
+        seed(cmd, ctx)
+        return name, cmd, rest
 
     def main(
         self,
