@@ -33,6 +33,7 @@ import numpy as np
 from profiler.model.errors import InputError
 from profiler.model.nesting import nest_sorted
 from profiler.model.redact_trace import redact_trace
+from profiler.model.rows import rows_frame
 from profiler.model.schema import COUNTER_COLUMNS, DEVICE_COLUMNS, EVENT_COLUMNS, FLOW_COLUMNS, Kind
 from profiler.model.trace import Trace
 
@@ -240,8 +241,6 @@ def _module_frames(nodes: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def _trace(rows: list[dict[str, Any]], runs: list[dict], path: Path) -> Trace:
-    from collectors.scalesim.read import _frame  # the declared columns of a list of rows, as scalesim builds them
-
     order = {Kind.ANNOTATION.value: 0, Kind.PYTHON.value: 1}  # equal spans: the enclosing kind first
     rows.sort(key=lambda r: (r["thread"], r["ts"], -r["dur"], order.get(r["kind"], 2)))
     steps = [(int(round(_ts(e) * 1000)), int(round((_ts(e) + float(e.get("dur", 0))) * 1000))) for e in runs]
@@ -259,8 +258,8 @@ def _trace(rows: list[dict[str, Any]], runs: list[dict], path: Path) -> Trace:
         for j, i in enumerate(idx):
             rows[i]["parent_id"] = int(idx[parent[j]]) if parent[j] >= 0 else -1
             rows[i]["depth"] = int(depth[j])
-    ev = _frame(rows, EVENT_COLUMNS)
-    devices = _frame([{"rank": 0, "device": "cpu", "name": "ONNX Runtime CPUExecutionProvider"}], DEVICE_COLUMNS)
+    ev = rows_frame(rows, EVENT_COLUMNS)
+    devices = rows_frame([{"rank": 0, "device": "cpu", "name": "ONNX Runtime CPUExecutionProvider"}], DEVICE_COLUMNS)
     metadata = {
         "files": [str(path)],
         "format": "onnxruntime",
@@ -268,8 +267,8 @@ def _trace(rows: list[dict[str, Any]], runs: list[dict], path: Path) -> Trace:
     }
     trace = Trace(
         events=ev,
-        counters=_frame([], COUNTER_COLUMNS),
-        flows=_frame([], FLOW_COLUMNS),
+        counters=rows_frame([], COUNTER_COLUMNS),
+        flows=rows_frame([], FLOW_COLUMNS),
         devices=devices,
         metadata=metadata,
     )
