@@ -1,9 +1,10 @@
 """Deployment targets: export a model to ONNX, make a precision variant, and compare it layer by
 layer with eager fp32 (`perf diff --numerics`, `perf gate --accuracy`).
 
-Candidates are `BACKEND[:PRECISION]`: today `onnxruntime` (CPU execution provider) at fp32, fp16
-or int8 (QDQ, static, per-channel weights). The other backends the issue names (qnn-sim,
-tensorrt, inductor, accelerator) are refused with one line until they are built.
+Candidates are `BACKEND[:PRECISION]`: `onnxruntime` (CPU execution provider) at fp32, fp16, int8
+(QDQ, static, per-channel weights) or int8-qnn, and `qnn-sim` (the QNN HTP x86 simulator through
+onnxruntime-qnn; default precision int8-qnn, the QDQ configuration the HTP takes). The other
+backends the issue names (tensorrt, inductor, accelerator) are refused with one line.
 """
 
 from __future__ import annotations
@@ -16,14 +17,16 @@ from typing import Any
 from analysis.numerics import DEFAULT_THRESHOLD, NumericsReport, compare_layers
 from profiler.model.errors import InputError
 
-BACKENDS = ("onnxruntime",)
+BACKENDS = ("onnxruntime", "qnn-sim")
+#: The precision a backend runs when the candidate names none.
+DEFAULT_PRECISION = {"onnxruntime": "fp32", "qnn-sim": "int8-qnn"}
 PRECISIONS = ("fp32", "fp16", "int8", "int8-qnn")
 
 
 def parse_candidate(text: str) -> tuple[str, str]:
-    """`onnxruntime:int8` -> ('onnxruntime', 'int8'); the precision defaults to fp32."""
+    """`onnxruntime:int8` -> ('onnxruntime', 'int8'); the precision defaults to DEFAULT_PRECISION."""
     backend, _, precision = text.partition(":")
-    precision = precision or "fp32"
+    precision = precision or DEFAULT_PRECISION.get(backend, "fp32")
     if backend not in BACKENDS:
         raise InputError(
             None, f"--candidate {text}: backend {backend!r} is not supported yet; expected one of {', '.join(BACKENDS)}"
@@ -49,9 +52,11 @@ def diff_onnx(
     threshold: float = DEFAULT_THRESHOLD,
     calibration: Path | None = None,
     workdir: Path | None = None,
+    backend: str = "onnxruntime",
 ) -> NumericsReport:
-    """Eager fp32 against ONNX Runtime at `precision` on `inputs`, per layer (analysis.numerics).
-    `fp32_onnx` is `model`'s export; int8 calibrates on the file's batches or random inputs."""
+    """Eager fp32 against `backend` (onnxruntime: the CPU EP; qnn-sim: the QNN HTP simulator) at
+    `precision` on `inputs`, per layer (analysis.numerics). `fp32_onnx` is `model`'s export; int8
+    calibrates on the file's batches or random inputs."""
     import onnx
 
     from collectors.onnx.export import module_outputs
@@ -71,7 +76,7 @@ def diff_onnx(
         cand = to_precision(fp32_onnx, precision, Path(tmp) / f"model.{precision}.onnx", calib)
         tensors = {k: t for k, (t, _) in module_outputs(onnx.load(str(fp32_onnx), load_external_data=False)).items()}
         ref, ops, ref_out = eager_outputs(model, tuple(inputs))
-        got, cand_out = ort_outputs(cand, arrays, tensors)
+        got, cand_out = ort_outputs(cand, arrays, tensors, _session(backend))
     return compare_layers(
         ref,
         got,
@@ -79,7 +84,7 @@ def diff_onnx(
         ref_out,
         cand_out,
         threshold=threshold,
-        candidate=f"onnxruntime:{precision}",
+        candidate=f"{backend}:{precision}",
         notes=tuple(notes),
     )
 
@@ -100,7 +105,7 @@ def numerics_diff(
     from collectors.onnx.precision import load_batches
     from collectors.torch_runtime.run_model import prepare
 
-    _, precision = parse_candidate(candidate)
+    backend, precision = parse_candidate(candidate)
     model, xs = prepare(spec, input_specs, "fp32", False, eager_check=True)
     model = model.eval()
     seen = f"compared on seeded random inputs ({', '.join(input_specs)})"
@@ -111,8 +116,19 @@ def numerics_diff(
         load_batches(calibration, len(xs))  # an unreadable file is told before the export's seconds
     with tempfile.TemporaryDirectory() as tmp:
         path = export_model(model, tuple(xs), Path(tmp) / "model.onnx", label=f"--model {spec}")
-        report = diff_onnx(model, tuple(xs), path, precision, threshold=threshold, calibration=calibration)
+        report = diff_onnx(
+            model, tuple(xs), path, precision, threshold=threshold, calibration=calibration, backend=backend
+        )
     return dataclasses.replace(report, notes=(seen, *report.notes))
+
+
+def _session(backend: str) -> Any:
+    """The session maker ort_outputs runs the candidate on: None (ORT's CPU EP) or the QNN HTP's."""
+    if backend != "qnn-sim":
+        return None
+    from collectors.onnx.qnn import qnn_session
+
+    return lambda model, feeds: qnn_session(model, feeds, label="--candidate qnn-sim")
 
 
 def profile_onnxruntime(
@@ -123,10 +139,12 @@ def profile_onnxruntime(
     precision: str = "fp32",
     runs: int = 3,
     calibration: Path | None = None,
+    backend: str = "onnxruntime",
 ) -> tuple[Path, tuple[str, ...]]:
-    """`perf profile MODEL --backend onnxruntime`: export the model, make the `precision` variant,
-    run it `runs` times under ONNX Runtime's profiler (CPU EP) and write the profile to `out`
-    (collectors.onnx.ort_trace). Returns the path and notes (int8: what it calibrated on)."""
+    """`perf profile MODEL --backend onnxruntime|qnn-sim`: export the model, make the `precision`
+    variant, run it `runs` times under the runtime's profiler and write the profile to `out`:
+    ONNX Runtime's CPU profile (collectors.onnx.ort_trace) or, for qnn-sim, QNN's HTP profile
+    (collectors.onnx.qnn). Returns the path and notes (int8: what it calibrated on)."""
     from collectors.onnx.ort_trace import profile_ort
     from collectors.onnx.precision import load_batches, random_calibration, to_precision
     from collectors.torch_runtime.run_model import prepare
@@ -146,5 +164,10 @@ def profile_onnxruntime(
     with tempfile.TemporaryDirectory() as tmp:
         fp32 = export_model(model, tuple(xs), Path(tmp) / "model.onnx", label=f"--model {spec}")
         cand = to_precision(fp32, precision, Path(tmp) / f"model.{precision}.onnx", calib)
-        path = profile_ort(cand, arrays, out, runs=runs)
+        if backend == "qnn-sim":
+            from collectors.onnx.qnn import profile_qnn
+
+            path = profile_qnn(cand, arrays, out, runs=runs, label=f"--model {spec} ({precision})")
+        else:
+            path = profile_ort(cand, arrays, out, runs=runs)
     return path, ((f"{precision} calibrated on {calib.source}",) if calib else ())

@@ -112,15 +112,19 @@ def profile(
         typer.Option(
             help="eager (torch.profiler, the default; a script or a model), iree (export the model with "
             "iree-turbine, compile it with iree-compile for this CPU and time each dispatch; docs/iree.md) or "
-            "onnxruntime (export, --precision, ONNX Runtime CPU profiler; docs/deploy.md)."
+            "onnxruntime (export, --precision, ONNX Runtime CPU profiler) or qnn-sim (export, --precision, "
+            "the QNN HTP x86 simulator's per-node cycles; docs/deploy.md)."
         ),
     ] = "eager",
     precision: Annotated[
         str | None,
-        typer.Option(help="--backend onnxruntime: fp32 (default), fp16, int8 (QDQ) or int8-qnn (QNN HTP QDQ config)."),
+        typer.Option(
+            help="--backend onnxruntime|qnn-sim: fp32, fp16, int8 (QDQ) or int8-qnn (QNN HTP QDQ config); "
+            "default fp32 on onnxruntime, int8-qnn on qnn-sim."
+        ),
     ] = None,
     calibration: Annotated[
-        Path | None, typer.Option(help="--backend onnxruntime, int8: calibration batches (.pt/.npy).")
+        Path | None, typer.Option(help="--backend onnxruntime|qnn-sim, int8: calibration batches (.pt/.npy).")
     ] = None,
 ) -> None:
     """Run a script (or --model factory) under torch.profiler, write the trace, then analyze it as \

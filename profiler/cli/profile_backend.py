@@ -1,4 +1,4 @@
-"""`perf profile --model M --backend onnxruntime [--precision P]`: export, precision, run under the
+"""`perf profile --model M --backend onnxruntime|qnn-sim [--precision P]`: export, precision, run under the
 runtime's profiler, then analyze the trace as `perf analyze` does (docs/deploy.md). `perf profile`
 dispatches here for every backend but eager (its own path)."""
 
@@ -9,7 +9,8 @@ from pathlib import Path
 
 from profiler.cli.common import fail, one_line_errors
 
-BACKENDS = ("onnxruntime",)
+BACKENDS = ("onnxruntime", "qnn-sim")
+LABEL = {"onnxruntime": "ONNX Runtime CPU profile", "qnn-sim": "QNN HTP simulator profile"}
 
 
 def profile_backend(
@@ -37,10 +38,14 @@ def profile_backend(
     from profiler.model.files import check_writable
 
     with one_line_errors(calibration or Path(model)):
-        prec = precision or "fp32"
+        from profiler.api.deploy import DEFAULT_PRECISION
+
+        prec = precision or DEFAULT_PRECISION[backend]
         out = check_writable(output or Path(f"perf-{model.rpartition(':')[2]}.{backend}-{prec}.json"), force=force)
-        path, notes = profile_onnxruntime(model, inputs, out, precision=prec, runs=runs or 3, calibration=calibration)
-    print(f"wrote {path} (ONNX Runtime CPU profile, {prec})", file=sys.stderr)
+        path, notes = profile_onnxruntime(
+            model, inputs, out, precision=prec, runs=runs or 3, calibration=calibration, backend=backend
+        )
+    print(f"wrote {path} ({LABEL[backend]}, {prec})", file=sys.stderr)
     for n in notes:
         print(f"perf: note: {n}", file=sys.stderr)
     analyze_recorded(path, top=top, json=json, hardware=hardware, section=section)
