@@ -131,21 +131,11 @@ def _session(backend: str) -> Any:
     return lambda model, feeds: qnn_session(model, feeds, label="--candidate qnn-sim")
 
 
-def profile_onnxruntime(
-    spec: str,
-    input_specs: list[str],
-    out: Path,
-    *,
-    precision: str = "fp32",
-    runs: int = 3,
-    calibration: Path | None = None,
-    backend: str = "onnxruntime",
-) -> tuple[Path, tuple[str, ...]]:
-    """`perf profile MODEL --backend onnxruntime|qnn-sim`: export the model, make the `precision`
-    variant, run it `runs` times under the runtime's profiler and write the profile to `out`:
-    ONNX Runtime's CPU profile (collectors.onnx.ort_trace) or, for qnn-sim, QNN's HTP profile
-    (collectors.onnx.qnn). Returns the path and notes (int8: what it calibrated on)."""
-    from collectors.onnx.ort_trace import profile_ort
+def make_variant(
+    spec: str, input_specs: list[str], precision: str, workdir: Path, *, calibration: Path | None = None
+) -> tuple[Path, tuple[Any, ...], tuple[str, ...]]:
+    """Build the model from its factory, export it to `workdir` and make its `precision` variant:
+    (the variant's path, the input arrays, notes: what int8 calibrated on)."""
     from collectors.onnx.precision import load_batches, random_calibration, to_precision
     from collectors.torch_runtime.run_model import prepare
 
@@ -161,13 +151,38 @@ def profile_onnxruntime(
             if calibration
             else random_calibration([(a.shape, a.dtype) for a in arrays])
         )
-    with tempfile.TemporaryDirectory() as tmp:
-        fp32 = export_model(model, tuple(xs), Path(tmp) / "model.onnx", label=f"--model {spec}")
-        cand = to_precision(fp32, precision, Path(tmp) / f"model.{precision}.onnx", calib)
-        if backend == "qnn-sim":
-            from collectors.onnx.qnn import profile_qnn
+    fp32 = export_model(model, tuple(xs), workdir / "model.onnx", label=f"--model {spec}")
+    cand = to_precision(fp32, precision, workdir / f"model.{precision}.onnx", calib)
+    return cand, arrays, ((f"{precision} calibrated on {calib.source}",) if calib else ())
 
-            path = profile_qnn(cand, arrays, out, runs=runs, label=f"--model {spec} ({precision})")
-        else:
-            path = profile_ort(cand, arrays, out, runs=runs)
-    return path, ((f"{precision} calibrated on {calib.source}",) if calib else ())
+
+def profile_variant(cand: Path, arrays: tuple[Any, ...], out: Path, *, backend: str, runs: int, label: str) -> Path:
+    """Run the ONNX model `cand` `runs` times under `backend`'s profiler and write the profile to
+    `out`: ONNX Runtime's CPU profile (collectors.onnx.ort_trace) or QNN's HTP profile
+    (collectors.onnx.qnn)."""
+    if backend == "qnn-sim":
+        from collectors.onnx.qnn import profile_qnn
+
+        return profile_qnn(cand, arrays, out, runs=runs, label=label)
+    from collectors.onnx.ort_trace import profile_ort
+
+    return profile_ort(cand, arrays, out, runs=runs)
+
+
+def profile_onnxruntime(
+    spec: str,
+    input_specs: list[str],
+    out: Path,
+    *,
+    precision: str = "fp32",
+    runs: int = 3,
+    calibration: Path | None = None,
+    backend: str = "onnxruntime",
+) -> tuple[Path, tuple[str, ...]]:
+    """`perf profile MODEL --backend onnxruntime|qnn-sim`: export the model, make the `precision`
+    variant, run it `runs` times under the runtime's profiler and write the profile to `out`
+    (profile_variant). Returns the path and notes (int8: what it calibrated on)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        cand, arrays, notes = make_variant(spec, input_specs, precision, Path(tmp), calibration=calibration)
+        path = profile_variant(cand, arrays, out, backend=backend, runs=runs, label=f"--model {spec} ({precision})")
+    return path, notes
