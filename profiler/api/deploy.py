@@ -76,7 +76,7 @@ def diff_onnx(
         cand = to_precision(fp32_onnx, precision, Path(tmp) / f"model.{precision}.onnx", calib)
         tensors = {k: t for k, (t, _) in module_outputs(onnx.load(str(fp32_onnx), load_external_data=False)).items()}
         ref, ops, ref_out = eager_outputs(model, tuple(inputs))
-        got, cand_out = ort_outputs(cand, arrays, tensors, _session(backend))
+        got, cand_out = ort_outputs(cand, arrays, tensors, candidate_session(backend))
     return compare_layers(
         ref,
         got,
@@ -122,7 +122,7 @@ def numerics_diff(
     return dataclasses.replace(report, notes=(seen, *report.notes))
 
 
-def _session(backend: str) -> Any:
+def candidate_session(backend: str) -> Any:
     """The session maker ort_outputs runs the candidate on: None (ORT's CPU EP) or the QNN HTP's."""
     if backend != "qnn-sim":
         return None

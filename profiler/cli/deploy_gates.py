@@ -98,3 +98,36 @@ def gate_config(config: Path, as_json: bool) -> None:
             file=sys.stderr,
         )
         raise typer.Exit(1)
+
+
+def gate_split(
+    budget: float,
+    model: str,
+    candidate: str | None,
+    inputs: list[str],
+    trials: int,
+    strategy: str | None,
+    db: Path,
+    calibration: Path | None,
+    as_json: bool,
+) -> None:
+    """Search per-layer plans; print the trials, the front and the best; exit 1 when none meets the budget."""
+    from profiler.api.deploy_split import split_search
+    from profiler.render.deploy_gates import split_json, split_table
+
+    if not candidate:
+        fail("give the int8 candidate to split: --candidate onnxruntime:int8 or qnn-sim:int8-qnn")
+        return
+    with one_line_errors(Path(model)):
+        result = split_search(
+            model, inputs, candidate, budget, db, trials=trials, strategy=strategy or "", calibration=calibration
+        )
+    if as_json:
+        sys.stdout.buffer.write(split_json(result))
+    else:
+        from profiler.render import console
+
+        split_table(result, console())
+    if result.best is None:
+        print(f"perf: no plan of {len(result.trials)} tried meets the budget rel_error <= {budget:g}", file=sys.stderr)
+        raise typer.Exit(1)

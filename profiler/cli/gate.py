@@ -71,6 +71,22 @@ def gate(
     keep: Annotated[
         Path | None, typer.Option(help="--latency: keep the candidate's runs in this directory (the next baseline).")
     ] = None,
+    split: Annotated[
+        float | None,
+        typer.Option(
+            metavar="BUDGET",
+            help="Graph splitting instead: MODEL as the one argument; search which layers of --candidate (int8) to "
+            "keep "
+            "in fp32 so the output rel_error stays within BUDGET at the lowest latency; exit 1 when no plan meets it.",
+        ),
+    ] = None,
+    trials: Annotated[int, typer.Option(help="--split: plans to try (the all-int8 baseline included).")] = 16,
+    strategy: Annotated[
+        str | None, typer.Option(help="--split: exhaustive, random or tpe (default: exhaustive when all plans fit).")
+    ] = None,
+    db: Annotated[
+        Path, typer.Option("--db", help="--split: the SQLite trials database (the autotune loop's; resumes).")
+    ] = Path("split-trials.sqlite"),
     config: Annotated[
         Path | None,
         typer.Option(help="Run a pipeline file (TOML): export, precision, profile and both gates (docs/deploy.md)."),
@@ -93,6 +109,13 @@ def gate(
         if base_new or base or new:
             fail("--config FILE takes no other arguments: the file names the model, candidate and gates")
         gate_config(config, json)
+        return
+    if split is not None:
+        from profiler.cli.deploy_gates import gate_split
+
+        if len(base_new or []) != 1 or base or new:
+            fail("--split BUDGET takes one MODEL (MODULE:FACTORY) and --candidate, not traces")
+        gate_split(split, str((base_new or [])[0]), candidate, input or [], trials, strategy, db, calibration, json)
         return
     if latency is not None:
         from profiler.cli.deploy_gates import gate_latency

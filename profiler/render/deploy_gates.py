@@ -65,3 +65,61 @@ def pipeline_json(result: Any) -> bytes:
         "latency": latency_dict(result.latency) if result.latency is not None else None,
     }
     return orjson.dumps(redact(doc), option=orjson.OPT_INDENT_2) + b"\n"
+
+
+def _trial(result: Any, t: Any) -> dict[str, Any]:
+    return {
+        "plan": result.plan(t),
+        "latency_ns": t.time_ns,
+        "rel_error": t.accuracy_error,
+        "within_budget": t.ok and t.accuracy_error is not None and t.accuracy_error <= result.budget,
+        "failure": t.failure,
+        "seq": t.seq,
+    }
+
+
+def split_json(result: Any) -> bytes:
+    """perf.split v1: budget, candidate, layers searched, strategy, best (a plan: {module: 'fp32'},
+    the rest int8; latency_ns, rel_error) or null, front (latency ascending), trials (as stored), notes."""
+    doc = {
+        "schema": "perf.split",
+        "schema_version": 1,
+        "passed": result.best is not None,
+        "budget": result.budget,
+        "candidate": result.candidate,
+        "layers": list(result.layers),
+        "strategy": result.strategy,
+        "best": _trial(result, result.best) if result.best is not None else None,
+        "front": [_trial(result, t) for t in result.front],
+        "trials": [_trial(result, t) for t in result.trials],
+        "notes": list(result.notes),
+    }
+    return orjson.dumps(redact(doc), option=orjson.OPT_INDENT_2) + b"\n"
+
+
+def split_table(result: Any, out: Any) -> None:
+    """The plans tried (fp32 layers, latency, error; * on the front), then the best."""
+    from rich.table import Table
+
+    on_front = {t.seq for t in result.front}
+    table = Table(title=f"{result.candidate}: plans tried ({result.strategy}), budget rel_error <= {result.budget:g}")
+    for col in ("#", "layers kept in fp32", "latency µs", "rel_error", "front"):
+        table.add_column(col, justify="left" if col.startswith("layers") else "right")
+    for t in result.trials:
+        lat = f"{t.time_ns / 1e3:.4g}" if t.ok else f"failed: {t.failure}"
+        err = f"{t.accuracy_error:.3g}" if t.accuracy_error is not None else "-"
+        table.add_row(
+            str(t.seq), ", ".join(result.plan(t)) or "(none: all int8)", lat, err, "*" if t.seq in on_front else ""
+        )
+    out.print(table)
+    for n in result.notes:
+        out.print(f"note: {n}", markup=False)
+    b = result.best
+    if b is None:
+        out.print(f"FAIL: no plan meets rel_error <= {result.budget:g}", markup=False)
+    else:
+        kept = ", ".join(result.plan(b)) or "none"
+        out.print(
+            f"PASS: best plan keeps {kept} in fp32: latency {b.time_ns / 1e3:.4g} µs, rel_error {b.accuracy_error:.3g}",
+            markup=False,
+        )
