@@ -186,3 +186,28 @@ def profile_onnxruntime(
         cand, arrays, notes = make_variant(spec, input_specs, precision, Path(tmp), calibration=calibration)
         path = profile_variant(cand, arrays, out, backend=backend, runs=runs, label=f"--model {spec} ({precision})")
     return path, notes
+
+
+def read_numerics(path: Path) -> dict[str, Any]:
+    """The perf.numerics document in `path`: a `perf diff --numerics --json` file, or a
+    `perf gate --accuracy --json` / `perf gate --config --json` one that holds it; InputError
+    (one line) otherwise."""
+    import json
+
+    from profiler.model.files import read_bounded
+
+    try:
+        doc = json.loads(read_bounded(Path(path), 64 * 2**20))
+    except (UnicodeDecodeError, ValueError) as e:
+        raise InputError(path, f"not a readable JSON document: {type(e).__name__}") from None
+    if isinstance(doc, dict) and doc.get("schema") == "perf.gate_pipeline":
+        doc = doc.get("accuracy") or {}
+    if isinstance(doc, dict) and doc.get("schema") == "perf.accuracy_gate":
+        doc = doc.get("numerics") or {}
+    layers = doc.get("layers") if isinstance(doc, dict) else None
+    keys = ("name", "op", "rel_error", "max_abs_error", "cosine", "sqnr_db")
+    if not isinstance(layers, list) or not all(isinstance(x, dict) and all(k in x for k in keys) for x in layers):
+        raise InputError(path, "not a perf diff --numerics --json document (no 'layers' with name, op, rel_error...)")
+    if not isinstance(doc.get("threshold"), (int, float)):
+        raise InputError(path, "a perf.numerics document without its 'threshold'")
+    return doc
