@@ -156,14 +156,20 @@ def make_variant(
     return cand, arrays, ((f"{precision} calibrated on {calib.source}",) if calib else ())
 
 
-def profile_variant(cand: Path, arrays: tuple[Any, ...], out: Path, *, backend: str, runs: int, label: str) -> Path:
+def profile_variant(
+    cand: Path, arrays: tuple[Any, ...], out: Path, *, backend: str, runs: int, label: str, precision: str = "fp32"
+) -> Path:
     """Run the ONNX model `cand` `runs` times under `backend`'s profiler and write the profile to
-    `out`: ONNX Runtime's CPU profile (collectors.onnx.ort_trace) or QNN's HTP profile
-    (collectors.onnx.qnn)."""
+    `out`: ONNX Runtime's CPU profile (collectors.onnx.ort_trace), QNN's HTP profile
+    (collectors.onnx.qnn) or trtexec's per-layer profile (collectors.onnx.tensorrt)."""
     if backend == "qnn-sim":
         from collectors.onnx.qnn import profile_qnn
 
         return profile_qnn(cand, arrays, out, runs=runs, label=label)
+    if backend == "tensorrt":
+        from collectors.onnx.tensorrt import profile_trtexec
+
+        return profile_trtexec(cand, out, precision=precision, runs=max(runs, 10))[0]
     from collectors.onnx.ort_trace import profile_ort
 
     return profile_ort(cand, arrays, out, runs=runs)
@@ -184,7 +190,9 @@ def profile_onnxruntime(
     (profile_variant). Returns the path and notes (int8: what it calibrated on)."""
     with tempfile.TemporaryDirectory() as tmp:
         cand, arrays, notes = make_variant(spec, input_specs, precision, Path(tmp), calibration=calibration)
-        path = profile_variant(cand, arrays, out, backend=backend, runs=runs, label=f"--model {spec} ({precision})")
+        path = profile_variant(
+            cand, arrays, out, backend=backend, runs=runs, label=f"--model {spec} ({precision})", precision=precision
+        )
     return path, notes
 
 

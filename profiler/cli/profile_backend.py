@@ -9,8 +9,12 @@ from pathlib import Path
 
 from profiler.cli.common import fail, one_line_errors
 
-BACKENDS = ("onnxruntime", "qnn-sim")
-LABEL = {"onnxruntime": "ONNX Runtime CPU profile", "qnn-sim": "QNN HTP simulator profile"}
+BACKENDS = ("onnxruntime", "qnn-sim", "tensorrt")
+LABEL = {
+    "onnxruntime": "ONNX Runtime CPU profile",
+    "qnn-sim": "QNN HTP simulator profile",
+    "tensorrt": "trtexec per-layer profile",
+}
 
 
 def profile_backend(
@@ -33,6 +37,12 @@ def profile_backend(
     if not model:
         fail(f"--backend {backend} profiles a model: give --model MODULE:FACTORY and --input SHAPE")
         return
+    if backend == "tensorrt":
+        from collectors.onnx.tensorrt import trtexec_available
+
+        why = trtexec_available()
+        if why:  # told before the export's seconds
+            fail(f"--backend tensorrt: {why}")
     from profiler.api.deploy import profile_onnxruntime
     from profiler.cli.analyze import analyze_recorded
     from profiler.model.files import check_writable
@@ -40,7 +50,7 @@ def profile_backend(
     with one_line_errors(calibration or Path(model)):
         from profiler.api.deploy import DEFAULT_PRECISION
 
-        prec = precision or DEFAULT_PRECISION[backend]
+        prec = precision or DEFAULT_PRECISION.get(backend, "fp32")
         out = check_writable(output or Path(f"perf-{model.rpartition(':')[2]}.{backend}-{prec}.json"), force=force)
         path, notes = profile_onnxruntime(
             model, inputs, out, precision=prec, runs=runs or 3, calibration=calibration, backend=backend
