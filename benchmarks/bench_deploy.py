@@ -120,6 +120,8 @@ def measure(spec: str, inputs: list[str], backend: str, precision: str, tmp: Pat
         ns = qnn_latency_ns(cand, arrays, label=spec) if backend == "qnn-sim" else ort_latency_ns(cand, arrays)
     except InputError as e:
         return {"latency_ns": None, "rel_error": None, "failure": e.problem}
+    except Exception as e:  # noqa: BLE001 - a converter's invalid model: recorded as the result
+        return {"latency_ns": None, "rel_error": None, "failure": f"{type(e).__name__}: {str(e).splitlines()[0][:160]}"}
     return {"latency_ns": ns, "rel_error": layer_error("output", "", ref, out).rel_error, "failure": ""}
 
 

@@ -78,11 +78,11 @@ def load_trtexec_profile(
     if not isinstance(doc, list) or not doc or not isinstance(doc[0], dict) or "count" not in doc[0]:
         raise InputError(path, 'not a trtexec --exportProfile JSON: expected [{"count": N}, {"name": ...}, ...]')
     layers = doc[1:]
-    for i, e in enumerate(layers, start=1):
+    for i, entry in enumerate(layers, start=1):
         if (
-            not isinstance(e, dict)
-            or not isinstance(e.get("name"), str)
-            or not isinstance(e.get("averageMs"), (int, float))
+            not isinstance(entry, dict)
+            or not isinstance(entry.get("name"), str)
+            or not isinstance(entry.get("averageMs"), (int, float))
         ):
             raise InputError(path, f"entry {i}: a layer needs a name and averageMs")
     meta: dict[str, list[str]] = {}
@@ -98,8 +98,8 @@ def load_trtexec_profile(
     by_name = {n.name: n for n in model.graph.node} if model is not None else {}
     rows: list[dict[str, Any]] = []
     at = 0
-    for e in layers:
-        name, dur = e["name"], int(round(float(e["averageMs"]) * 1e6))
+    for entry in layers:
+        name, dur = entry["name"], int(round(float(entry["averageMs"]) * 1e6))
         onnx_nodes = meta.get(name) or fused_nodes(name, set(by_name))
         kernel = {
             "name": name,
