@@ -120,3 +120,19 @@ def test_perf_profile_backend_tensorrt(tmp_path):
         return
     assert r.exit_code == 0, r.output
     assert any(o["name"].startswith("onnx::Conv") for o in json.loads(r.stdout)["ops"])
+
+
+def test_perf_profile_backend_inductor(tmp_path):
+    """--backend inductor is the model path under torch.compile (as --compile): the trace holds
+    the compiled graph's kernels (Inductor's generated CPU code, 'cpp_fused' / 'graph_' frames)."""
+    out = tmp_path / "ind.json.gz"
+    args = ["profile", "--model", "tests.deploy_models:mlp", "--input", "4x16", "--backend", "inductor", "-o", str(out)]
+    r = CliRunner().invoke(app, [*args, "--json"])
+    assert r.exit_code == 0, r.output
+    t = load_trace(out)
+    names = " ".join(map(str, t.events["name"].unique()))
+    assert "Torch-Compiled Region" in names or "CompiledFunction" in names, names[:500]
+    script = tmp_path / "s.py"
+    script.write_text("print(1)\n")
+    r = CliRunner().invoke(app, ["profile", "--backend", "inductor", str(script)])
+    assert r.exit_code == 2 and "--backend inductor profiles a model" in r.output
