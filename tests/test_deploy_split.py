@@ -60,3 +60,21 @@ def test_no_plan_within_budget_exits_1(tmp_path):
     assert r.exit_code == 1 and "no plan of 2 tried meets" in r.output
     r = CliRunner().invoke(app, [*ARGS[:-1], "onnxruntime:fp16", "--split", "0.1", "--db", str(tmp_path / "u.sqlite")])
     assert r.exit_code == 2 and "searches int8 plans" in r.output
+
+
+def test_a_plan_file_as_the_candidate_precision(tmp_path):
+    """`--candidate onnxruntime:PLAN.json`: the split's plan {mid, fc2 in fp32} on the fragile model
+    brings the output error from 0.728 (all int8) to 0.0059 (measured by the split above)."""
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps({"mid": "fp32", "fc2": "fp32"}))
+    args = ["diff", "--numerics", "tests.deploy_models:fragile", "--input", "4x16", "--json"]
+    r = CliRunner().invoke(app, [*args, "--candidate", f"onnxruntime:{plan}"])
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.stdout)
+    assert doc["output"]["rel_error"] < 0.05 and doc["first_diverging"] is None
+    r = CliRunner().invoke(app, [*args, "--candidate", "onnxruntime:int8"])
+    assert json.loads(r.stdout)["output"]["rel_error"] > 0.5
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"mid": "int4"}))
+    r = CliRunner().invoke(app, [*args, "--candidate", f"onnxruntime:{bad}"])
+    assert r.exit_code == 2 and str(bad) in r.output and "Traceback" not in r.output

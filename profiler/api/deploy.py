@@ -31,9 +31,34 @@ def parse_candidate(text: str) -> tuple[str, str]:
         raise InputError(
             None, f"--candidate {text}: backend {backend!r} is not supported yet; expected one of {', '.join(BACKENDS)}"
         )
+    if precision.endswith(".json"):  # a mixed-precision plan file {module path: int8 | fp32}
+        if not Path(precision).is_file():
+            raise InputError(Path(precision), "no such plan file (JSON {module path: 'int8' | 'fp32'})")
+        return backend, precision
     if precision not in PRECISIONS:
-        raise InputError(None, f"--candidate {text}: precision {precision!r}; expected one of {', '.join(PRECISIONS)}")
+        raise InputError(
+            None,
+            f"--candidate {text}: precision {precision!r}; expected one of {', '.join(PRECISIONS)} or a plan .json",
+        )
     return backend, precision
+
+
+def quantized(precision: str) -> bool:
+    """Whether the variant needs int8 calibration: int8, int8-qnn, or a plan file."""
+    return precision.startswith("int8") or precision.endswith(".json")
+
+
+def make_precision(fp32: Path, precision: str, out: Path, calib: Any, backend: str = "onnxruntime") -> Path:
+    """The `precision` variant of the export at `fp32` (collectors.onnx.precision.to_precision); a
+    plan file: int8 (int8-qnn on qnn-sim) with the plan's fp32 layers' nodes left in fp32."""
+    from collectors.onnx.precision import load_plan, plan_nodes, to_precision
+
+    if not precision.endswith(".json"):
+        return to_precision(fp32, precision, out, calib)
+    import onnx
+
+    keep = plan_nodes(onnx.load(str(fp32), load_external_data=False), load_plan(Path(precision)))
+    return to_precision(fp32, "int8-qnn" if backend == "qnn-sim" else "int8", out, calib, keep_fp32=keep)
 
 
 def export_model(model: Any, inputs: tuple[Any, ...], path: Path, *, label: str = "model") -> Path:
@@ -61,19 +86,19 @@ def diff_onnx(
 
     from collectors.onnx.export import module_outputs
     from collectors.onnx.layers import eager_outputs, ort_outputs
-    from collectors.onnx.precision import load_batches, random_calibration, to_precision
+    from collectors.onnx.precision import load_batches, random_calibration
 
     arrays = tuple(x.detach().cpu().numpy() for x in inputs)
     notes: list[str] = []
     calib = None
-    if precision.startswith("int8"):
+    if quantized(precision):
         if calibration is not None:
             calib = load_batches(calibration, len(arrays))
         else:
             calib = random_calibration([(a.shape, a.dtype) for a in arrays])
         notes.append(f"{precision} calibrated on {calib.source}")
     with tempfile.TemporaryDirectory(dir=workdir) as tmp:
-        cand = to_precision(fp32_onnx, precision, Path(tmp) / f"model.{precision}.onnx", calib)
+        cand = make_precision(fp32_onnx, precision, Path(tmp) / "model.variant.onnx", calib, backend)
         tensors = {k: t for k, (t, _) in module_outputs(onnx.load(str(fp32_onnx), load_external_data=False)).items()}
         ref, ops, ref_out = eager_outputs(model, tuple(inputs))
         got, cand_out = ort_outputs(cand, arrays, tensors, candidate_session(backend))
@@ -112,7 +137,7 @@ def numerics_diff(
     if inputs_file is not None:
         xs = [torch.from_numpy(a) for a in load_batches(inputs_file, len(xs)).batches[0]]
         seen = f"compared on the first batch of {inputs_file} ({', '.join('x'.join(map(str, x.shape)) for x in xs)})"
-    if calibration is not None and precision.startswith("int8"):
+    if calibration is not None and quantized(precision):
         load_batches(calibration, len(xs))  # an unreadable file is told before the export's seconds
     with tempfile.TemporaryDirectory() as tmp:
         path = export_model(model, tuple(xs), Path(tmp) / "model.onnx", label=f"--model {spec}")
@@ -132,27 +157,33 @@ def candidate_session(backend: str) -> Any:
 
 
 def make_variant(
-    spec: str, input_specs: list[str], precision: str, workdir: Path, *, calibration: Path | None = None
+    spec: str,
+    input_specs: list[str],
+    precision: str,
+    workdir: Path,
+    *,
+    calibration: Path | None = None,
+    backend: str = "onnxruntime",
 ) -> tuple[Path, tuple[Any, ...], tuple[str, ...]]:
     """Build the model from its factory, export it to `workdir` and make its `precision` variant:
     (the variant's path, the input arrays, notes: what int8 calibrated on)."""
-    from collectors.onnx.precision import load_batches, random_calibration, to_precision
+    from collectors.onnx.precision import load_batches, random_calibration
     from collectors.torch_runtime.run_model import prepare
 
-    if precision not in PRECISIONS:
-        raise InputError(None, f"--precision {precision}: expected one of {', '.join(PRECISIONS)}")
+    if precision not in PRECISIONS and not precision.endswith(".json"):
+        raise InputError(None, f"--precision {precision}: expected one of {', '.join(PRECISIONS)} or a plan .json")
     model, xs = prepare(spec, input_specs, "fp32", False, eager_check=True)
     model = model.eval()
     arrays = tuple(x.detach().cpu().numpy() for x in xs)
     calib = None
-    if precision.startswith("int8"):
+    if quantized(precision):
         calib = (
             load_batches(calibration, len(arrays))
             if calibration
             else random_calibration([(a.shape, a.dtype) for a in arrays])
         )
     fp32 = export_model(model, tuple(xs), workdir / "model.onnx", label=f"--model {spec}")
-    cand = to_precision(fp32, precision, workdir / f"model.{precision}.onnx", calib)
+    cand = make_precision(fp32, precision, workdir / "model.variant.onnx", calib, backend)
     return cand, arrays, ((f"{precision} calibrated on {calib.source}",) if calib else ())
 
 
@@ -189,7 +220,9 @@ def profile_onnxruntime(
     variant, run it `runs` times under the runtime's profiler and write the profile to `out`
     (profile_variant). Returns the path and notes (int8: what it calibrated on)."""
     with tempfile.TemporaryDirectory() as tmp:
-        cand, arrays, notes = make_variant(spec, input_specs, precision, Path(tmp), calibration=calibration)
+        cand, arrays, notes = make_variant(
+            spec, input_specs, precision, Path(tmp), calibration=calibration, backend=backend
+        )
         path = profile_variant(
             cand, arrays, out, backend=backend, runs=runs, label=f"--model {spec} ({precision})", precision=precision
         )

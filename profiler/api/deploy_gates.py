@@ -118,7 +118,9 @@ def profile_candidate(
         raise InputError(None, f"--repeats {repeats} --steps {steps}: both must be at least 1")
     out_dir.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp:
-        cand, arrays, notes = make_variant(spec, input_specs, precision, Path(tmp), calibration=calibration)
+        cand, arrays, notes = make_variant(
+            spec, input_specs, precision, Path(tmp), calibration=calibration, backend=backend
+        )
         paths = [
             profile_variant(
                 cand, arrays, out_dir / f"run{k}.json", backend=backend, runs=steps, label=f"--model {spec}"

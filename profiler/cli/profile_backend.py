@@ -51,7 +51,8 @@ def profile_backend(
         from profiler.api.deploy import DEFAULT_PRECISION
 
         prec = precision or DEFAULT_PRECISION.get(backend, "fp32")
-        out = check_writable(output or Path(f"perf-{model.rpartition(':')[2]}.{backend}-{prec}.json"), force=force)
+        tag = Path(prec).stem if prec.endswith(".json") else prec  # a plan file: its name
+        out = check_writable(output or Path(f"perf-{model.rpartition(':')[2]}.{backend}-{tag}.json"), force=force)
         path, notes = profile_onnxruntime(
             model, inputs, out, precision=prec, runs=runs or 3, calibration=calibration, backend=backend
         )
