@@ -58,18 +58,21 @@ class ResNetish(nn.Module):
 
 
 class Block(nn.Module):
-    """Pre-norm transformer block: single-head attention written out (qkv Linear, softmax(QK^T/sqrt d)V,
-    proj) and an MLP 64->256->64 with GELU."""
+    """Pre-norm transformer block: single-head attention written out (q, k, v Linears,
+    softmax(QK^T/sqrt d)V, proj) and an MLP 64->256->64 with GELU."""
 
     def __init__(self, d: int = 64):
         super().__init__()
         self.ln1, self.ln2 = nn.LayerNorm(d), nn.LayerNorm(d)
-        self.qkv, self.proj = nn.Linear(d, 3 * d), nn.Linear(d, d)
+        # three projections, not one qkv Linear and chunk: the exporter writes chunk as
+        # SplitToSequence, which the QNN HTP lacks and onnxconverter-common's fp16 pass breaks
+        self.q, self.k, self.v, self.proj = nn.Linear(d, d), nn.Linear(d, d), nn.Linear(d, d), nn.Linear(d, d)
         self.fc1, self.fc2 = nn.Linear(d, 4 * d), nn.Linear(4 * d, d)
         self.d = d
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        q, k, v = self.qkv(self.ln1(x)).chunk(3, dim=-1)
+        h = self.ln1(x)
+        q, k, v = self.q(h), self.k(h), self.v(h)
         a = torch.softmax(q @ k.transpose(-2, -1) / self.d**0.5, dim=-1) @ v
         x = x + self.proj(a)
         return x + self.fc2(nn.functional.gelu(self.fc1(self.ln2(x))))
@@ -126,7 +129,7 @@ def measure(spec: str, inputs: list[str], backend: str, precision: str, tmp: Pat
 
 
 def best_plan(spec: str, inputs: list[str], backend: str, budget: float, trials: int, tmp: Path) -> dict:
-    from profiler.api.deploy_split import split_search
+    from profiler.cli.deploy_split import split_search
 
     precision = "int8-qnn" if backend == "qnn-sim" else "int8"
     tmp.mkdir(parents=True, exist_ok=True)

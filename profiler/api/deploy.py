@@ -252,3 +252,10 @@ def read_numerics(path: Path) -> dict[str, Any]:
     if not isinstance(doc.get("threshold"), (int, float)):
         raise InputError(path, "a perf.numerics document without its 'threshold'")
     return doc
+
+
+def tensorrt_unavailable() -> str | None:
+    """Why `--backend tensorrt` cannot run here (collectors.onnx.tensorrt.trtexec_available), or None."""
+    from collectors.onnx.tensorrt import trtexec_available
+
+    return trtexec_available()

@@ -112,7 +112,7 @@ def gate_split(
     as_json: bool,
 ) -> None:
     """Search per-layer plans; print the trials, the front and the best; exit 1 when none meets the budget."""
-    from profiler.api.deploy_split import split_search
+    from profiler.cli.deploy_split import split_search
     from profiler.render.deploy_gates import split_json, split_table
 
     if not candidate:

@@ -38,9 +38,9 @@ def profile_backend(
         fail(f"--backend {backend} profiles a model: give --model MODULE:FACTORY and --input SHAPE")
         return
     if backend == "tensorrt":
-        from collectors.onnx.tensorrt import trtexec_available
+        from profiler.api.deploy import tensorrt_unavailable
 
-        why = trtexec_available()
+        why = tensorrt_unavailable()
         if why:  # told before the export's seconds
             fail(f"--backend tensorrt: {why}")
     from profiler.api.deploy import profile_onnxruntime
