@@ -97,16 +97,17 @@ def load_plan(path: Path) -> dict[str, str]:
     return plan
 
 
-def plan_nodes(model: onnx.ModelProto, plan: dict[str, str]) -> tuple[str, ...]:
+def plan_nodes(model: onnx.ModelProto, plan: dict[str, str], *, inside: bool = True) -> tuple[str, ...]:
     """The nodes a plan keeps in fp32: those whose module path is a module the plan gives 'fp32',
-    or lies inside one."""
+    or (`inside`, a plan file's meaning: a block in fp32 holds its layers) lies inside one;
+    `inside=False`: the module's own nodes only (the split search's dimensions, one per module)."""
     from collectors.onnx.export import module_of
 
     keep = [m for m, d in plan.items() if d == "fp32"]
     out = []
     for n in model.graph.node:
         path = module_of(n)
-        if path and any(path == m or path.startswith(m + ".") for m in keep):
+        if path and any(path == m or (inside and path.startswith(m + ".")) for m in keep):
             out.append(n.name)
     return tuple(out)
 

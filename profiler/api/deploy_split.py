@@ -95,7 +95,8 @@ def measure_plan(
     from collectors.onnx.precision import plan_nodes, to_precision
     from profiler.api.deploy import candidate_session
 
-    keep = plan_nodes(onnx.load(str(setup.fp32), load_external_data=False), plan)
+    # each dimension is one module's own nodes: 'blocks.0' in fp32 is its attention MatMuls, not its Linears
+    keep = plan_nodes(onnx.load(str(setup.fp32), load_external_data=False), plan, inside=False)
     try:
         model = to_precision(setup.fp32, setup.precision, workdir / "plan.onnx", setup.calib, keep_fp32=keep)
         _, out = ort_outputs(model, setup.arrays, {}, candidate_session(setup.backend))
