@@ -3,6 +3,7 @@ ONNX Runtime CPU and the QNN HTP simulator, for a ResNet-style conv net and a sm
 then the time of the whole gate pipeline (`perf gate --config`, one process).
 
     PYTHONPATH=$PWD .venv/bin/python benchmarks/bench_deploy.py [--budget 0.02] [--trials 8] [--json-out FILE]
+        [--models resnet,transformer] [--no-pipeline]
 
 Latency (collectors/onnx/latency.py): ORT CPU with graph optimisation on, median of 20 runs
 (wall ns); QNN HTP: median cycles per execute of 5 (warm-up left out) at the preset's ASSUMED
@@ -177,11 +178,15 @@ def main() -> None:
     ap.add_argument("--budget", type=float, default=0.02)
     ap.add_argument("--trials", type=int, default=8)
     ap.add_argument("--json-out", type=Path)
+    ap.add_argument("--models", default=",".join(MODELS), help="comma-separated: resnet, transformer")
+    ap.add_argument("--no-pipeline", action="store_true", help="skip the gate pipeline's timing")
     args = ap.parse_args()
     results: dict = {}
     with tempfile.TemporaryDirectory() as t:
         tmp = Path(t)
         for name, (spec, inputs) in MODELS.items():
+            if name not in args.models.split(","):
+                continue
             for backend, precisions in RUNTIMES.items():
                 for precision in precisions:
                     d = tmp / f"{name}-{backend}-{precision}"
@@ -191,7 +196,8 @@ def main() -> None:
                     spec, inputs, backend, args.budget, args.trials, tmp / name
                 )
         try:
-            results["gate pipeline seconds"] = pipeline_seconds(tmp)
+            if not args.no_pipeline:
+                results["gate pipeline seconds"] = pipeline_seconds(tmp)
         except Exception as e:  # noqa: BLE001 - the figures above are kept
             print(f"gate pipeline: failed: {type(e).__name__}: {e}")
     print(f"{'model runtime precision':40} {'latency µs':>12} {'x fp32':>7} {'rel_error':>10}  note")
