@@ -163,6 +163,7 @@ class TraceStore:
         self._tmp: Path | None = None  # created on the first upload, never at construction
         self.compile_report: Any = None  # a TORCH_TRACE directory's CompileReport (perf dashboard --compile-log)
         self.counters_report: Any = None  # hardware counters' CountersReport (perf dashboard --counters)
+        self.numerics: dict[str, Any] | None = None  # a perf.numerics document (perf dashboard --numerics)
 
     # --- registry -------------------------------------------------------------------------
     def add_path(self, path: str | Path) -> str:

@@ -86,3 +86,20 @@ class ConvNet(nn.Module):
 def convnet() -> ConvNet:
     torch.manual_seed(0)
     return ConvNet().eval()
+
+
+class Determinant(nn.Module):
+    """A Linear then torch.linalg.det (ONNX Det): the QNN HTP has no Det op (the QNN EP's operator
+    list, onnxruntime docs/execution_providers/QNN-ExecutionProvider.md), so qnn-sim refuses it."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(3, 3)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.linalg.det(self.fc(x))
+
+
+def determinant() -> Determinant:
+    torch.manual_seed(0)
+    return Determinant().eval()

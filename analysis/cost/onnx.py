@@ -12,13 +12,14 @@ then costs None: the model never guesses).
 - MatMul: aten::matmul. Conv: aten::convolution with stride, padding, dilation, groups from the
   node's attributes (`concrete`). Elementwise ops and Softmax: their ATen namesakes. Concat: as
   aten::cat (0 FLOPs, inputs read, output written); Reshape and the other shape-only ops: 0.
+- QuantizeLinear / DequantizeLinear (QDQ models): 2 FLOPs per element in fp32 (quantize_cost).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
-from analysis.cost.base import Args, Cost, Unknown
+from analysis.cost.base import Args, Cost, Unknown, numel
 from analysis.cost.compute import conv_cost, matmul_cost
 from analysis.cost.memory import elementwise_cost, softmax_cost
 from analysis.cost.movement import zero_cost
@@ -42,6 +43,19 @@ def concat_cost(a: Args, name: str) -> Cost:
     return Cost.of(0, n, n, "copy", a.dtype(ts[0]))
 
 
+def quantize_cost(a: Args, name: str) -> Cost:
+    # QuantizeLinear(x, scale, zero_point?) / DequantizeLinear(q, scale, zero_point?): 2 FLOPs per
+    # element (a multiply by the scale or its inverse, an add of the zero point; rounding and
+    # saturation not counted), done in fp32. Bytes: x read, the output written (QuantizeLinear: the
+    # zero point's integer type, 1 byte when absent (uint8, the ONNX default); DequantizeLinear: fp32).
+    n = numel(a.shape(0))
+    if name == "quantize":
+        out = a.size(2) if a.is_tensor(2) else 1
+    else:
+        out = 4
+    return Cost.of(2 * n, a.nbytes(0), n * out, "elementwise", "fp32")
+
+
 _ELEMENTWISE = {
     "Add": "add",
     "Sub": "sub",
@@ -63,6 +77,8 @@ ONNX_OPS: dict[str, tuple[Callable[[Args, str], Cost], str]] = {
     "Conv": (conv_cost, "convolution"),
     "Softmax": (softmax_cost, "softmax"),
     "Concat": (concat_cost, "cat"),
+    "QuantizeLinear": (quantize_cost, "quantize"),
+    "DequantizeLinear": (quantize_cost, "dequantize"),
     # Shape-only ops: ORT's CPU kernels alias the input buffer (no data moved), as ATen's views.
     **{op: (zero_cost, "view") for op in ("Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity")},
     **{op: (elementwise_cost, aten) for op, aten in _ELEMENTWISE.items()},

@@ -13,6 +13,7 @@ the quantizer) is not compared. Graph optimisation is off so that no tensor is f
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -79,10 +80,14 @@ def dequantized(model: onnx.ModelProto, tensor: str) -> str:
 
 
 def ort_outputs(
-    path: Path, inputs: tuple[np.ndarray, ...], tensors: dict[str, str]
+    path: Path,
+    inputs: tuple[np.ndarray, ...],
+    tensors: dict[str, str],
+    session: Callable[[bytes, dict[str, np.ndarray]], Any] | None = None,
 ) -> tuple[dict[str, np.ndarray], np.ndarray]:
-    """(layer -> its output as fp32, the model's first output) from one ONNX Runtime CPU run of the
-    model at `path` with each wanted tensor (`tensors`: layer -> tensor name) exposed as an output."""
+    """(layer -> its output as fp32, the model's first output) from one ONNX Runtime run of the
+    model at `path` with each wanted tensor (`tensors`: layer -> tensor name) exposed as an output:
+    on the CPU EP, or on the session `session(model bytes, feeds)` makes (the QNN HTP's)."""
     import onnxruntime as ort
 
     model = onnx.load(str(path))
@@ -98,12 +103,15 @@ def ort_outputs(
             model.graph.output.append(types[name])
         else:  # no inferred type: ONNX Runtime accepts an output declared by name only
             model.graph.output.append(onnx.ValueInfoProto(name=name))
-    opts = ort.SessionOptions()
-    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-    opts.log_severity_level = 3
-    session = ort.InferenceSession(model.SerializeToString(), opts, providers=["CPUExecutionProvider"])
-    feeds = {i.name: a for i, a in zip(session.get_inputs(), inputs)}
-    names = [o.name for o in session.get_outputs()]
-    values = dict(zip(names, session.run(names, feeds)))
+    feeds = {i.name: a for i, a in zip(model.graph.input, inputs)}
+    if session is None:
+        opts = ort.SessionOptions()
+        opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+        opts.log_severity_level = 3
+        run = ort.InferenceSession(model.SerializeToString(), opts, providers=["CPUExecutionProvider"])
+    else:
+        run = session(model.SerializeToString(), feeds)
+    names = [o.name for o in run.get_outputs()]
+    values = dict(zip(names, run.run(names, feeds)))
     final = np.asarray(values[names[0]], dtype=np.float32)
     return {layer: np.asarray(values[t], dtype=np.float32) for layer, t in read.items() if t in values}, final

@@ -33,6 +33,7 @@ import numpy as np
 from profiler.model.errors import InputError
 from profiler.model.nesting import nest_sorted
 from profiler.model.redact_trace import redact_trace
+from profiler.model.rows import rows_frame
 from profiler.model.schema import COUNTER_COLUMNS, DEVICE_COLUMNS, EVENT_COLUMNS, FLOW_COLUMNS, Kind
 from profiler.model.trace import Trace
 
@@ -240,37 +241,53 @@ def _module_frames(nodes: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def _trace(rows: list[dict[str, Any]], runs: list[dict], path: Path) -> Trace:
-    from collectors.scalesim.read import _frame  # the declared columns of a list of rows, as scalesim builds them
-
-    order = {Kind.ANNOTATION.value: 0, Kind.PYTHON.value: 1}  # equal spans: the enclosing kind first
-    rows.sort(key=lambda r: (r["thread"], r["ts"], -r["dur"], order.get(r["kind"], 2)))
     steps = [(int(round(_ts(e) * 1000)), int(round((_ts(e) + float(e.get("dur", 0))) * 1000))) for e in runs]
-    for k, r in enumerate(rows):
-        r.update(id=k, rank=0, device="cpu", track=f"rank0/cpu/thread{r['thread']}")
-        r["step"] = next((i for i, (a, b) in enumerate(steps) if a <= r["ts"] and r["ts"] + r["dur"] <= b), -1)
-        r.pop("_module", None)
-        r.pop("_path", None)
-    start = np.array([r["ts"] for r in rows], dtype=np.int64)
-    dur = np.array([r["dur"] for r in rows], dtype=np.int64)
-    thread = np.array([r["thread"] for r in rows], dtype=np.int64)
-    for t in np.unique(thread):
-        idx = np.flatnonzero(thread == t)
-        parent, depth, _ = nest_sorted(start[idx], dur[idx])
-        for j, i in enumerate(idx):
-            rows[i]["parent_id"] = int(idx[parent[j]]) if parent[j] >= 0 else -1
-            rows[i]["depth"] = int(depth[j])
-    ev = _frame(rows, EVENT_COLUMNS)
-    devices = _frame([{"rank": 0, "device": "cpu", "name": "ONNX Runtime CPUExecutionProvider"}], DEVICE_COLUMNS)
+    devices = [{"rank": 0, "device": "cpu", "name": "ONNX Runtime CPUExecutionProvider"}]
     metadata = {
         "files": [str(path)],
         "format": "onnxruntime",
         "framework": "ONNX Runtime profiler (CPU execution provider)",
     }
+    return build_trace(rows, steps, devices, metadata)
+
+
+def build_trace(
+    rows: list[dict[str, Any]], steps: list[tuple[int, int]], devices: list[dict[str, Any]], metadata: dict[str, Any]
+) -> Trace:
+    """The Trace of `rows` (event dicts with ts, dur, name, kind; host rows with `thread`, device
+    rows with `device`, `track` and `stream`; rank 0): ids in (track, time) order, each row's step
+    from `steps` ([start, end) ns of ProfilerStep#k), host rows nested per thread (parent_id,
+    depth), a row's `_kernel` (the device row it launched) given its id as op_id, the private
+    `_module`/`_path` keys dropped."""
+    order = {Kind.ANNOTATION.value: 0, Kind.PYTHON.value: 1}  # equal spans: the enclosing kind first
+    for r in rows:
+        if "device" not in r:
+            r.update(device="cpu", track=f"rank0/cpu/thread{r['thread']}")
+    rows.sort(key=lambda r: (r["device"] != "cpu", r.get("thread", -1), r["ts"], -r["dur"], order.get(r["kind"], 2)))
+    for k, r in enumerate(rows):
+        r.update(id=k, rank=0)
+        r["step"] = next((i for i, (a, b) in enumerate(steps) if a <= r["ts"] and r["ts"] + r["dur"] <= b), -1)
+        r.pop("_module", None)
+        r.pop("_path", None)
+    for r in rows:
+        launched = r.pop("_kernel", None)
+        if launched is not None:
+            launched["op_id"] = r["id"]
+    host = [i for i, r in enumerate(rows) if r["device"] == "cpu"]
+    start = np.array([rows[i]["ts"] for i in host], dtype=np.int64)
+    dur = np.array([rows[i]["dur"] for i in host], dtype=np.int64)
+    thread = np.array([rows[i]["thread"] for i in host], dtype=np.int64)
+    for t in np.unique(thread):
+        idx = np.flatnonzero(thread == t)
+        parent, depth, _ = nest_sorted(start[idx], dur[idx])
+        for j, i in enumerate(idx):
+            rows[host[i]]["parent_id"] = host[int(idx[parent[j]])] if parent[j] >= 0 else -1
+            rows[host[i]]["depth"] = int(depth[j])
     trace = Trace(
-        events=ev,
-        counters=_frame([], COUNTER_COLUMNS),
-        flows=_frame([], FLOW_COLUMNS),
-        devices=devices,
+        events=rows_frame(rows, EVENT_COLUMNS),
+        counters=rows_frame([], COUNTER_COLUMNS),
+        flows=rows_frame([], FLOW_COLUMNS),
+        devices=rows_frame(devices, DEVICE_COLUMNS),
         metadata=metadata,
     )
     return redact_trace(trace).validate()

@@ -80,14 +80,49 @@ def load_batches(path: Path, n_inputs: int) -> Calibration:
     return Calibration(tuple(batches), str(where))
 
 
+PLAN_DTYPES = ("int8", "fp32")
+
+
+def load_plan(path: Path) -> dict[str, str]:
+    """A mixed-precision plan file: JSON {module path: 'int8' | 'fp32'} (a module not named: int8)."""
+    import json
+
+    where = Path(path)
+    try:
+        plan = json.loads(where.read_text())
+    except (OSError, UnicodeDecodeError, ValueError) as e:
+        raise InputError(where, f"not a readable plan (JSON {{module path: dtype}}): {type(e).__name__}") from None
+    if not isinstance(plan, dict) or not all(isinstance(k, str) and v in PLAN_DTYPES for k, v in plan.items()):
+        raise InputError(where, f"a plan maps module paths to one of {', '.join(PLAN_DTYPES)}")
+    return plan
+
+
+def plan_nodes(model: onnx.ModelProto, plan: dict[str, str], *, inside: bool = True) -> tuple[str, ...]:
+    """The nodes a plan keeps in fp32: those whose module path is a module the plan gives 'fp32',
+    or (`inside`, a plan file's meaning: a block in fp32 holds its layers) lies inside one;
+    `inside=False`: the module's own nodes only (the split search's dimensions, one per module)."""
+    from collectors.onnx.export import module_of
+
+    keep = [m for m, d in plan.items() if d == "fp32"]
+    out = []
+    for n in model.graph.node:
+        path = module_of(n)
+        if path and any(path == m or (inside and path.startswith(m + ".")) for m in keep):
+            out.append(n.name)
+    return tuple(out)
+
+
 def _array(a: object) -> np.ndarray:
     if hasattr(a, "detach"):
         return a.detach().cpu().numpy()  # type: ignore[attr-defined]
     return np.asarray(a)
 
 
-def to_precision(fp32: Path, precision: str, out: Path, calibration: Calibration | None = None) -> Path:
-    """The `precision` variant of the fp32 model at `fp32`, written to `out` (fp32: `fp32` itself)."""
+def to_precision(
+    fp32: Path, precision: str, out: Path, calibration: Calibration | None = None, *, keep_fp32: tuple[str, ...] = ()
+) -> Path:
+    """The `precision` variant of the fp32 model at `fp32`, written to `out` (fp32: `fp32` itself).
+    int8 / int8-qnn: the nodes named in `keep_fp32` stay fp32 (a mixed-precision plan, plan_nodes)."""
     if precision == "fp32":
         return fp32
     if precision == "fp16":
@@ -99,12 +134,14 @@ def to_precision(fp32: Path, precision: str, out: Path, calibration: Calibration
     if precision in ("int8", "int8-qnn"):
         if calibration is None:
             raise ValueError("int8 needs calibration batches")
-        _quantize_int8(fp32, out, calibration, qnn=precision == "int8-qnn")
+        _quantize_int8(fp32, out, calibration, qnn=precision == "int8-qnn", exclude=keep_fp32)
         return out
     raise InputError(None, f"precision {precision!r}: expected one of {', '.join(PRECISIONS)}")
 
 
-def _quantize_int8(fp32: Path, out: Path, calibration: Calibration, *, qnn: bool = False) -> None:
+def _quantize_int8(
+    fp32: Path, out: Path, calibration: Calibration, *, qnn: bool = False, exclude: tuple[str, ...] = ()
+) -> None:
     from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize, quantize_static
     from onnxruntime.quantization.execution_providers.qnn import get_qnn_qdq_config
 
@@ -123,7 +160,8 @@ def _quantize_int8(fp32: Path, out: Path, calibration: Calibration, *, qnn: bool
     root.setLevel(logging.ERROR)  # the quantizer's advice to pre-process goes to the root logger
     try:
         if qnn:
-            quantize(str(fp32), str(out), get_qnn_qdq_config(str(fp32), Reader(), per_channel=True))
+            config = get_qnn_qdq_config(str(fp32), Reader(), per_channel=True, nodes_to_exclude=list(exclude) or None)
+            quantize(str(fp32), str(out), config)
         else:
             quantize_static(
                 str(fp32),
@@ -133,6 +171,7 @@ def _quantize_int8(fp32: Path, out: Path, calibration: Calibration, *, qnn: bool
                 per_channel=True,
                 activation_type=QuantType.QInt8,
                 weight_type=QuantType.QInt8,
+                nodes_to_exclude=list(exclude) or None,
             )
     except Exception as e:  # noqa: BLE001 - calibration batches of the wrong shape or dtype
         from collectors.torch_runtime.specs import one_line

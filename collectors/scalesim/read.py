@@ -32,12 +32,12 @@ import io
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 
 from profiler.model.errors import InputError
 from profiler.model.files import read_bounded
-from profiler.model.schema import COUNTER_COLUMNS, DEVICE_COLUMNS, EVENT_COLUMNS, FLOW_COLUMNS, Column, Kind
+from profiler.model.schema import COUNTER_COLUMNS, DEVICE_COLUMNS, EVENT_COLUMNS, FLOW_COLUMNS, Kind
 from profiler.model.redact_trace import redact_trace
+from profiler.model.rows import rows_frame as table
 from profiler.model.trace import Trace
 
 COMPUTE = "COMPUTE_REPORT.csv"
@@ -148,22 +148,6 @@ def _layer_names(folder: Path, n: int) -> list[str]:
     return [f"layer{i}" for i in range(n)]
 
 
-def _frame(rows: list[dict], cols: tuple[Column, ...]) -> pd.DataFrame:
-    """The declared required columns of `rows`; text categories over object-dtype categories, as
-    every collector builds them (redaction and concatenation expect them)."""
-    data = {}
-    for c in cols:
-        if not c.required:
-            continue
-        default = c.missing if c.missing is not None else ("" if c.dtype in ("category", "object") else 0)
-        values = [r.get(c.name, default) for r in rows]
-        if c.dtype == "category":
-            data[c.name] = pd.Categorical(values, categories=pd.Index(sorted(set(values)), dtype=object))
-        else:
-            data[c.name] = pd.Series(values, dtype=c.dtype)
-    return pd.DataFrame(data)
-
-
 def load_scalesim(path: str | Path, clock_hz: float = 1e9) -> Trace:
     """The Trace of a SCALE-Sim report folder (see the module docstring)."""
     folder = _folder(path)
@@ -267,11 +251,11 @@ def load_scalesim(path: str | Path, clock_hz: float = 1e9) -> Trace:
     events.sort(key=lambda e: (e["ts"], e["track"]))
     for k, e in enumerate(events):
         e["id"] = k
-    ev = _frame(events, EVENT_COLUMNS)
-    co = _frame(counters, COUNTER_COLUMNS).sort_values(["track", "name", "ts"], kind="stable").reset_index(drop=True)
+    ev = table(events, EVENT_COLUMNS)
+    co = table(counters, COUNTER_COLUMNS).sort_values(["track", "name", "ts"], kind="stable").reset_index(drop=True)
     cfg = _config(folder)
     label = f"SCALE-Sim systolic array {cfg['array']} ({cfg['dataflow']})" if cfg else "SCALE-Sim systolic array"
-    devices = _frame([{"rank": 0, "device": DEVICE, "name": label}], DEVICE_COLUMNS)
+    devices = table([{"rank": 0, "device": DEVICE, "name": label}], DEVICE_COLUMNS)
     metadata = {
         "files": [str(folder / f) for f in (COMPUTE, BANDWIDTH, DETAILED) if (folder / f).is_file()],
         "format": "scalesim",
@@ -281,5 +265,5 @@ def load_scalesim(path: str | Path, clock_hz: float = 1e9) -> Trace:
         + (" (1 GHz: 1 cycle = 1 ns, assumed)" if clock_hz == 1e9 else ""),
         **cfg,
     }
-    trace = Trace(events=ev, counters=co, flows=_frame([], FLOW_COLUMNS), devices=devices, metadata=metadata)
+    trace = Trace(events=ev, counters=co, flows=table([], FLOW_COLUMNS), devices=devices, metadata=metadata)
     return redact_trace(trace).validate()  # layer names come from the user's topology file

@@ -29,7 +29,9 @@ def load_trace(path: str | Path, *, max_bytes: int | None = None) -> Trace:
     """Load a trace file or a directory of per-rank files (Kineto / Chrome-trace JSON, gzip or not),
     or a Perfetto protobuf trace (recognised by its name or first byte; collectors.perfetto), or
     a SCALE-Sim report folder (holding COMPUTE_REPORT.csv; collectors.scalesim), or an ONNX Runtime
-    profile (a JSON list opening with its Session events; collectors.onnx.ort_trace).
+    profile (a JSON list opening with its Session events; collectors.onnx.ort_trace), or a QNN HTP
+    profile (QNN's CSV or perf's perf.qnn_profile JSON; collectors.onnx.qnn_trace), or a trtexec
+    --exportProfile JSON (collectors.onnx.tensorrt).
     Only regular files are read, each at most `max_bytes` once decompressed (default: half the
     memory available; profiler.model.files)."""
     from collectors.perfetto import is_perfetto
@@ -49,6 +51,18 @@ def load_trace(path: str | Path, *, max_bytes: int | None = None) -> Trace:
         from collectors.onnx.ort_trace import load_ort_profile
 
         return load_ort_profile(path, max_bytes)
+    from collectors.onnx.qnn_trace import is_qnn_profile
+
+    if is_qnn_profile(Path(path)):
+        from collectors.onnx.qnn_trace import load_qnn_profile
+
+        return load_qnn_profile(path, max_bytes)
+    from collectors.onnx.tensorrt import is_trtexec_profile
+
+    if is_trtexec_profile(Path(path)):
+        from collectors.onnx.tensorrt import load_trtexec
+
+        return load_trtexec(path, max_bytes)
     from collectors.kineto import load_kineto
 
     return load_kineto(path, max_bytes)

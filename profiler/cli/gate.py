@@ -11,23 +11,6 @@ import typer
 from profiler.cli.common import MaxBytes, app, fail, one_line_errors
 
 
-_TRACE_SUFFIXES = (".json", ".json.gz", ".pftrace", ".perfetto-trace", ".pb")
-
-
-def _runs(path: Path) -> list[Path]:
-    """The runs a gate argument names: a trace file is one run; a directory of trace files, one
-    run per file; a directory of directories, one (multi-rank) run per subdirectory."""
-    if not path.is_dir():
-        return [path]
-    subdirs = sorted(p for p in path.iterdir() if p.is_dir())
-    if subdirs:
-        return subdirs
-    files = sorted(p for p in path.iterdir() if p.is_file() and p.name.endswith(_TRACE_SUFFIXES))
-    if not files:
-        fail("no trace files (.json, .json.gz, .pftrace) in this directory", str(path))
-    return files
-
-
 @app.command()
 def gate(
     base_new: Annotated[
@@ -74,6 +57,40 @@ def gate(
     threshold: Annotated[
         float | None, typer.Option(help="--accuracy: rel_error past which a layer diverges (default 0.1).")
     ] = None,
+    latency: Annotated[
+        Path | None,
+        typer.Option(
+            metavar="BASELINE",
+            help="Latency gate instead: MODEL as the one argument; profile --candidate --repeats times and exit 1 "
+            "when its latency per inference exceeds BASELINE's (a trace file or directory of runs) by more than "
+            "--max-regression (docs/deploy.md).",
+        ),
+    ] = None,
+    repeats: Annotated[int, typer.Option(help="--latency: candidate runs (fresh sessions); 3+ for the bootstrap.")] = 3,
+    steps: Annotated[int, typer.Option(help="--latency: inferences per candidate run.")] = 10,
+    keep: Annotated[
+        Path | None, typer.Option(help="--latency: keep the candidate's runs in this directory (the next baseline).")
+    ] = None,
+    split: Annotated[
+        float | None,
+        typer.Option(
+            metavar="BUDGET",
+            help="Graph splitting instead: MODEL as the one argument; search which layers of --candidate (int8) to "
+            "keep "
+            "in fp32 so the output rel_error stays within BUDGET at the lowest latency; exit 1 when no plan meets it.",
+        ),
+    ] = None,
+    trials: Annotated[int, typer.Option(help="--split: plans to try (the all-int8 baseline included).")] = 16,
+    strategy: Annotated[
+        str | None, typer.Option(help="--split: exhaustive, random or tpe (default: exhaustive when all plans fit).")
+    ] = None,
+    db: Annotated[
+        Path, typer.Option("--db", help="--split: the SQLite trials database (the autotune loop's; resumes).")
+    ] = Path("split-trials.sqlite"),
+    config: Annotated[
+        Path | None,
+        typer.Option(help="Run a pipeline file (TOML): export, precision, profile and both gates (docs/deploy.md)."),
+    ] = None,
 ) -> None:
     """CI gate: exit 1 when NEW is slower than BASE: in wall-clock time per step, in device (or
     CPU op) time, or for any op holding 5% of it. With 3+ runs a side, slower by more than
@@ -86,11 +103,31 @@ def gate(
             fail("--accuracy BUDGET takes one MODEL (MODULE:FACTORY) and --candidate, not traces")
         gate_accuracy(accuracy, str((base_new or [])[0]), candidate, input or [], inputs, calibration, threshold, json)
         return
-    from profiler.api import GATE_MIN_RUNS as MIN_RUNS
-    from profiler.api import gate_compare as compare
-    from profiler.api import gate_samples as samples
-    from profiler.api import step_walls, units
-    from profiler.api import load_trace
+    if config is not None:
+        from profiler.cli.deploy_gates import gate_config
+
+        if base_new or base or new:
+            fail("--config FILE takes no other arguments: the file names the model, candidate and gates")
+        gate_config(config, json)
+        return
+    if split is not None:
+        from profiler.cli.deploy_gates import gate_split
+
+        if len(base_new or []) != 1 or base or new:
+            fail("--split BUDGET takes one MODEL (MODULE:FACTORY) and --candidate, not traces")
+        gate_split(split, str((base_new or [])[0]), candidate, input or [], trials, strategy, db, calibration, json)
+        return
+    if latency is not None:
+        from profiler.cli.deploy_gates import gate_latency
+
+        if len(base_new or []) != 1 or base or new:
+            fail("--latency BASELINE takes one MODEL (MODULE:FACTORY) and --candidate, not traces")
+        model = str((base_new or [])[0])
+        gate_latency(
+            latency, model, candidate, input or [], repeats, steps, max_regression, tolerance, calibration, keep, json
+        )
+        return
+    from profiler.api.deploy_gates import gate_traces
 
     positional = list(base_new or [])
     if positional and (base or new):
@@ -99,28 +136,10 @@ def gate(
         fail(f"expected two arguments, BASE and NEW; got {len(positional)}")
     if not positional and not (base and new):
         fail("give the two traces to compare: perf gate BASE NEW (or --base A --new B)")
-    given = ([positional[0]], [positional[1]]) if positional else (base, new)
-    sides, runs = [], []
-    for paths in given:
-        per_trace, walls = [], []
-        for path in [r for p in paths for r in _runs(p)]:
-            with one_line_errors(path):
-                t = load_trace(path, max_bytes=max_bytes)
-                per_trace.append(units(t))
-                walls.append(step_walls(t.events))
-        sides.append(samples(per_trace, walls))
-        runs.append(len(per_trace))
-    tol = max_regression if tolerance is None else tolerance
-    verdicts = compare(sides[0], sides[1], max_regression / 100, runs=(runs[0], runs[1]), tolerance=tol / 100)
-    statistical = min(runs) >= MIN_RUNS
-    method = (
-        f"{runs[0]} and {runs[1]} runs: ratio = mean(new)/mean(base) - 1 over iterations; regression when "
-        f"ratio > {max_regression:g}% and the 95% bootstrap interval's lower end > 0"
-        if statistical
-        else f"{runs[0]} run(s) against {runs[1]}: fewer than {MIN_RUNS} runs a side, "
-        f"so the change cannot be separated from run-to-run noise; regression when ratio > the tolerance "
-        f"of {tol:g}% (the interval over iterations of one run is shown, not used)"
-    )
+    base_runs, new_runs = ([positional[0]], [positional[1]]) if positional else (list(base or []), list(new or []))
+    with one_line_errors(base_runs[0]):
+        g = gate_traces(base_runs, new_runs, max_regression, tolerance, max_bytes)
+    verdicts, runs, tol, statistical, method = list(g.verdicts), list(g.runs), g.tolerance, g.statistical, g.method
     failed = [v for v in verdicts if v.regression]
     if json:
         from profiler.render.json import gate_json

@@ -10,7 +10,7 @@ from typing import Annotated
 import typer
 
 from profiler.cli.analyze import analyze_recorded
-from profiler.cli.common import Force, app, one_line_errors, require_torch
+from profiler.cli.common import Force, app, fail, one_line_errors, require_torch
 from profiler.cli_usage import one_line
 from profiler.model.errors import InputError
 
@@ -112,15 +112,20 @@ def profile(
         typer.Option(
             help="eager (torch.profiler, the default; a script or a model), iree (export the model with "
             "iree-turbine, compile it with iree-compile for this CPU and time each dispatch; docs/iree.md) or "
-            "onnxruntime (export, --precision, ONNX Runtime CPU profiler; docs/deploy.md)."
+            "onnxruntime (export, --precision, ONNX Runtime CPU profiler), qnn-sim (export, --precision, "
+            "the QNN HTP x86 simulator's per-node cycles), tensorrt (trtexec's per-layer profile; needs TensorRT "
+            "and an NVIDIA GPU) or inductor (torch.compile, as --compile; docs/deploy.md)."
         ),
     ] = "eager",
     precision: Annotated[
         str | None,
-        typer.Option(help="--backend onnxruntime: fp32 (default), fp16, int8 (QDQ) or int8-qnn (QNN HTP QDQ config)."),
+        typer.Option(
+            help="--backend onnxruntime|qnn-sim: fp32, fp16, int8 (QDQ) or int8-qnn (QNN HTP QDQ config); "
+            "default fp32 on onnxruntime, int8-qnn on qnn-sim."
+        ),
     ] = None,
     calibration: Annotated[
-        Path | None, typer.Option(help="--backend onnxruntime, int8: calibration batches (.pt/.npy).")
+        Path | None, typer.Option(help="--backend onnxruntime|qnn-sim, int8: calibration batches (.pt/.npy).")
     ] = None,
 ) -> None:
     """Run a script (or --model factory) under torch.profiler, write the trace, then analyze it as \
@@ -149,6 +154,10 @@ def profile(
             steps,
         )
         return
+    if backend == "inductor":  # torch.compile's default backend: the model path with --compile
+        if not model:
+            fail("--backend inductor profiles a model: give --model MODULE:FACTORY and --input SHAPE")
+        backend, compile_ = "eager", True
     if backend != "eager":
         from profiler.cli.profile_backend import profile_backend
 

@@ -32,10 +32,14 @@ def dashboard(
     hardware: Annotated[
         str | None, typer.Option(help="Ceilings of the Counters page's roofline (preset name or YAML).")
     ] = None,
+    numerics: Annotated[
+        Path | None,
+        typer.Option(help="A perf diff --numerics --json file (or a gate's JSON holding one) for the Numerics page."),
+    ] = None,
     max_bytes: MaxBytes = None,
 ) -> None:
-    """Serve the Dash dashboard: overview, roofline, timeline, ops, compare, memory, LLM, compiler and counters
-    pages."""
+    """Serve the Dash dashboard: overview, roofline, timeline, ops, compare, memory, LLM, compiler, counters and
+    numerics pages."""
     from profiler.model.files import check_regular
 
     paths = list(traces or [])
@@ -55,6 +59,12 @@ def dashboard(
 
         with one_line_errors(counters):  # read now: a bad file is a one-line error, not a broken page
             counted = counters_report(load_counters(counters, max_bytes), hardware=hardware)
+    diffed = None
+    if numerics is not None:
+        from profiler.api.deploy import read_numerics
+
+        with one_line_errors(numerics):
+            diffed = read_numerics(numerics)
     from dashboard.app import serve
 
     print(f"perf dashboard: http://{host}:{port}/ (Ctrl+C to stop)", file=sys.stderr)
@@ -67,4 +77,5 @@ def dashboard(
             compile_report=report,
             max_bytes=max_bytes,
             counters_report=counted,
+            numerics=diffed,
         )

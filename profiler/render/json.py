@@ -288,8 +288,15 @@ def gate_json(
 ) -> bytes:
     """`perf gate --json`: schema perf.gate v2 (docs/json-schema.md): `mode` bootstrap (3 runs a side or
     more) or tolerance (fewer), `test` says which rule judged."""
-    failed = any(v.regression for v in verdicts)
-    doc = {
+    doc = gate_doc(verdicts, max_regression, tolerance, runs, statistical, method)
+    return orjson.dumps(redact(doc), option=orjson.OPT_INDENT_2) + b"\n"
+
+
+def gate_doc(
+    verdicts: list[Any], max_regression: float, tolerance: float, runs: list[int], statistical: bool, method: str
+) -> dict[str, Any]:
+    """The perf.gate v2 document (gate_json's body; perf gate --latency nests it)."""
+    return {
         "schema": "perf.gate",
         "schema_version": 2,
         "max_regression_pct": max_regression,
@@ -297,10 +304,9 @@ def gate_json(
         "runs": runs,
         "mode": "bootstrap" if statistical else "tolerance",
         "test": method,
-        "regression": failed,
+        "regression": any(v.regression for v in verdicts),
         "verdicts": [v.__dict__ | {"samples": list(v.samples)} for v in verdicts],
     }
-    return orjson.dumps(redact(doc), option=orjson.OPT_INDENT_2) + b"\n"
 
 
 def compare_compile_json(result: Any) -> bytes:

@@ -49,7 +49,12 @@ def numerics_json(report: Any) -> bytes:
 
 
 def accuracy_gate_json(report: Any, budget: float, passed: bool) -> bytes:
-    doc = {
+    return orjson.dumps(redact(accuracy_gate_dict(report, budget, passed)), option=orjson.OPT_INDENT_2) + b"\n"
+
+
+def accuracy_gate_dict(report: Any, budget: float, passed: bool) -> dict[str, Any]:
+    """perf.accuracy_gate v1 (perf gate --config nests it)."""
+    return {
         "schema": "perf.accuracy_gate",
         "schema_version": 1,
         "passed": passed,
@@ -59,7 +64,6 @@ def accuracy_gate_json(report: Any, budget: float, passed: bool) -> bytes:
         "first_diverging": layer_dict(report.first_diverging) if report.first_diverging else None,
         "numerics": numerics_dict(report),
     }
-    return orjson.dumps(redact(doc), option=orjson.OPT_INDENT_2) + b"\n"
 
 
 def render_numerics(report: Any, out: Any) -> None:
