@@ -86,6 +86,17 @@ def test_shift_below_threshold_passes(tmp_path):
 
 
 def record(path, n_big: int) -> str:
+    # one intra-op thread: on a loaded machine OpenMP's workers wait for a core at every barrier,
+    # and a 64x256x256 matmul took ~30 ms (seen at load 12 on 2 cores), burying the 57x in noise
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        return _record(path, n_big)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _record(path, n_big: int) -> str:
     torch.manual_seed(0)
     a, b = torch.randn(n_big, n_big), torch.randn(n_big, n_big)
     x_, w = torch.randn(64, 256), torch.randn(256, 256)
