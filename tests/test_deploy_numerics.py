@@ -225,3 +225,28 @@ def test_bad_candidate_and_missing_traces_exit_2():
     assert r.exit_code == 2 and "precision 'int4'" in r.output
     r = run("diff")  # the trace mode still wants its two traces
     assert r.exit_code == 2 and "give the two traces" in r.output
+
+
+def test_inductor_candidate_per_layer_from_the_compiled_graph(inputs):
+    # the hooks are traced into one Inductor graph (no break: a break would run some layers in
+    # eager and the comparison would not be of the compiled kernels)
+    from torch._dynamo.utils import counters
+
+    from profiler.api.deploy import diff_inductor
+
+    counters.clear()
+    fp32 = diff_inductor(mlp().eval(), inputs, "fp32")
+    assert counters["stats"]["unique_graphs"] == 1 and not counters["graph_break"]
+    assert [x.name for x in fp32.layers] == ["fc1", "act1", "mid", "fc2"]
+    # Inductor's fp32 GEMMs and fusions reassociate sums: not bit-equal, within 1e-5 normwise
+    assert all(x.rel_error <= 1e-5 for x in fp32.layers) and fp32.output.rel_error <= 1e-5
+    bf16 = diff_inductor(mlp().eval(), inputs, "bf16")
+    # bf16 keeps 8 significant bits: unit roundoff 2^-9 = 0.002 per rounding, a few roundings per
+    # layer (input, weights, output): every layer's error is above fp32's and below 3%
+    assert all(2e-4 < x.rel_error < 0.03 for x in bf16.layers), [(x.name, x.rel_error) for x in bf16.layers]
+    assert bf16.candidate == "inductor:bf16" and bf16.first_diverging is None
+
+
+def test_inductor_candidate_refuses_int8_one_line():
+    r = run("diff", "--numerics", "tests.deploy_models:mlp", "--candidate", "inductor:int8", "--input", f"{BATCH}x{IN}")
+    assert r.exit_code == 2 and "inductor runs fp32, bf16, fp16" in r.output and len(r.output.strip().splitlines()) == 1

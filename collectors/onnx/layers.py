@@ -1,8 +1,6 @@
 """Every layer's output on both sides of a numerical diff.
 
-- eager (the reference): a forward hook on every submodule records its output (the first tensor
-  when it returns several), in the order the calls finish: the network order (a block after the
-  layers it holds). A module called twice keeps its first call.
+- eager (the reference): collectors.torch_runtime.layer_outputs (a forward hook per submodule).
 - ONNX Runtime (the candidate): each module's output tensor (`export.module_outputs`, from the fp32
   export) is made a graph output and read back. In a QDQ model the tensor is read after its
   QuantizeLinear -> DequantizeLinear pair when it has one: the value the next layer consumes,
@@ -20,49 +18,9 @@ from typing import Any
 import numpy as np
 import onnx
 
+from collectors.torch_runtime.layer_outputs import eager_outputs
 
-def eager_outputs(model: Any, inputs: tuple[Any, ...]) -> tuple[dict[str, np.ndarray], dict[str, str], np.ndarray]:
-    """(module path -> fp32 output, module path -> class name, the model's output) of one eager forward."""
-    import torch
-
-    outs: dict[str, np.ndarray] = {}
-    kinds: dict[str, str] = {}
-    handles = []
-
-    def hook(name: str):
-        def record(module: Any, args: Any, output: Any) -> None:
-            t = _first_tensor(output)
-            if t is not None and name not in outs:
-                outs[name] = t.detach().float().cpu().numpy()
-                kinds[name] = type(module).__name__
-
-        return record
-
-    for name, module in model.named_modules():
-        if name:
-            handles.append(module.register_forward_hook(hook(name)))
-    try:
-        with torch.no_grad():
-            final = _first_tensor(model(*inputs))
-    finally:
-        for h in handles:
-            h.remove()
-    return outs, kinds, (final.detach().float().cpu().numpy() if final is not None else np.zeros(0))
-
-
-def _first_tensor(x: Any) -> Any:
-    import torch
-
-    if isinstance(x, torch.Tensor):
-        return x
-    if isinstance(x, (list, tuple)):
-        for v in x:
-            t = _first_tensor(v)
-            if t is not None:
-                return t
-    if isinstance(x, dict):
-        return _first_tensor(list(x.values()))
-    return None
+__all__ = ["dequantized", "eager_outputs", "ort_outputs"]
 
 
 def dequantized(model: onnx.ModelProto, tensor: str) -> str:

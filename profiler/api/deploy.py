@@ -3,8 +3,9 @@ layer with eager fp32 (`perf diff --numerics`, `perf gate --accuracy`).
 
 Candidates are `BACKEND[:PRECISION]`: `onnxruntime` (CPU execution provider) at fp32, fp16, int8
 (QDQ, static, per-channel weights) or int8-qnn, and `qnn-sim` (the QNN HTP x86 simulator through
-onnxruntime-qnn; default precision int8-qnn, the QDQ configuration the HTP takes). The other
-backends the issue names (tensorrt, inductor, accelerator) are refused with one line.
+onnxruntime-qnn; default precision int8-qnn, the QDQ configuration the HTP takes), and `inductor`
+(torch.compile's Inductor on this CPU at fp32, bf16 or fp16: its kernels' per-layer outputs,
+`diff_inductor`). The other backends (tensorrt, accelerator) are refused with one line.
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ BACKENDS = ("onnxruntime", "qnn-sim")
 #: The precision a backend runs when the candidate names none.
 DEFAULT_PRECISION = {"onnxruntime": "fp32", "qnn-sim": "int8-qnn"}
 PRECISIONS = ("fp32", "fp16", "int8", "int8-qnn")
+#: `--candidate inductor:P`: the model cast to P and compiled (no quantization on this path).
+INDUCTOR_PRECISIONS = ("fp32", "bf16", "fp16")
 
 
 def parse_candidate(text: str) -> tuple[str, str]:
@@ -130,13 +133,17 @@ def numerics_diff(
     from collectors.onnx.precision import load_batches
     from collectors.torch_runtime.run_model import prepare
 
-    backend, precision = parse_candidate(candidate)
+    inductor = candidate.partition(":")[0] == "inductor"
+    backend, precision = parse_inductor_candidate(candidate) if inductor else parse_candidate(candidate)
     model, xs = prepare(spec, input_specs, "fp32", False, eager_check=True)
     model = model.eval()
     seen = f"compared on seeded random inputs ({', '.join(input_specs)})"
     if inputs_file is not None:
         xs = [torch.from_numpy(a) for a in load_batches(inputs_file, len(xs)).batches[0]]
         seen = f"compared on the first batch of {inputs_file} ({', '.join('x'.join(map(str, x.shape)) for x in xs)})"
+    if inductor:
+        report = diff_inductor(model, tuple(xs), precision, threshold=threshold)
+        return dataclasses.replace(report, notes=(seen, *report.notes))
     if calibration is not None and quantized(precision):
         load_batches(calibration, len(xs))  # an unreadable file is told before the export's seconds
     with tempfile.TemporaryDirectory() as tmp:
@@ -145,6 +152,39 @@ def numerics_diff(
             model, tuple(xs), path, precision, threshold=threshold, calibration=calibration, backend=backend
         )
     return dataclasses.replace(report, notes=(seen, *report.notes))
+
+
+def parse_inductor_candidate(text: str) -> tuple[str, str]:
+    """`inductor[:fp32|bf16|fp16]` -> ('inductor', precision); fp32 by default."""
+    precision = text.partition(":")[2] or "fp32"
+    if precision not in INDUCTOR_PRECISIONS:
+        raise InputError(
+            None,
+            f"--candidate {text}: inductor runs {', '.join(INDUCTOR_PRECISIONS)} "
+            "(int8 and plans are ONNX Runtime's: --candidate onnxruntime:int8)",
+        )
+    return "inductor", precision
+
+
+def diff_inductor(
+    model: Any, inputs: tuple[Any, ...], precision: str, *, threshold: float = DEFAULT_THRESHOLD
+) -> NumericsReport:
+    """Eager fp32 against the model cast to `precision` and compiled by Inductor, per layer: the same
+    forward hooks on both sides (collectors.torch_runtime.layer_outputs); on the compiled side
+    dynamo traces them into the graph, so each layer's output is the one Inductor's kernels made."""
+    import copy
+
+    import torch
+
+    from collectors.torch_runtime.layer_outputs import eager_outputs
+
+    ref, ops, ref_out = eager_outputs(model, inputs)
+    dtype = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[precision]
+    cand = copy.deepcopy(model).to(dtype).eval()
+    xs = tuple(x.to(dtype) if isinstance(x, torch.Tensor) and x.is_floating_point() else x for x in inputs)
+    torch._dynamo.reset()  # a fresh compile: no cache entry of another dtype is reused
+    got, _, cand_out = eager_outputs(cand, xs, run=torch.compile(cand, backend="inductor"))
+    return compare_layers(ref, got, ops, ref_out, cand_out, threshold=threshold, candidate=f"inductor:{precision}")
 
 
 def candidate_session(backend: str) -> Any:

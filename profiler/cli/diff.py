@@ -32,7 +32,10 @@ def diff(
     ] = None,
     candidate: Annotated[
         str | None,
-        typer.Option(help="--numerics: BACKEND[:PRECISION], e.g. onnxruntime:int8 (fp32, fp16, int8, int8-qnn)."),
+        typer.Option(
+            help="--numerics: BACKEND[:PRECISION]: onnxruntime or qnn-sim (fp32, fp16, int8, int8-qnn, a plan .json), "
+            "inductor (fp32, bf16, fp16)."
+        ),
     ] = None,
     input: Annotated[
         list[str] | None, typer.Option("--input", help="--numerics: model input SHAPE[:DTYPE] (repeatable).")

@@ -23,7 +23,10 @@ def _report(
     from profiler.api import NUMERICS_THRESHOLD, numerics_diff
 
     if not candidate:
-        fail("give the candidate to compare with eager fp32: --candidate onnxruntime[:fp32|fp16|int8|int8-qnn]")
+        fail(
+            "give the candidate to compare with eager fp32: --candidate onnxruntime[:fp32|fp16|int8|int8-qnn], "
+            "qnn-sim[:int8-qnn] or inductor[:fp32|bf16|fp16]"
+        )
     with one_line_errors(calibration or inputs_file or Path(model)):
         return numerics_diff(
             model,
