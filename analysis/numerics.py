@@ -16,6 +16,7 @@ how much their error grew over the layer before them (rel_error ratio).
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -48,6 +49,8 @@ class NumericsReport:
     reference: str
     candidate: str
     notes: tuple[str, ...] = ()
+    #: the user's task metric on the model outputs (`--metric MODULE:FN`): (its name, its value)
+    metric: tuple[str, float] | None = None
 
 
 def layer_error(name: str, op: str, ref: np.ndarray, cand: np.ndarray) -> LayerError:
@@ -74,8 +77,10 @@ def compare_layers(
     candidate: str = "",
     notes: tuple[str, ...] = (),
     top_growth: int = 3,
+    metric: tuple[str, Callable[[np.ndarray, np.ndarray], float]] | None = None,
 ) -> NumericsReport:
-    """Compare the layers both sides have (in `ref`'s order, the network order) whose shapes agree."""
+    """Compare the layers both sides have (in `ref`'s order, the network order) whose shapes agree;
+    `metric` (name, fn(reference output, candidate output) -> float) is evaluated on the outputs."""
     layers = tuple(
         layer_error(name, ops.get(name, ""), r, cand[name])
         for name, r in ref.items()
@@ -89,4 +94,5 @@ def compare_layers(
             growth.append((cur.name, ratio))
     growth.sort(key=lambda g: -g[1])
     out = layer_error("output", "", ref_out, cand_out)
-    return NumericsReport(layers, first, out, threshold, tuple(growth[:top_growth]), reference, candidate, notes)
+    value = (metric[0], float(metric[1](ref_out, cand_out))) if metric else None
+    return NumericsReport(layers, first, out, threshold, tuple(growth[:top_growth]), reference, candidate, notes, value)

@@ -103,3 +103,10 @@ class Determinant(nn.Module):
 def determinant() -> Determinant:
     torch.manual_seed(0)
     return Determinant().eval()
+
+
+def top1_disagreement(reference, candidate) -> float:
+    """A task metric for `perf gate --accuracy --metric`: the share of rows whose argmax differs."""
+    import numpy as np
+
+    return float(np.mean(reference.argmax(-1) != candidate.argmax(-1)))

@@ -250,3 +250,30 @@ def test_inductor_candidate_per_layer_from_the_compiled_graph(inputs):
 def test_inductor_candidate_refuses_int8_one_line():
     r = run("diff", "--numerics", "tests.deploy_models:mlp", "--candidate", "inductor:int8", "--input", f"{BATCH}x{IN}")
     assert r.exit_code == 2 and "inductor runs fp32, bf16, fp16" in r.output and len(r.output.strip().splitlines()) == 1
+
+
+def test_gate_on_a_user_task_metric():
+    # top-1 disagreement over the 4 rows: fp32 ONNX Runtime agrees on every row (0.0, passes a
+    # budget of 0); the fragile model at int8 flips the argmax of 1 row of 4 (0.25: fails)
+    metric = "tests.deploy_models:top1_disagreement"
+    args = ("--candidate", "onnxruntime:int8", "--input", f"{BATCH}x{IN}", "--metric", metric, "--json")
+    ok = run("gate", "--accuracy", "0", "tests.deploy_models:mlp", *args[:1], "onnxruntime", *args[2:])
+    assert ok.exit_code == 0, ok.output
+    doc = json.loads(ok.stdout)
+    assert doc["passed"] is True and doc["value"] == 0.0 and doc["metric"].startswith(metric)
+    bad = run("gate", "--accuracy", "0", "tests.deploy_models:fragile", *args)
+    doc = json.loads(bad.stdout)
+    assert bad.exit_code == 1 and doc["passed"] is False and doc["value"] == 0.25
+    missing = run(
+        "gate",
+        "--accuracy",
+        "0",
+        "tests.deploy_models:mlp",
+        "--candidate",
+        "onnxruntime",
+        "--metric",
+        "tests.deploy_models:nope",
+        "--input",
+        f"{BATCH}x{IN}",
+    )
+    assert missing.exit_code == 2 and "--metric tests.deploy_models:nope" in missing.output

@@ -81,6 +81,7 @@ def diff_onnx(
     calibration: Path | None = None,
     workdir: Path | None = None,
     backend: str = "onnxruntime",
+    metric: Any = None,
 ) -> NumericsReport:
     """Eager fp32 against `backend` (onnxruntime: the CPU EP; qnn-sim: the QNN HTP simulator) at
     `precision` on `inputs`, per layer (analysis.numerics). `fp32_onnx` is `model`'s export; int8
@@ -114,6 +115,7 @@ def diff_onnx(
         threshold=threshold,
         candidate=f"{backend}:{precision}",
         notes=tuple(notes),
+        metric=metric,
     )
 
 
@@ -125,15 +127,19 @@ def numerics_diff(
     threshold: float = DEFAULT_THRESHOLD,
     inputs_file: Path | None = None,
     calibration: Path | None = None,
+    metric: str | None = None,
 ) -> NumericsReport:
     """`perf diff --numerics`: build the model from its factory, export it, compare the candidate.
-    Inputs: the first batch of `inputs_file` when given, else the seeded random inputs of --input."""
+    Inputs: the first batch of `inputs_file` when given, else the seeded random inputs of --input.
+    `metric`: MODULE:FN, a task metric fn(reference output, candidate output) -> float (numpy
+    arrays, fp32) the accuracy gate judges instead of the output's rel_error."""
     import torch
 
     from collectors.onnx.precision import load_batches
     from collectors.torch_runtime.run_model import prepare
 
     inductor = candidate.partition(":")[0] == "inductor"
+    task_metric = (metric, load_metric(metric)) if metric else None
     backend, precision = parse_inductor_candidate(candidate) if inductor else parse_candidate(candidate)
     model, xs = prepare(spec, input_specs, "fp32", False, eager_check=True)
     model = model.eval()
@@ -142,14 +148,21 @@ def numerics_diff(
         xs = [torch.from_numpy(a) for a in load_batches(inputs_file, len(xs)).batches[0]]
         seen = f"compared on the first batch of {inputs_file} ({', '.join('x'.join(map(str, x.shape)) for x in xs)})"
     if inductor:
-        report = diff_inductor(model, tuple(xs), precision, threshold=threshold)
+        report = diff_inductor(model, tuple(xs), precision, threshold=threshold, metric=task_metric)
         return dataclasses.replace(report, notes=(seen, *report.notes))
     if calibration is not None and quantized(precision):
         load_batches(calibration, len(xs))  # an unreadable file is told before the export's seconds
     with tempfile.TemporaryDirectory() as tmp:
         path = export_model(model, tuple(xs), Path(tmp) / "model.onnx", label=f"--model {spec}")
         report = diff_onnx(
-            model, tuple(xs), path, precision, threshold=threshold, calibration=calibration, backend=backend
+            model,
+            tuple(xs),
+            path,
+            precision,
+            threshold=threshold,
+            calibration=calibration,
+            backend=backend,
+            metric=task_metric,
         )
     return dataclasses.replace(report, notes=(seen, *report.notes))
 
@@ -167,7 +180,7 @@ def parse_inductor_candidate(text: str) -> tuple[str, str]:
 
 
 def diff_inductor(
-    model: Any, inputs: tuple[Any, ...], precision: str, *, threshold: float = DEFAULT_THRESHOLD
+    model: Any, inputs: tuple[Any, ...], precision: str, *, threshold: float = DEFAULT_THRESHOLD, metric: Any = None
 ) -> NumericsReport:
     """Eager fp32 against the model cast to `precision` and compiled by Inductor, per layer: the same
     forward hooks on both sides (collectors.torch_runtime.layer_outputs); on the compiled side
@@ -184,7 +197,19 @@ def diff_inductor(
     xs = tuple(x.to(dtype) if isinstance(x, torch.Tensor) and x.is_floating_point() else x for x in inputs)
     torch._dynamo.reset()  # a fresh compile: no cache entry of another dtype is reused
     got, _, cand_out = eager_outputs(cand, xs, run=torch.compile(cand, backend="inductor"))
-    return compare_layers(ref, got, ops, ref_out, cand_out, threshold=threshold, candidate=f"inductor:{precision}")
+    return compare_layers(
+        ref, got, ops, ref_out, cand_out, threshold=threshold, candidate=f"inductor:{precision}", metric=metric
+    )
+
+
+def load_metric(spec: str) -> Any:
+    """The task metric MODULE:FN (or file.py:FN) as a callable (InputError, one line, otherwise)."""
+    from collectors.torch_runtime.specs import load_factory
+
+    try:
+        return load_factory(spec)
+    except InputError as e:  # load_factory speaks of --model
+        raise InputError(None, str(e).replace("--model", "--metric", 1)) from None
 
 
 def candidate_session(backend: str) -> Any:

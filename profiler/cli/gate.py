@@ -57,6 +57,13 @@ def gate(
     threshold: Annotated[
         float | None, typer.Option(help="--accuracy: rel_error past which a layer diverges (default 0.1).")
     ] = None,
+    metric: Annotated[
+        str | None,
+        typer.Option(
+            help="--accuracy: a task metric MODULE:FN, fn(reference output, candidate output) -> float (numpy "
+            "arrays), gated against the budget instead of the output's rel_error."
+        ),
+    ] = None,
     latency: Annotated[
         Path | None,
         typer.Option(
@@ -101,7 +108,9 @@ def gate(
 
         if len(base_new or []) != 1 or base or new:
             fail("--accuracy BUDGET takes one MODEL (MODULE:FACTORY) and --candidate, not traces")
-        gate_accuracy(accuracy, str((base_new or [])[0]), candidate, input or [], inputs, calibration, threshold, json)
+        gate_accuracy(
+            accuracy, str((base_new or [])[0]), candidate, input or [], inputs, calibration, threshold, json, metric
+        )
         return
     if config is not None:
         from profiler.cli.deploy_gates import gate_config

@@ -19,6 +19,7 @@ def _report(
     inputs_file: Path | None,
     calibration: Path | None,
     threshold: float | None,
+    metric: str | None = None,
 ):  # -> NumericsReport
     from profiler.api import NUMERICS_THRESHOLD, numerics_diff
 
@@ -35,6 +36,7 @@ def _report(
             threshold=NUMERICS_THRESHOLD if threshold is None else threshold,
             inputs_file=inputs_file,
             calibration=calibration,
+            metric=metric,
         )
 
 
@@ -69,12 +71,15 @@ def gate_accuracy(
     calibration: Path | None,
     threshold: float | None,
     as_json: bool,
+    metric: str | None = None,
 ) -> None:
-    """Exit 1 when the candidate's output rel_error exceeds `budget`, naming the first diverging layer."""
-    if not budget >= 0:
+    """Exit 1 when the candidate's output rel_error (or the user's `metric`) exceeds `budget`,
+    naming the first diverging layer."""
+    if not budget >= 0 and not metric:
         fail(f"--accuracy {budget}: the budget is a normwise relative error >= 0, e.g. 0.05")
-    report = _report(model, candidate, inputs, inputs_file, calibration, threshold)
-    passed = report.output.rel_error <= budget
+    report = _report(model, candidate, inputs, inputs_file, calibration, threshold, metric)
+    name, value = report.metric or ("output rel_error", report.output.rel_error)
+    passed = value <= budget
     if as_json:
         from profiler.render.numerics import accuracy_gate_json
 
@@ -89,13 +94,13 @@ def gate_accuracy(
         where = f"; first diverging layer: {f.name} ({f.op})" if f else ""
         verdict = "PASS" if passed else "FAIL"
         out.print(
-            f"{verdict}: output rel_error {report.output.rel_error:.3g} against the budget {budget:g}{where}",
+            f"{verdict}: {name} {value:.3g} against the budget {budget:g}{where}",
             markup=False,
         )
     if not passed:
         f = report.first_diverging
         print(
-            f"perf: accuracy gate failed: output rel_error {report.output.rel_error:.3g} > {budget:g}"
+            f"perf: accuracy gate failed: {name} {value:.3g} > {budget:g}"
             + (f"; first diverging layer: {f.name} ({f.op})" if f else "; no single layer crosses the threshold"),
             file=sys.stderr,
         )

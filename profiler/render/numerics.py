@@ -58,8 +58,12 @@ def accuracy_gate_dict(report: Any, budget: float, passed: bool) -> dict[str, An
         "schema": "perf.accuracy_gate",
         "schema_version": 1,
         "passed": passed,
-        "metric": "rel_error of the model output (normwise, against eager fp32)",
-        "value": _num(report.output.rel_error),
+        "metric": (
+            f"{report.metric[0]} (the user's task metric on the model outputs)"
+            if report.metric
+            else "rel_error of the model output (normwise, against eager fp32)"
+        ),
+        "value": _num(report.metric[1] if report.metric else report.output.rel_error),
         "budget": budget,
         "first_diverging": layer_dict(report.first_diverging) if report.first_diverging else None,
         "numerics": numerics_dict(report),
