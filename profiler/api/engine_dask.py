@@ -55,9 +55,9 @@ def rank_files(directory: Path) -> list[Path]:
     return files
 
 
-def read_rank(path: Path, max_bytes: int | None):  # -> (RankFile, instances) | InputError
+def read_rank(path: Path, max_bytes: int | None):  # -> (RankFile, instances) | str
     """One rank, on a worker: its tables and its collective instances; an unreadable file comes
-    back as its InputError (a value, so Dask does not retry it)."""
+    back as its problem (a value, so Dask does not retry it; InputError does not pickle)."""
     from collectors.kineto.load import merge_rank_files, read_rank_file
     from profiler.api.ranks import rank_instances
 
@@ -66,7 +66,7 @@ def read_rank(path: Path, max_bytes: int | None):  # -> (RankFile, instances) | 
         one = merge_rank_files([copy.deepcopy(part)])  # this rank alone, for its instances
         return part, rank_instances(one)
     except InputError as e:
-        return e
+        return e.problem
 
 
 def load_ranks(
@@ -120,8 +120,8 @@ def _gather(client, files: list[Path], max_bytes: int | None) -> RankSet:
         except KilledWorker:
             died.append(path)
             continue
-        if isinstance(got, InputError):
-            skipped.append((path, got.problem))
+        if isinstance(got, str):
+            skipped.append((path, got))
             continue
         parts.append(got[0])
         instances.append(got[1])
