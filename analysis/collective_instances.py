@@ -115,19 +115,28 @@ _DTYPES = {
 def _annotations(ev: pd.DataFrame, unit_ids: set[int]) -> dict[int, tuple[str, float]]:
     """unit id -> (collective name, message bytes) from the first process-group annotation
     ('nccl:all_to_all') nested in the unit's op; bytes NaN when its Input Dims say none."""
-    names = ev["name"].astype(str)
-    hit = np.flatnonzero(names.str.match(_PG_ANNOTATION.pattern).to_numpy())
+    names = ev["name"]
+    if isinstance(names.dtype, pd.CategoricalDtype):  # match each distinct name once
+        cats = names.cat.categories.astype(str)
+        hit_codes = np.flatnonzero(cats.str.match(_PG_ANNOTATION.pattern))
+        hit = np.flatnonzero(np.isin(names.cat.codes.to_numpy(), hit_codes))
+    else:
+        hit = np.flatnonzero(names.astype(str).str.match(_PG_ANNOTATION.pattern).to_numpy())
     if not len(hit):
         return {}
-    parent = dict(zip(ev["id"].to_numpy().tolist(), ev["parent_id"].to_numpy().tolist()))
+    ids, parents = ev["id"].to_numpy(), ev["parent_id"].to_numpy()
+    row_of = pd.Index(ids)
     out: dict[int, tuple[str, float]] = {}
     for i in hit:
-        node = int(ev["id"].iat[i])
-        while node >= 0 and node not in unit_ids:  # up to the op that is the unit
-            node = parent.get(node, -1)
+        node, row = int(ids[i]), int(i)
+        while node not in unit_ids:  # up to the op that is the unit
+            node = int(parents[row])
+            if node < 0:
+                break
+            row = int(row_of.get_loc(node))
         if node < 0 or node in out:
             continue
-        m = _PG_ANNOTATION.match(names.iat[i])
+        m = _PG_ANNOTATION.match(str(names.iat[i]))
         assert m is not None
         kind = _ALIASES.get(m.group(1).lower(), "collective")
         out[node] = (kind, _tensor_bytes(str(ev["shapes"].iat[i]), str(ev["dtypes"].iat[i])))

@@ -78,8 +78,11 @@ def load_ranks(
 ) -> RankSet:
     """Read every rank file of `directory` on a Dask cluster: the one at `scheduler` (an
     address), else a LocalCluster of `workers` processes (default 2), one thread each."""
-    import dask
-    from distributed import Client, LocalCluster
+    try:
+        import dask
+        from distributed import Client, LocalCluster
+    except ImportError:
+        raise InputError(None, "--engine dask needs Dask: pip install 'perf[scale]' (dask[distributed])") from None
 
     files = rank_files(Path(directory))
     if scheduler:
