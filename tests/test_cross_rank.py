@@ -133,3 +133,18 @@ def test_json_and_text_carry_the_cross_rank_section(tmp_path: Path):
 def test_one_rank_has_no_cross_rank_tables():
     a = analyze(load_trace(real_trace("b200_eager")), sections=("ranks",))
     assert a.collectives.empty and a.stragglers.empty and a.rank_summary.empty
+
+
+def test_the_local_engine_imports_no_dask():
+    """Dask is an optional extra (scale): only --engine dask imports it (profiler/api/engine_dask.py)."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; from profiler.cli import main\n"
+        "try:\n    main(['analyze', sys.argv[1], '--json'])\nexcept SystemExit:\n    pass\n"
+        "assert not [m for m in sys.modules if m.split('.')[0] in ('dask', 'distributed')], 'dask imported'\n"
+    )
+    r = subprocess.run([sys.executable, "-c", code, str(DLRM)], capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert json.loads(r.stdout)["stragglers"][0]["rank"] == 7  # the cross-rank section ran without it
