@@ -84,4 +84,5 @@ def register(app: Dash, store: TraceStore) -> None:
     @app.callback(Output("ranks-body", "children"), Input("trace-select", "value"), Input("hardware", "data"))
     @guarded(lambda msg: error_box(msg, id="ranks-error"))
     def render(tid: str | None, hardware: str | None) -> list:
-        return store.answer(tid, hardware, "ranks", None, lambda: body(store.analysis(tid, hardware)))
+        key = tid or ""  # none selected: the store says so (its _need)
+        return store.answer(key, hardware, "ranks", None, lambda: body(store.analysis(key, hardware)))

@@ -82,7 +82,7 @@ def load_ranks(
         import dask
         from distributed import Client, LocalCluster
     except ImportError:
-        raise InputError(None, "--engine dask needs Dask: pip install 'perf-suite[scale]' (dask[distributed])") from None
+        raise InputError(None, "--engine dask needs Dask: pip install 'perf-suite[scale]'") from None
 
     files = rank_files(Path(directory))
     if scheduler:
