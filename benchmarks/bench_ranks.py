@@ -11,7 +11,11 @@ wall time and its own peak RSS (ru_maxrss of the client process; the workers are
 processes). Every run checks that no rank was lost or counted twice: ranks 0..n-1 each hold the
 source rank's event count, and the planted straggler is found.
 
-Usage: bench_ranks.py [--sets 64,1024] [--workers 1,2,4] [--keep DIR]
+The analysis run is the `ranks` section by default (units classified, the cross-rank tables;
+`perf analyze DIR --section ranks`): the timeline, critical path and advice per rank are the
+local pipeline's, the same on either engine, and are left out (--sections all runs them).
+
+Usage: bench_ranks.py [--sets 64,1024] [--workers 1,2,4] [--keep DIR] [--sections ranks|all|a,b]
 """
 
 from __future__ import annotations
@@ -32,7 +36,7 @@ STRAGGLER, DELAY_US = 3, 2000
 SETS = {64: None, 1024: 2}
 
 
-def child(directory: Path, workers: int) -> None:
+def child(directory: Path, workers: int, sections: tuple[str, ...]) -> None:
     """One measured run: read on Dask, analyze, check; one JSON line on stdout."""
     import resource
 
@@ -41,7 +45,7 @@ def child(directory: Path, workers: int) -> None:
     t0 = time.perf_counter()
     got = load_ranks(directory, workers=workers)
     t_read = time.perf_counter() - t0
-    a = analyze(got.trace, instances=got.instances)
+    a = analyze(got.trace, instances=got.instances, sections=sections)
     wall = time.perf_counter() - t0
     files = sorted(directory.iterdir())
     per_rank = got.trace.events.groupby("rank").size()
@@ -68,13 +72,22 @@ def child(directory: Path, workers: int) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--child", nargs=2, metavar=("DIR", "WORKERS"))
+    ap.add_argument("--child", nargs=3, metavar=("DIR", "WORKERS", "SECTIONS"))
+    ap.add_argument(
+        "--sections",
+        default="ranks",
+        help="analysis sections, comma-separated (default: ranks, what `perf analyze DIR --section ranks` runs; "
+        "'all' for every section)",
+    )
     ap.add_argument("--sets", default="64,1024")
     ap.add_argument("--workers", default="1,2,4")
     ap.add_argument("--keep", type=Path, help="generate the sets here (kept); default: a temporary directory")
     args = ap.parse_args()
     if args.child:
-        child(Path(args.child[0]), int(args.child[1]))
+        from profiler.api import SECTIONS
+
+        names = args.child[2]
+        child(Path(args.child[0]), int(args.child[1]), SECTIONS if names == "all" else tuple(names.split(",")))
         return
     from tests.rank_sets import source_doc, write_rank_set
 
@@ -88,14 +101,18 @@ def main() -> None:
         base = None
         for w in map(int, args.workers.split(",")):
             out = subprocess.run(
-                [sys.executable, __file__, "--child", str(d), str(w)], capture_output=True, text=True, check=True
+                [sys.executable, __file__, "--child", str(d), str(w), args.sections],
+                capture_output=True,
+                text=True,
+                check=True,
             )
             r = json.loads(out.stdout.strip().splitlines()[-1])
             base = base or r["wall_s"]
             assert r["ranks_ok"], f"ranks lost or counted twice: {r}"
             assert r["straggler"] == STRAGGLER and abs(r["delay_ns"] - DELAY_US * 1000) <= 0.05 * DELAY_US * 1000, r
             print(
-                f"{n:5d} ranks  {w} worker(s)  wall {r['wall_s']:6.1f} s (read {r['read_s']:6.1f} s)  "
+                f"[{args.sections}] {n:5d} ranks  {w} worker(s)  "
+                f"wall {r['wall_s']:6.1f} s (read {r['read_s']:6.1f} s)  "
                 f"speedup x{base / r['wall_s']:.2f}  client peak RSS {r['peak_rss_mib']:6.0f} MiB  "
                 f"events {r['events']:,} ({r['events_per_rank']:,}/rank, checked)  "
                 f"straggler rank {r['straggler']} {r['delay_ns'] / 1e6:.3f} ms",
