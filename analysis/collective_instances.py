@@ -58,7 +58,7 @@ def collective_instances(
     unknown), group_size (ranks in the collective), start_ns / end_ns (the device work's first
     start and last end: the rank's arrival and its finish).
     """
-    on_device = (units["device"].astype(str) != "cpu").to_numpy()
+    on_device = (units["device"] != "cpu").to_numpy(dtype=bool)
     is_comm = (comm["collective"].to_numpy(dtype=object) != "") & on_device
     if not is_comm.any():
         return pd.DataFrame({c: pd.Series(dtype=_DTYPES[c]) for c in INSTANCE_COLUMNS})

@@ -208,8 +208,10 @@ def _concat_categorical(frames: list[pd.DataFrame]) -> pd.DataFrame:
     return pd.concat(fixed, ignore_index=True)
 
 
-def merge_rank_files(parts: list[RankFile]) -> Trace:
+def merge_rank_files(parts: list[RankFile], *, checked: bool = True) -> Trace:
     """One Trace from files read apart (`read_rank_file`, e.g. on other processes), as
-    `load_kineto` builds a directory's: ranks assigned, merged, redacted, validated."""
+    `load_kineto` builds a directory's: ranks assigned, merged, redacted, validated (`checked`;
+    False: neither, for a caller that takes no string of it out and only reads it)."""
     _assign_ranks(parts)
-    return redact_trace(_merge(parts)).validate()
+    merged = _merge(parts)
+    return redact_trace(merged).validate() if checked else merged

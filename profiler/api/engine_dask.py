@@ -16,9 +16,8 @@ Dask is an optional extra (`pip install .[scale]`): imported here only, when thi
 
 from __future__ import annotations
 
-import copy
 import logging
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import pandas as pd
@@ -63,7 +62,9 @@ def read_rank(path: Path, max_bytes: int | None):  # -> (RankFile, instances) | 
 
     try:
         part = read_rank_file(path, max_bytes)
-        one = merge_rank_files([copy.deepcopy(part)])  # this rank alone, for its instances
+        # this rank alone, for its instances (our collective names and numbers: no string of the
+        # trace, so no redaction); on a copy, as merging gives a file without one its rank
+        one = merge_rank_files([replace(part, metadata=dict(part.metadata))], checked=False)
         return part, rank_instances(one)
     except InputError as e:
         return e.problem
