@@ -111,7 +111,7 @@ COLLECTIVE_KEYS = ("name", "bytes", "wait_ns", "transfer_ns", "bus_bandwidth")
 def _cross_rank(a: Analysis) -> dict[str, Any]:
     """`stragglers` and `collectives` (one object per collective instance), and `cross_rank`: the
     whole tables (analysis.cross_rank); empty lists on a one-rank trace."""
-    full = {
+    full: dict[str, Any] = {
         "ranks": records(a.rank_summary),
         "instances": records(a.collectives),
         "comm_matrix": _matrix(a.comm_matrix),
