@@ -13,7 +13,7 @@ $(BIN)/python:
 $(VENV)/.installed: pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet torch==2.13.0
-	$(BIN)/python -m pip install --quiet -e '.[test,profile,iree,deploy]'
+	$(BIN)/python -m pip install --quiet -e '.[test,profile,iree,deploy,scale]'
 	touch $@
 
 setup: $(VENV)/.installed

@@ -362,6 +362,50 @@ OUTPUT_TABLES["counters_vs_model"] = (
 )
 
 
+# --------------------------------------------------------------- cross-rank (analysis.cross_rank)
+OUTPUT_TABLES["collectives"] = (
+    Column("group", "int64", "", "The collective's group: its device stream, numbered by first use on each rank."),
+    Column("seq", "int64", "", "The instance's index within its group (0, 1, ...), the same on every rank."),
+    Column("name", "str", "", "Collective: all_reduce, all_gather, all_to_all, ...; 'a|b' when the ranks disagree."),
+    Column("ranks", "int64", "", "Ranks that ran this instance."),
+    Column("bytes", "float64", BYTE, "Message bytes (input; output for all_gather); NaN when unknown."),
+    Column("algo_bytes", "float64", BYTE, "Bytes one rank sends: NCCL's bus-bandwidth factor x bytes."),
+    Column("first_arrival_ns", "int64", NS, "Earliest start of the collective's kernel over the ranks."),
+    Column("last_arrival_ns", "int64", NS, "Latest start: no data moves before it."),
+    Column("last_rank", "int64", "", "The rank that arrived last (ties: the higher rank)."),
+    Column("end_ns", "int64", NS, "Latest end over the ranks."),
+    Column("wait_ns", "int64", NS, "Sync skew: last_arrival_ns - first_arrival_ns, the earliest rank's wait."),
+    Column("transfer_ns", "int64", NS, "end_ns - last_arrival_ns: the collective's own time."),
+    Column("delay_ns", "int64", NS, "last_arrival_ns - the second-latest arrival: what the last rank alone cost."),
+    Column("bus_bandwidth", "float64", "byte/s", "algo_bytes / transfer_ns (nccl-tests doc/PERFORMANCE.md busbw)."),
+    Column("link_bandwidth", "float64", "byte/s", "The slowest rank's link bandwidth per direction (hardware spec)."),
+    Column("link_share", "float64", "", "bus_bandwidth / link_bandwidth."),
+)
+OUTPUT_TABLES["stragglers"] = (
+    _RANK,
+    Column("delay_ns", "int64", NS, "Mean delay_ns over the collectives this rank arrived last at."),
+    Column("collectives", "int64", "", "Collectives this rank arrived last at (delay_ns > 0)."),
+    Column("total_delay_ns", "int64", NS, "delay_ns x collectives."),
+    Column("share", "float64", "", "collectives / all matched collectives."),
+)
+OUTPUT_TABLES["rank_summary"] = (
+    _RANK,
+    Column("window_ns", "int64", NS, "Summed window of the rank's accelerators (analysis.attribution)."),
+    Column("busy_ns", "int64", NS, "Summed busy time of its accelerators."),
+    *_BOUNDS,
+    Column("collectives", "int64", "", "Matched collective instances the rank ran."),
+    Column("wait_ns", "int64", NS, "Summed wait at them: the last arrival minus the rank's own."),
+    Column("late_ns", "int64", NS, "Summed delay_ns of the collectives it arrived last at."),
+    Column("sets_step", "bool", "", "The rank that waits least: the others wait for it, it sets the step time."),
+)
+OUTPUT_TABLES["comm_matrix"] = (
+    Column("src", "int64", "", "Sending rank."),
+    Column("dst", "int64", "", "Receiving rank."),
+    Column("bytes", "float64", BYTE, "Bytes sent src -> dst (all_to_all over the world, split evenly)."),
+    Column("collectives", "int64", "", "All-to-all instances summed."),
+)
+
+
 def columns(table: str) -> list[str]:
     """The declared column names of `table`, in order."""
     return [c.name for c in OUTPUT_TABLES[table]]

@@ -18,10 +18,22 @@ from typing import Any
 from dash import Dash, Input, Output, State, dcc, html, no_update
 
 from dashboard.components import error_box, problem_text
-from dashboard.pages import compare, compiler, counters, llm, memory, numerics, ops, overview, roofline, timeline
+from dashboard.pages import (
+    compare,
+    compiler,
+    counters,
+    llm,
+    memory,
+    numerics,
+    ops,
+    overview,
+    ranks,
+    roofline,
+    timeline,
+)
 from dashboard.store import DEFAULT_UPLOAD_CAP, TraceStore, safe_label
 
-PAGES = (overview, roofline, timeline, ops, compare, memory, llm, compiler, counters, numerics)
+PAGES = (overview, roofline, timeline, ops, compare, memory, llm, compiler, counters, ranks, numerics)
 
 CSS = """
 body { font-family: system-ui, sans-serif; margin: 0; }

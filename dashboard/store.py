@@ -37,7 +37,8 @@ if TYPE_CHECKING:
 
 MiB = 2**20
 #: The analysis passes the core pages read (profiler.api.SECTIONS); the others are not run.
-CORE_SECTIONS = ("verdict", "summary", "ops", "roofline", "timeline", "advice")  # verdict: the Overview opens with it
+#: verdict: the Overview opens with it; ranks: the Ranks page (multi-rank traces only).
+CORE_SECTIONS = ("verdict", "summary", "ops", "roofline", "timeline", "advice", "ranks")
 DEFAULT_UPLOAD_CAP = 512 * MiB
 GiB = 2**30
 _TRACE_SUFFIXES = (".json", ".json.gz")

@@ -206,3 +206,12 @@ def _concat_categorical(frames: list[pd.DataFrame]) -> pd.DataFrame:
             codes = f[c].cat.codes.to_numpy()
             f[c] = pd.Categorical.from_codes(np.where(codes >= 0, remap[codes], -1), categories=union)
     return pd.concat(fixed, ignore_index=True)
+
+
+def merge_rank_files(parts: list[RankFile], *, checked: bool = True) -> Trace:
+    """One Trace from files read apart (`read_rank_file`, e.g. on other processes), as
+    `load_kineto` builds a directory's: ranks assigned, merged, redacted, validated (`checked`;
+    False: neither, for a caller that takes no string of it out and only reads it)."""
+    _assign_ranks(parts)
+    merged = _merge(parts)
+    return redact_trace(merged).validate() if checked else merged

@@ -104,6 +104,7 @@ FACADE: dict[str, tuple[str, str]] = {
     "counter_spec_level": ("analysis.measured_roofline", "spec_level"),  # a measured level's memory level in a spec
     "numerics_diff": ("profiler.api.deploy", "numerics_diff"),  # perf diff --numerics, perf gate --accuracy
     "NUMERICS_THRESHOLD": ("analysis.numerics", "DEFAULT_THRESHOLD"),  # rel_error past which a layer diverges
+    "load_ranks": ("profiler.api.engine_dask", "load_ranks"),  # perf analyze DIR --engine dask (dask: lazy)
     "OUTPUT_TABLES": ("analysis.columns", "OUTPUT_TABLES"),  # every Analysis table's columns
     "output_tables_markdown": ("analysis.columns", "markdown"),  # their reference (docs/json-schema.md)
 }

@@ -69,9 +69,11 @@ def load_trace(path: str | Path, *, max_bytes: int | None = None) -> Trace:
 
 
 #: What `perf analyze --section` can ask for; the passes a section needs run, the rest do not.
-SECTIONS = ("verdict", "summary", "ops", "roofline", "timeline", "critical_path", "memory", "llm", "modules", "advice")
+SECTIONS = (
+    "verdict", "summary", "ops", "roofline", "timeline", "critical_path", "memory", "llm", "modules", "advice", "ranks",
+)  # fmt: skip
 #: Sections that classify units first.
-_CLASSIFIED = {"verdict", "roofline", "timeline", "critical_path", "modules", "advice"}
+_CLASSIFIED = {"verdict", "roofline", "timeline", "critical_path", "modules", "advice", "ranks"}
 #: What the verdict is computed from (analysis.verdict).
 _VERDICT_NEEDS = ("roofline", "critical_path", "advice")
 
@@ -86,6 +88,7 @@ def analyze(
     sections: tuple[str, ...] = SECTIONS,
     collectives: str | Path | None = None,
     counters: KernelCounters | None = None,
+    instances: pd.DataFrame | None = None,
 ) -> Analysis:
     """Run the analysis passes over `trace` (or one rank of it).
 
@@ -100,6 +103,8 @@ def analyze(
     `counters` (profiler.api.counters.load_counters): hardware counters of the trace's kernels,
     joined to them and set beside the cost model (profiler.api.counters.counters_report); they
     need the classified units, so the roofline runs when they are given.
+    'ranks' (on two ranks or more): the cross-rank tables (profiler.api.ranks); `instances`:
+    the ranks' collective instances when an engine computed them per rank (else computed here).
     """
     if counters is not None:
         from dataclasses import replace
@@ -114,6 +119,7 @@ def analyze(
             dtype=dtype,
             sections=tuple(dict.fromkeys((*sections, "roofline"))),
             collectives=collectives,
+            instances=instances,
         )
         report = counters_report(counters, hardware=hardware, trace=select_rank_of(trace, rank), analysis=a)
         return replace(
@@ -145,7 +151,7 @@ def analyze(
     )
     if not _CLASSIFIED & set(sections):
         return _memory_and_llm(trace, base, hardware, sections)
-    return _roofline(trace, base, hardware, dtype, sections, collectives)
+    return _roofline(trace, base, hardware, dtype, sections, collectives, instances)
 
 
 def _memory_and_llm(trace: Trace, base: Analysis, hardware: str | None, sections: tuple[str, ...]) -> Analysis:
@@ -188,6 +194,7 @@ def _roofline(
     dtype: str | None,
     sections: tuple[str, ...],
     collectives: str | Path | None = None,
+    instances: pd.DataFrame | None = None,
 ) -> Analysis:
     """The classification passes, and the timeline and advice that build on them."""
     from dataclasses import replace
@@ -277,6 +284,12 @@ def _roofline(
         whatif=whatif,
     )
     out = _memory_and_llm(trace, out, hardware, sections)
+    if "ranks" in sections and len(trace.ranks) > 1:
+        from profiler.api.ranks import cross_rank_tables, rank_instances
+
+        if instances is None:
+            instances = rank_instances(trace, u, comm)
+        out = replace(out, **cross_rank_tables(trace, instances, equation, spec_for))
     if "modules" in sections:
         from analysis.modules import module_tree
 

@@ -57,3 +57,8 @@ class Analysis:
     measured_roofline: pd.DataFrame = field(default_factory=pd.DataFrame)  # analysis.measured_roofline
     counters_vs_model: pd.DataFrame = field(default_factory=pd.DataFrame)  # analysis.counters_compare.compare
     counters: Any = None  # the whole CountersReport (join summary, findings, raw counters)
+    # cross-rank, on a multi-rank trace (profiler.api.ranks; analysis.cross_rank)
+    collectives: pd.DataFrame = field(default_factory=pd.DataFrame)  # one row per collective instance
+    stragglers: pd.DataFrame = field(default_factory=pd.DataFrame)  # ranks that arrive last, by delay
+    rank_summary: pd.DataFrame = field(default_factory=pd.DataFrame)  # per-rank bounds and waits
+    comm_matrix: pd.DataFrame = field(default_factory=pd.DataFrame)  # bytes rank -> rank, where known

@@ -29,7 +29,7 @@ def analyze(
         list[str] | None,
         typer.Option(
             help="Only these sections (repeatable): verdict, summary, ops, roofline, timeline, critical_path, "
-            "memory, llm, modules, advice."
+            "memory, llm, modules, advice, ranks."
         ),
     ] = None,
     full: Annotated[
@@ -50,6 +50,25 @@ def analyze(
         ),
     ] = None,
     max_bytes: MaxBytes = None,
+    engine: Annotated[
+        str,
+        typer.Option(
+            help="local (default): read the ranks here; dask: read and analyze each rank file of a directory "
+            "on a Dask cluster (pip install .[scale])."
+        ),
+    ] = "local",
+    scheduler: Annotated[
+        str | None, typer.Option(help="--engine dask: a running cluster's scheduler address (default: a LocalCluster).")
+    ] = None,
+    workers: Annotated[
+        int | None, typer.Option(min=1, help="--engine dask: worker processes of the LocalCluster (default 2).")
+    ] = None,
+    strict: Annotated[
+        bool,
+        typer.Option(
+            "--strict", help="--engine dask: a rank file that cannot be read is an error (exit 2), not a warning."
+        ),
+    ] = False,
 ) -> None:
     """What bounds the run (the verdict, first), then device busy and idle time, the wall equation and the top ops;
     --full for every section."""
@@ -57,7 +76,13 @@ def analyze(
     from profiler.api import load_trace
 
     with one_line_errors(trace):
-        t = load_trace(trace, max_bytes=max_bytes)
+        instances = None
+        if engine == "dask":
+            t, instances = _load_on_dask(trace, scheduler, workers, max_bytes, strict)
+        elif engine != "local":
+            raise InputError(None, f"--engine {engine}: expected local or dask")
+        else:
+            t = load_trace(trace, max_bytes=max_bytes)
         if dtype and dtype not in ("fp32", "tf32", "bf16", "fp16", "fp8", "int8", "fp4"):
             raise InputError(None, f"--dtype {dtype}: expected one of fp32, tf32, bf16, fp16, fp8, int8, fp4")
         from profiler.api import SECTIONS
@@ -79,6 +104,7 @@ def analyze(
             sections=tuple(section or SECTIONS),
             collectives=collectives,
             counters=kc,
+            instances=instances,
         )
         if json:
             from profiler.render.json import to_json
@@ -99,6 +125,22 @@ def analyze(
             from profiler.render.counters import render_counters
 
             render_counters(result.counters, out_console, top)
+
+
+def _load_on_dask(trace: Path, scheduler: str | None, workers: int | None, max_bytes: int | None, strict: bool):
+    """The directory's ranks read on Dask (profiler.api.load_ranks); unreadable rank files are
+    warnings on stderr, or with --strict the error."""
+    from profiler.api import load_ranks
+    from profiler.model.errors import printable
+
+    if not trace.is_dir():
+        raise InputError(trace, "--engine dask reads a directory of per-rank files")
+    got = load_ranks(trace, scheduler=scheduler, workers=workers, max_bytes=max_bytes)
+    for path, why in got.skipped:
+        if strict:
+            raise InputError(path, f"{why} (--strict)")
+        print(printable(f"perf: warning: {path}: {why}; its rank is left out"), file=sys.stderr)
+    return got.trace, got.instances
 
 
 def analyze_recorded(path: Path, *, top: int, json: bool, hardware: str | None, section: list[str] | None) -> None:

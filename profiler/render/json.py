@@ -19,9 +19,10 @@ from profiler.api import Analysis
 from profiler.model.redact import redact, redact_text
 
 SCHEMA = "perf.analyze"
-SCHEMA_VERSION = 7  # 2: roofline fields; 3: timeline (streams, communication, launches, iterations); 4: advice;
+SCHEMA_VERSION = 8  # 2: roofline fields; 3: timeline (streams, communication, launches, iterations); 4: advice;
 #                    5: ops[].memory_level, critical_path, memory, llm, modules; 6: verdict, idle_gaps;
-#                    7: counters (perf analyze --counters: the perf.counters document)
+#                    7: counters (perf analyze --counters: the perf.counters document);
+#                    8: stragglers, collectives, cross_rank (multi-rank traces)
 
 
 def to_dict(a: Analysis, metadata: dict[str, Any]) -> dict[str, Any]:
@@ -95,10 +96,42 @@ def to_dict(a: Analysis, metadata: dict[str, Any]) -> dict[str, Any]:
         "unknown": {"share": _num(a.unknown_share), "top": records(a.unknown)},  # analysis.unknown
         "ops": ops,
         "counters": _counters(a),
+        **_cross_rank(a),
         "problems": _problems(a),
         "metadata": metadata,
     }
     return redact(out)
+
+
+#: The short forms `stragglers` and `collectives` carry (docs/json-schema.md); `cross_rank` has every column.
+STRAGGLER_KEYS = ("rank", "delay_ns", "collectives")
+COLLECTIVE_KEYS = ("name", "bytes", "wait_ns", "transfer_ns", "bus_bandwidth")
+
+
+def _cross_rank(a: Analysis) -> dict[str, Any]:
+    """`stragglers` and `collectives` (one object per collective instance), and `cross_rank`: the
+    whole tables (analysis.cross_rank); empty lists on a one-rank trace."""
+    full: dict[str, Any] = {
+        "ranks": records(a.rank_summary),
+        "instances": records(a.collectives),
+        "comm_matrix": _matrix(a.comm_matrix),
+        "stragglers": records(a.stragglers),
+    }
+    return {
+        "stragglers": [{k: row[k] for k in STRAGGLER_KEYS} for row in full["stragglers"]],
+        "collectives": [{k: row[k] for k in COLLECTIVE_KEYS} for row in full["instances"]],
+        "cross_rank": full,
+    }
+
+
+def _matrix(m: Any) -> dict[str, Any]:
+    """comm_matrix as {ranks, bytes}: bytes[i][j] sent ranks[i] -> ranks[j] (0 when none known);
+    dense, as n^2 records would be five times larger on 1,024 ranks."""
+    if m.empty:
+        return {"ranks": [], "bytes": []}
+    ranks = sorted(set(m["src"].tolist()) | set(m["dst"].tolist()))
+    grid = m.pivot_table(index="src", columns="dst", values="bytes", aggfunc="sum").reindex(index=ranks, columns=ranks)
+    return {"ranks": ranks, "bytes": [[_num(v) or 0.0 for v in row] for row in grid.to_numpy()]}
 
 
 def _counters(a: Analysis) -> dict[str, Any] | None:

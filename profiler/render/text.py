@@ -40,6 +40,10 @@ def render(a: Analysis, console: Console, sections: tuple[str, ...] | None = Non
         _render_top(a, console)
     render_roofline(a, console, shown)
     render_insight(a, console, shown)
+    if "ranks" in shown:
+        from profiler.render.ranks import render_ranks
+
+        render_ranks(a, console)
     _render_problems(a, console)
 
 
@@ -55,6 +59,9 @@ def render_short(a: Analysis, console: Console) -> None:
     _render_summary(a, console)
     render_equation(a, console)
     _render_top(a, console, limit=SHORT_TOP)
+    from profiler.render.ranks import render_ranks
+
+    render_ranks(a, console)  # multi-rank traces only
     console.print(
         f"[dim]Full report: --full; one part: --section NAME ({', '.join(SECTIONS)}); --json for every number.[/]"
     )
