@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from profiler.cli.common import MaxBytes, app, one_line_errors
+from profiler.cli.common import MaxBytes, NoCache, app, one_line_errors
 from profiler.model.errors import InputError
 
 
@@ -50,6 +50,7 @@ def analyze(
         ),
     ] = None,
     max_bytes: MaxBytes = None,
+    no_cache: NoCache = False,
 ) -> None:
     """What bounds the run (the verdict, first), then device busy and idle time, the wall equation and the top ops;
     --full for every section."""
@@ -57,7 +58,7 @@ def analyze(
     from profiler.api import load_trace
 
     with one_line_errors(trace):
-        t = load_trace(trace, max_bytes=max_bytes)
+        t = load_trace(trace, max_bytes=max_bytes, cache=not no_cache)
         if dtype and dtype not in ("fp32", "tf32", "bf16", "fp16", "fp8", "int8", "fp4"):
             raise InputError(None, f"--dtype {dtype}: expected one of fp32, tf32, bf16, fp16, fp8, int8, fp4")
         from profiler.api import SECTIONS

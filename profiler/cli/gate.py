@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from profiler.cli.common import MaxBytes, app, fail, one_line_errors
+from profiler.cli.common import MaxBytes, NoCache, app, fail, one_line_errors
 
 
 _TRACE_SUFFIXES = (".json", ".json.gz", ".pftrace", ".perfetto-trace", ".pb")
@@ -58,6 +58,7 @@ def gate(
         bool, typer.Option("--json", help="Write the verdicts as JSON (schema perf.gate, version 2).")
     ] = False,
     max_bytes: MaxBytes = None,
+    no_cache: NoCache = False,
     accuracy: Annotated[
         float | None,
         typer.Option(
@@ -105,7 +106,7 @@ def gate(
         per_trace, walls = [], []
         for path in [r for p in paths for r in _runs(p)]:
             with one_line_errors(path):
-                t = load_trace(path, max_bytes=max_bytes)
+                t = load_trace(path, max_bytes=max_bytes, cache=not no_cache)
                 per_trace.append(units(t))
                 walls.append(step_walls(t.events))
         sides.append(samples(per_trace, walls))
