@@ -10,6 +10,7 @@ import typer
 
 from profiler.cli.common import MaxBytes, NoCache, app, one_line_errors
 from profiler.model.errors import InputError
+from profiler.model.files import describe_size, parse_size
 
 
 @app.command()
@@ -51,6 +52,17 @@ def analyze(
     ] = None,
     max_bytes: MaxBytes = None,
     no_cache: NoCache = False,
+    memory_limit: Annotated[
+        int | None,
+        typer.Option(
+            "--memory-limit",
+            parser=parse_size,
+            metavar="SIZE",
+            help="Peak memory to stay under (e.g. 2G). A trace whose in-memory analysis would need more "
+            "(about 3x its decompressed size) is streamed in chunks through Parquet: summary and top "
+            "ops/kernels only. Default: three quarters of the memory available.",
+        ),
+    ] = None,
 ) -> None:
     """What bounds the run (the verdict, first), then device busy and idle time, the wall equation and the top ops;
     --full for every section."""
@@ -58,6 +70,8 @@ def analyze(
     from profiler.api import load_trace
 
     with one_line_errors(trace):
+        if counters is None and _stream(trace, memory_limit, rank, json, top, max_bytes, not no_cache):
+            return
         t = load_trace(trace, max_bytes=max_bytes, cache=not no_cache)
         if dtype and dtype not in ("fp32", "tf32", "bf16", "fp16", "fp8", "int8", "fp4"):
             raise InputError(None, f"--dtype {dtype}: expected one of fp32, tf32, bf16, fp16, fp8, int8, fp4")
@@ -100,6 +114,42 @@ def analyze(
             from profiler.render.counters import render_counters
 
             render_counters(result.counters, out_console, top)
+
+
+def _stream(
+    trace: Path, limit: int | None, rank: int | None, json: bool, top: int, max_bytes: int | None, cache: bool
+) -> bool:
+    """The streamed analysis (profiler.api.stream) when the trace would not fit in `limit`: report it,
+    return True; else False (the in-memory path runs)."""
+    from profiler import api
+
+    limit = limit if limit is not None else api.default_memory_limit()
+    if not api.should_stream(trace, limit):
+        return False
+    if rank is not None:
+        raise InputError(None, "--rank: not available when the trace is streamed (larger than --memory-limit)")
+    result, metadata = api.analyze_streamed(trace, memory_limit=limit, top=top, max_bytes=max_bytes, cache=cache)
+    if json:
+        from profiler.render.json import to_json
+
+        sys.stdout.buffer.write(to_json(result, metadata))
+        sys.stdout.flush()
+        return True
+    from profiler.render import console
+    from profiler.render.text import render
+
+    out = console()
+    out.print(
+        f"Streamed: the trace needs more than --memory-limit {describe_size(limit)} in memory; "
+        "computed: trace, device time, top ops (host time) and kernels. Not computed:"
+    )
+    for what, why in api.STREAM_SKIPS.items():
+        out.print(f"  {what}: {why}")
+    from dataclasses import replace
+
+    host_only = result.top_ops.assign(device_ns=0, share=0.0)  # the table of host time, no device columns
+    render(replace(result, top_ops=host_only), out, ("summary", "ops"))
+    return True
 
 
 def analyze_recorded(path: Path, *, top: int, json: bool, hardware: str | None, section: list[str] | None) -> None:
