@@ -11,13 +11,14 @@ after the events, is returned in the metadata for the caller to add).
 
 Boundaries: an event starts after a newline (chunks.py says why that is safe); the top-level
 fields before the array are decoded when the array's opening is found, those after it at the end.
-Minified JSON (no newlines between events) cannot be cut and is refused with a clear error.
+Minified JSON (no newlines) is cut at a '},{' instead; every cut is checked by decoding the chunk.
 """
 
 from __future__ import annotations
 
 import gzip
 import re
+from collections import Counter
 from collections.abc import Iterator
 from contextlib import ExitStack
 from pathlib import Path
@@ -37,6 +38,8 @@ from profiler.model.trace import Problems, Trace, empty_table
 HEAD_LIMIT = 64 << 20  # the top-level fields before traceEvents: kilobytes in practice
 TAIL_WINDOW = 1 << 20  # a boundary is looked for in the last MiB of a block first
 _ARRAY_START = re.compile(rb'"traceEvents"\s*:\s*\[')
+_BETWEEN = re.compile(rb"\}\s*,\s*\{")  # between two events of minified JSON (or inside one: checked)
+MAX_TRIES = 8  # cuts tried in a block before it is taken to hold the array's end
 
 
 class StreamedFile:
@@ -77,19 +80,62 @@ class StreamedFile:
                 break
             if len(buf) < self.chunk_bytes:
                 continue
-            cut = self._cut(buf)
-            if cut <= 0:
+            cuts = self._cuts(buf)
+            if not cuts:
                 if len(buf) > 4 * self.chunk_bytes:
-                    raise InputError(self.path, "cannot be streamed: no line breaks between events (minified JSON)")
+                    raise InputError(self.path, "cannot be streamed: no boundary between events in a chunk")
                 continue
-            yield self._table(buf[:cut])
-            buf = buf[cut:]
-        end = self._array_end(buf)
-        if end > 0:
-            yield self._table(buf[:end])
+            for cut in cuts:  # the first whose text decodes as whole events
+                table = self._table(buf[:cut])
+                if table is not None:
+                    yield table
+                    buf = buf[cut:]
+                    break
+            else:  # every cut fell past the array's end: what is left is its last events and the tail
+                buf += self._rest(f)
+                break
+        yield from self._last(buf)
         if self.rows == 0:
             why = "; ".join(self.problems.lines()) or "no complete ('X') events"
             raise InputError(self.path, f"no readable events ({why})")
+
+    def _rest(self, f: BinaryIO) -> bytes:
+        """The rest of the file, which must be short (the fields after the array)."""
+        rest = []
+        while block := self._read(f):
+            rest.append(block)
+            if len(rest) * self.chunk_bytes > HEAD_LIMIT + 4 * self.chunk_bytes:
+                raise InputError(self.path, "malformed JSON in traceEvents")
+        return b"".join(rest)
+
+    def _last(self, buf: bytes) -> Iterator[pd.DataFrame]:
+        """The array's last events and the fields after it, in the file's last bytes: the ']' that
+        closes traceEvents is the last one after which the rest reads as the object's remaining
+        fields and before which the events decode (the tail may hold arrays of its own)."""
+        i = len(buf)
+        for _ in range(10_000):
+            i = buf.rfind(b"]", 0, i)
+            if i < 0:
+                break
+            after = buf[i + 1 :].strip()  # '}' or ', "key": value, ... }'
+            if not after.startswith(b",") and after != b"}":
+                continue
+            try:
+                tail = msgspec.json.decode(b"{" + after[1:] if after.startswith(b",") else b"{}")
+            except msgspec.DecodeError:
+                continue
+            if not isinstance(tail, dict):
+                continue
+            events = buf[:i]
+            if not events.strip():
+                self._set_metadata(tail)
+                return
+            table = self._table(events)
+            if table is not None:
+                self._set_metadata(tail)
+                yield table
+                return
+        raise InputError(self.path, "truncated or malformed: the 'traceEvents' array is not closed")
 
     def _read(self, f: BinaryIO) -> bytes:
         block = f.read(self.chunk_bytes)
@@ -124,43 +170,32 @@ class StreamedFile:
         ok = isinstance(rank, int) and not isinstance(rank, bool) and 0 <= rank < 2**31
         self.rank = rank if ok else 0  # type: ignore[assignment]
 
-    def _cut(self, buf: bytes) -> int:
-        """An event start near the end of `buf` (chunks._event_start), or -1."""
+    def _cuts(self, buf: bytes) -> list[int]:
+        """Offsets near the end of `buf` where an event may start, best first: after a newline
+        (chunks._event_start), else (minified JSON) at the '{' of a '},{'. A candidate is only
+        kept if the text before it decodes as whole events (`_table`): a '},{' inside an event's
+        args or a string leaves brackets or a string open, which never decodes."""
         view = memoryview(buf)
-        for pos in (max(1, len(buf) - TAIL_WINDOW), max(1, len(buf) // 2), 1):
+        for pos in (max(1, len(buf) - TAIL_WINDOW), max(1, len(buf) // 2)):
             at = _event_start(view, pos)
             if at > 0:
-                return at
-        return -1
+                return [at]
+        lo = max(0, len(buf) - TAIL_WINDOW)
+        found = [m.end() - 1 for m in _BETWEEN.finditer(buf, lo)]
+        return found[::-1][:MAX_TRIES]
 
-    def _array_end(self, buf: bytes) -> int:
-        """Offset of the ']' closing traceEvents in the file's last bytes: the first from the end
-        after which the rest reads as the object's remaining fields. Decodes those fields."""
-        i = len(buf)
-        for _ in range(1000):
-            i = buf.rfind(b"]", 0, i)
-            if i < 0:
-                break
-            after = buf[i + 1 :].strip()
-            text = b"{" + after[1:] if after.startswith(b",") else after
-            try:
-                tail = msgspec.json.decode(text)
-            except msgspec.DecodeError:
-                continue
-            if isinstance(tail, dict):
-                self._set_metadata(tail)
-                return i
-        raise InputError(self.path, "truncated or not a trace: the 'traceEvents' array is not closed")
-
-    def _table(self, text: bytes) -> pd.DataFrame:
-        """One chunk of events' text -> its events table (redacted), ids from the running count."""
+    def _table(self, text: bytes) -> pd.DataFrame | None:
+        """One chunk of events' text -> its events table (redacted), ids from the running count;
+        None when the text is not a run of whole events."""
         a, b = _trim(memoryview(text), 0, len(text), first=False, last=False)
+        before = Counter(self.problems.counts)
         acc = Accumulator(self.problems)
         try:
             for events in event_chunks(self.path, msgspec.Raw(text), self.problems, [(a, b)]):
                 acc.add(events)
         except SplitFailed:
-            raise InputError(self.path, "malformed JSON in traceEvents") from None
+            self.problems.counts = before
+            return None
         simulated = self.metadata.get("traceSource") == "simulator"
         ev = build_events(acc, self.rank, 0, simulated=simulated)
         ev["id"] += self.id_offset + self.rows
