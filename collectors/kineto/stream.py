@@ -72,12 +72,13 @@ class StreamedFile:
 
     def _chunks(self, f: BinaryIO) -> Iterator[pd.DataFrame]:
         self.read = 0
-        buf = self._head(f)
+        buf = bytearray(self._head(f))  # grown and cut in place: one buffer, never copied whole
         while True:
             block = self._read(f)
-            buf = buf + block if buf else block
             if not block:
                 break
+            buf += block
+            del block
             if len(buf) < self.chunk_bytes:
                 continue
             cuts = self._cuts(buf)
@@ -86,10 +87,10 @@ class StreamedFile:
                     raise InputError(self.path, "cannot be streamed: no boundary between events in a chunk")
                 continue
             for cut in cuts:  # the first whose text decodes as whole events
-                table = self._table(buf[:cut])
+                table = self._table(bytes(memoryview(buf)[:cut]))
                 if table is not None:
                     yield table
-                    buf = buf[cut:]
+                    del buf[:cut]
                     break
             else:  # every cut fell past the array's end: what is left is its last events and the tail
                 buf += self._rest(f)
@@ -108,7 +109,7 @@ class StreamedFile:
                 raise InputError(self.path, "malformed JSON in traceEvents")
         return b"".join(rest)
 
-    def _last(self, buf: bytes) -> Iterator[pd.DataFrame]:
+    def _last(self, buf: bytearray) -> Iterator[pd.DataFrame]:
         """The array's last events and the fields after it, in the file's last bytes: the ']' that
         closes traceEvents is the last one after which the rest reads as the object's remaining
         fields and before which the events decode (the tail may hold arrays of its own)."""
@@ -126,7 +127,7 @@ class StreamedFile:
                 continue
             if not isinstance(tail, dict):
                 continue
-            events = buf[:i]
+            events = bytes(memoryview(buf)[:i])
             if not events.strip():
                 self._set_metadata(tail)
                 return
@@ -141,7 +142,8 @@ class StreamedFile:
         block = f.read(self.chunk_bytes)
         self.read += len(block)
         if self.max_bytes is not None and self.read > self.max_bytes:
-            raise TooLarge(self.path, f"larger than --max-bytes ({describe_size(self.max_bytes)}) once decompressed")
+            limit = describe_size(self.max_bytes)
+            raise TooLarge(self.path, f"decompresses to more than the reading limit of {limit} (--max-bytes raises it)")
         return block
 
     def _head(self, f: BinaryIO) -> bytes:
@@ -170,16 +172,16 @@ class StreamedFile:
         ok = isinstance(rank, int) and not isinstance(rank, bool) and 0 <= rank < 2**31
         self.rank = rank if ok else 0  # type: ignore[assignment]
 
-    def _cuts(self, buf: bytes) -> list[int]:
+    def _cuts(self, buf: bytearray) -> list[int]:
         """Offsets near the end of `buf` where an event may start, best first: after a newline
         (chunks._event_start), else (minified JSON) at the '{' of a '},{'. A candidate is only
         kept if the text before it decodes as whole events (`_table`): a '},{' inside an event's
         args or a string leaves brackets or a string open, which never decodes."""
-        view = memoryview(buf)
-        for pos in (max(1, len(buf) - TAIL_WINDOW), max(1, len(buf) // 2)):
-            at = _event_start(view, pos)
-            if at > 0:
-                return [at]
+        with memoryview(buf) as view:  # released before the caller resizes buf
+            for pos in (max(1, len(buf) - TAIL_WINDOW), max(1, len(buf) // 2)):
+                at = _event_start(view, pos)
+                if at > 0:
+                    return [at]
         lo = max(0, len(buf) - TAIL_WINDOW)
         found = [m.end() - 1 for m in _BETWEEN.finditer(buf, lo)]
         return found[::-1][:MAX_TRIES]

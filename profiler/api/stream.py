@@ -12,10 +12,12 @@ Two passes, each holding one chunk at a time:
 Sections computed: the trace overview, device busy/idle time, top kernels, top ops (host time;
 their device time is not linked). Not computed, with the reason in `STREAM_SKIPS`.
 
-Memory model: peak = interpreter and libraries (BASELINE) + one chunk's text, its decoded events
-(about 5x the text, chunks.py) and tables (~1x), so the chunk is (limit - BASELINE) / 8; the
-in-memory path needs about 3x the decompressed text (benchmarks/bench_ingest.py's bound), which
-decides when to stream.
+Memory model: peak = interpreter and libraries (BASELINE) + about 14x one chunk (measured on a
+1 GiB trace: 8 MiB chunks peaked 202 MiB above the baseline, 32 MiB chunks 424 MiB: the text and
+its copy for decoding, the decoded events, about 5x the text (chunks.py), the tables, the Arrow
+copy), so the chunk is (limit - BASELINE) / 16, at least 4 MiB: a limit under ~0.5 GiB cannot be
+met. The in-memory path needs about 3x the decompressed text (benchmarks/bench_ingest.py's
+bound), which decides when to stream.
 """
 
 from __future__ import annotations
@@ -85,14 +87,17 @@ def decompressed_size(path: Path) -> int:
 def should_stream(path: str | Path, memory_limit: int) -> bool:
     """True when the in-memory analysis of `path` would need more than `memory_limit` bytes."""
     p = Path(path)
-    if not (p.is_file() or p.is_dir()):
+    try:
+        if not (p.is_file() or p.is_dir()):
+            return False
+        files = trace_files(p)
+    except OSError:  # unreadable: the loader says so, in one line
         return False
-    files = trace_files(p)
     return bool(files) and IN_MEMORY_FACTOR * sum(map(decompressed_size, files)) > memory_limit
 
 
 def chunk_bytes(memory_limit: int) -> int:
-    return int(min(MAX_CHUNK, max(MIN_CHUNK, (memory_limit - BASELINE) // 8)))
+    return int(min(MAX_CHUNK, max(MIN_CHUNK, (memory_limit - BASELINE) // 16)))
 
 
 def analyze_streamed(

@@ -60,7 +60,8 @@ def analyze(
             metavar="SIZE",
             help="Peak memory to stay under (e.g. 2G). A trace whose in-memory analysis would need more "
             "(about 3x its decompressed size) is streamed in chunks through Parquet: summary and top "
-            "ops/kernels only. Default: three quarters of the memory available.",
+            "ops/kernels only. Default: three quarters of the memory available (then the default --max-bytes "
+            "still applies; with --memory-limit given, only an explicit --max-bytes does).",
         ),
     ] = None,
 ) -> None:
@@ -123,9 +124,14 @@ def _stream(
     return True; else False (the in-memory path runs)."""
     from profiler import api
 
+    asked = limit is not None
     limit = limit if limit is not None else api.default_memory_limit()
     if not api.should_stream(trace, limit):
         return False
+    if max_bytes is None and not asked:  # the default reading limit guards a run that did not ask to stream
+        from profiler.model.files import default_max_bytes
+
+        max_bytes = default_max_bytes()
     if rank is not None:
         raise InputError(None, "--rank: not available when the trace is streamed (larger than --memory-limit)")
     result, metadata = api.analyze_streamed(trace, memory_limit=limit, top=top, max_bytes=max_bytes, cache=cache)
