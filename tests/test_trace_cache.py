@@ -204,3 +204,22 @@ def test_an_edit_that_still_parses_is_caught_by_the_digest(tmp_path: Path, cache
     meta.write_text(meta.read_text().replace('"files"', '"filez"'))
     assert cache_mod.read_entry(entry) is None
     assert_same(want, load_trace(p))
+
+
+def test_diff_and_export_read_the_cache(tmp_path: Path, cache_dir: Path, monkeypatch):
+    """perf diff and perf export load through the cache too: the same output once the entries exist."""
+    a, b = real_trace("sglang_qwen3_decode_mi300x"), real_trace("nccl_meta_a100")
+    runner = CliRunner()
+    parsed = runner.invoke(app, ["diff", str(a), str(b), "--json", "--no-cache"])
+    assert parsed.exit_code == 0, parsed.output
+    assert entries(cache_dir) == []
+    runner.invoke(app, ["diff", str(a), str(b), "--json"])
+    assert len(entries(cache_dir)) == 2
+    exported = runner.invoke(app, ["export", str(a), "-o", str(tmp_path / "parsed.json"), "--no-cache"])
+    assert exported.exit_code == 0, exported.output
+    forbid_parsing(monkeypatch)
+    cached = runner.invoke(app, ["diff", str(a), str(b), "--json"])
+    assert cached.exit_code == 0 and cached.stdout_bytes == parsed.stdout_bytes
+    again = runner.invoke(app, ["export", str(a), "-o", str(tmp_path / "cached.json")])
+    assert again.exit_code == 0, again.output
+    assert (tmp_path / "cached.json").read_bytes() == (tmp_path / "parsed.json").read_bytes()
