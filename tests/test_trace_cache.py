@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
+import time
 from pathlib import Path
 
 import pandas as pd
@@ -223,3 +225,17 @@ def test_diff_and_export_read_the_cache(tmp_path: Path, cache_dir: Path, monkeyp
     again = runner.invoke(app, ["export", str(a), "-o", str(tmp_path / "cached.json")])
     assert again.exit_code == 0, again.output
     assert (tmp_path / "cached.json").read_bytes() == (tmp_path / "parsed.json").read_bytes()
+
+
+def test_the_least_recently_read_entry_goes_when_over_the_cap(tmp_path: Path, cache_dir: Path, monkeypatch):
+    a, b, c = (small_trace(tmp_path / f"{n}.json", dur=d) for n, d in (("a", 10), ("b", 11), ("c", 12)))
+    load_trace(a)
+    (first,) = entries(cache_dir)
+    size = sum(f.stat().st_size for f in first.iterdir())
+    monkeypatch.setenv("PERF_CACHE_MAX", str(2 * size + size // 2))  # room for two entries, not three
+    load_trace(b)
+    load_trace(a)  # read: a is now more recent than b
+    os.utime(first / "manifest.json", (time.time() + 10, time.time() + 10))  # mtimes may tie within a tick
+    load_trace(c)
+    left = entries(cache_dir)
+    assert len(left) == 2 and first in left  # b, the least recently read, was removed

@@ -182,6 +182,13 @@ def _remove(folder: Path) -> None:
     shutil.rmtree(folder, ignore_errors=True)
 
 
+def _mtime(f: Path) -> float:
+    try:
+        return f.stat().st_mtime
+    except OSError:
+        return 0.0
+
+
 def _prune(traces: Path, keep: Path) -> None:
     """Remove temporary folders left by killed processes, and the least recently read entries
     while the cache holds more than PERF_CACHE_MAX bytes."""
@@ -190,7 +197,7 @@ def _prune(traces: Path, keep: Path) -> None:
     now = time.time()
     entries = []
     try:
-        for d in traces.iterdir():
+        for d in traces.iterdir():  # traces/ here; streams/ too (profiler.api.stream)
             st = d.stat()
             if d.name.startswith(".tmp-"):
                 if now - st.st_mtime > STALE_TMP_S:
@@ -200,6 +207,7 @@ def _prune(traces: Path, keep: Path) -> None:
                 used = (d / MANIFEST).stat().st_mtime
             except OSError:
                 used = st.st_mtime
+            used = max(used, _mtime(d / "meta.json"))  # a streamed entry's (it has no manifest)
             entries.append((used, sum(f.stat().st_size for f in d.iterdir()), d))
     except OSError:
         return

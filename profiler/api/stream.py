@@ -27,7 +27,7 @@ import os
 import shutil
 import tempfile
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -181,13 +181,15 @@ def _bare_trace(meta: dict[str, Any], totals: Any) -> Trace:
 @contextmanager
 def _folder(path: Path, cache: bool) -> Iterator[Path]:
     """The cache entry for `path`'s streamed tables, or a temporary folder removed afterwards."""
-    from profiler.api.cache import _key, _sources, cache_dir
+    from profiler.api.cache import _key, _prune, _sources, cache_dir
 
     root = cache_dir() if cache else None
     sources = _sources(path) if root is not None else None
     if root is not None and sources is not None:
         entry = root / "streams" / _key(path, sources)
         if _complete(entry):
+            with suppress(OSError):
+                os.utime(entry / "meta.json")  # last read, for pruning (profiler.api.cache._prune)
             yield entry
             return
         tmp = Path(tempfile.mkdtemp(prefix=f".tmp-{entry.name}-", dir=_mkdir(entry.parent)))
@@ -196,6 +198,7 @@ def _folder(path: Path, cache: bool) -> Iterator[Path]:
             if _complete(tmp):
                 shutil.rmtree(entry, ignore_errors=True)
                 os.rename(tmp, entry)
+                _prune(entry.parent, keep=entry)
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
         return
