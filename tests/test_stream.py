@@ -126,3 +126,13 @@ def test_no_secret_in_streamed_output(tmp_path: Path):
         assert "Streamed" in r.output or '"streamed"' in r.output
         leaked = [k for k, secret in SECRETS.items() if secret in r.output]
         assert not leaked, leaked
+
+
+def test_corrupt_gzip_is_one_clear_error(tmp_path: Path):
+    data = bytearray(real_trace("b200_eager").read_bytes())
+    data[len(data) // 2 : len(data) // 2 + 64] = bytes(64)  # zeros in the middle of the deflate stream
+    p = tmp_path / "corrupt.json.gz"
+    p.write_bytes(bytes(data))
+    r = CliRunner().invoke(app, ["analyze", str(p), "--memory-limit", "1K"])
+    assert r.exit_code == 2, r.output
+    assert "corrupt.json.gz" in r.output and "internal error" not in r.output, r.output

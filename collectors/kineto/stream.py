@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import gzip
 import re
+import zlib
 from collections import Counter
 from collections.abc import Iterator
 from contextlib import ExitStack
@@ -56,6 +57,7 @@ class StreamedFile:
         self.rows = 0
         self.id_offset = id_offset
         self.rank = 0
+        self.read = 0  # decompressed bytes read so far
 
     def chunks(self) -> Iterator[pd.DataFrame]:
         with ExitStack() as stack:
@@ -67,7 +69,7 @@ class StreamedFile:
                 f.seek(0)
             try:
                 yield from self._chunks(f)
-            except (EOFError, gzip.BadGzipFile, OSError) as e:
+            except (EOFError, gzip.BadGzipFile, zlib.error, OSError) as e:
                 raise InputError(self.path, f"cannot read: {e}") from None
 
     def _chunks(self, f: BinaryIO) -> Iterator[pd.DataFrame]:
