@@ -33,9 +33,9 @@ LOAD = (
 
 
 def timed_load(path: Path, env: dict[str, str]) -> float:
-    out = subprocess.run(
-        [sys.executable, "-c", LOAD, str(path)], env=env, cwd=REPO, capture_output=True, text=True, check=True
-    )
+    out = subprocess.run([sys.executable, "-c", LOAD, str(path)], env=env, cwd=REPO, capture_output=True, text=True)
+    if out.returncode != 0:
+        raise SystemExit(f"load of {path} exited {out.returncode}:\n{out.stderr[-3000:]}")
     return float(out.stdout.split()[-1])
 
 
