@@ -239,3 +239,19 @@ def test_the_least_recently_read_entry_goes_when_over_the_cap(tmp_path: Path, ca
     load_trace(c)
     left = entries(cache_dir)
     assert len(left) == 2 and first in left  # b, the least recently read, was removed
+
+
+def test_an_unchanged_file_is_not_hashed_again_and_a_touched_back_one_is(tmp_path: Path, cache_dir: Path, monkeypatch):
+    """The key is remembered with the file's stamp; a same-size edit whose mtime is set back still
+    changes ctime, so it is hashed again and parsed."""
+    monkeypatch.setattr(cache_mod, "RACY_S", 0)  # the file was just written: trust its stamp at once
+    p = small_trace(tmp_path / "t.json", dur=10)
+    load_trace(p)
+    real_key = cache_mod._key
+    monkeypatch.setattr(cache_mod, "_key", lambda *_a: (_ for _ in ()).throw(AssertionError("hashed again")))
+    assert kernel_dur(load_trace(p)) == 10_000
+    st = p.stat()
+    small_trace(p, dur=12)  # same size
+    os.utime(p, ns=(st.st_atime_ns, st.st_mtime_ns))  # mtime set back, as `touch -d` or `cp -p` would
+    monkeypatch.setattr(cache_mod, "_key", real_key)
+    assert kernel_dur(load_trace(p)) == 12_000

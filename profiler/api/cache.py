@@ -6,8 +6,10 @@ Key: BLAKE2b-128 over the cache format, the tool version, a digest of the code t
 tables (collectors/ and profiler/model/: a changed reader is a different tool even when the
 version string is not bumped) and every input file's relative name, size and whole content.
 Content, not size+mtime: a copy made with `cp -p` or `rsync -t` keeps both while the bytes
-differ, and BLAKE2b reads ~1 GB/s, a few percent of a parse (3 ms for ddp_allreduce_v100's
-2.9 MB gzip against a 1 s parse).
+differ. BLAKE2b reads ~1 GB/s, a few percent of a parse (3 ms for ddp_allreduce_v100's 2.9 MB
+gzip against a 1 s parse) but seconds for a GiB, so the key found for a path is remembered with
+the files' (device, inode, size, mtime, ctime) and reused while they are unchanged
+(`content_key`): ctime changes on every write and cannot be set back.
 
 Where: $PERF_CACHE_DIR, else $XDG_CACHE_HOME/perf-suite, else ~/.cache/perf-suite (mode 0700),
 never beside the user's files. `--no-cache` or PERF_NO_CACHE=1 turns it off.
@@ -36,6 +38,7 @@ from profiler.model.trace import Trace
 from profiler.model.trace_parquet import FILES, FORMAT, NotStorable, from_files, to_files
 
 MANIFEST = "manifest.json"
+RACY_S = 2  # a file changed less than this long ago is hashed every time (content_key)
 MAX_FILES = 10_000  # a directory with more is not hashed (nor cached)
 STALE_TMP_S = 3600  # a temporary folder older than this was left by a killed process
 #: The cache's size cap (PERF_CACHE_MAX, bytes); least recently read entries go first.
@@ -62,7 +65,7 @@ def cached_load(path: str | Path, load: Callable[[], Trace]) -> Trace:
     if root is None or files is None:
         return load()
     before = _stamp(files)
-    key = _key(Path(path), files)
+    key = content_key(root, Path(path), files)
     entry = root / "traces" / key
     trace = read_entry(entry)
     if trace is not None:
@@ -142,12 +145,42 @@ def _sources(path: Path) -> list[Path] | None:
         return None
 
 
-def _stamp(files: list[Path]) -> list[tuple[int, int, int]] | None:
-    """(size, mtime_ns, inode) of each file: what a write during the parse would change."""
+def _stamp(files: list[Path]) -> list[tuple[int, int, int, int, int]] | None:
+    """(device, inode, size, mtime_ns, ctime_ns) of each file: what any write changes (ctime
+    cannot be set back by `touch`, mtime can)."""
     try:
-        return [(s.st_size, s.st_mtime_ns, s.st_ino) for s in map(os.stat, files)]
+        return [(s.st_dev, s.st_ino, s.st_size, s.st_mtime_ns, s.st_ctime_ns) for s in map(os.stat, files)]
     except OSError:
         return None
+
+
+def content_key(root: Path, path: Path, files: list[Path]) -> str:
+    """`_key`, but not hashed again while the files' stamps are those recorded when it was
+    (index/<hash of the tool, code and absolute path>.json). A stamp is recorded only when every
+    file is older than RACY_S: a write within the filesystem's timestamp tick after the hash
+    could otherwise keep the stamp (git's "racily clean" rule)."""
+    stamp = _stamp(files)
+    name = hashlib.blake2b(
+        f"{FORMAT} {__version__} {_code_digest()} {path.resolve()}".encode("utf-8", "surrogateescape"),
+        digest_size=16,
+    ).hexdigest()
+    index = root / "index" / f"{name}.json"
+    try:
+        known = json.loads(index.read_text())
+        if stamp is not None and [list(s) for s in stamp] == known["stamp"]:
+            return str(known["key"])
+    except (OSError, ValueError, KeyError, TypeError):
+        pass
+    key = _key(path, files)
+    if stamp is not None and all(time.time_ns() - s[4] > RACY_S * 1e9 for s in stamp):
+        tmp = index.with_name(f".tmp-{index.name}-{os.getpid()}")
+        try:
+            index.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+            tmp.write_text(json.dumps({"stamp": stamp, "key": key}))
+            os.replace(tmp, index)
+        except OSError:
+            tmp.unlink(missing_ok=True)
+    return key
 
 
 def _key(path: Path, files: list[Path]) -> str:

@@ -181,12 +181,12 @@ def _bare_trace(meta: dict[str, Any], totals: Any) -> Trace:
 @contextmanager
 def _folder(path: Path, cache: bool) -> Iterator[Path]:
     """The cache entry for `path`'s streamed tables, or a temporary folder removed afterwards."""
-    from profiler.api.cache import _key, _prune, _sources, cache_dir
+    from profiler.api.cache import _prune, _sources, cache_dir, content_key
 
     root = cache_dir() if cache else None
     sources = _sources(path) if root is not None else None
     if root is not None and sources is not None:
-        entry = root / "streams" / _key(path, sources)
+        entry = root / "streams" / content_key(root, path, sources)
         if _complete(entry):
             with suppress(OSError):
                 os.utime(entry / "meta.json")  # last read, for pruning (profiler.api.cache._prune)
