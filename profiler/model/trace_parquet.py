@@ -87,7 +87,7 @@ def from_files(files: dict[str, bytes]) -> Trace:
     tables = {}
     for table, declared in TABLES.items():
         pf = pq.ParquetFile(io.BytesIO(files[f"{table}.parquet"]))
-        t = pf.read(use_threads=False)
+        t = pf.read()
         stored = pf.schema_arrow.metadata
         rows, kinds = int(stored[b"rows"]), json.loads(stored[b"categories"])
         dtypes = {c.name: c.dtype for c in declared}
@@ -103,7 +103,7 @@ def from_files(files: dict[str, bytes]) -> Trace:
                 cols[name] = pd.Series(arr.to_pylist(), dtype=object, index=pd.RangeIndex(rows))
             else:
                 cols[name] = arr.to_numpy().astype(dtypes[name], copy=False)
-        df = pd.DataFrame(cols, index=pd.RangeIndex(rows))
+        df = pd.DataFrame(cols, index=pd.RangeIndex(rows), copy=False)  # the columns as read: no 2-D block copy
         if df.shape[0] != rows:
             raise ValueError(f"{table}: {df.shape[0]} rows, stored {rows}")
         tables[table] = df
