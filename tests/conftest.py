@@ -4,9 +4,15 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
 from pathlib import Path
 
 import pytest
+
+# The columnar cache (profiler/api/cache.py) is off in tests, subprocesses included: a hit would
+# skip the reader a test means to exercise, and tests must not write to ~/.cache. Its own tests
+# (tests/test_trace_cache.py) turn it on in a temporary folder.
+os.environ["PERF_NO_CACHE"] = "1"
 
 #: Real traces and counter files recorded by others, copied unchanged with their licences and
 #: provenance (tests/data/traces/README.md, tests/data/counters/README.md): a clone stands alone.

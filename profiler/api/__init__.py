@@ -105,6 +105,10 @@ FACADE: dict[str, tuple[str, str]] = {
     "numerics_diff": ("profiler.api.deploy", "numerics_diff"),  # perf diff --numerics, perf gate --accuracy
     "NUMERICS_THRESHOLD": ("analysis.numerics", "DEFAULT_THRESHOLD"),  # rel_error past which a layer diverges
     "load_ranks": ("profiler.api.engine_dask", "load_ranks"),  # perf analyze DIR --engine dask (dask: lazy)
+    "should_stream": ("profiler.api.stream", "should_stream"),  # perf analyze --memory-limit: too big for memory?
+    "analyze_streamed": ("profiler.api.stream", "analyze_streamed"),  # ... then the chunk-by-chunk analysis
+    "default_memory_limit": ("profiler.api.stream", "default_memory_limit"),
+    "STREAM_SKIPS": ("profiler.api.stream", "STREAM_SKIPS"),  # what the streamed analysis leaves out, and why
     "OUTPUT_TABLES": ("analysis.columns", "OUTPUT_TABLES"),  # every Analysis table's columns
     "output_tables_markdown": ("analysis.columns", "markdown"),  # their reference (docs/json-schema.md)
 }

@@ -70,6 +70,7 @@ def gate_traces(
     max_regression: float,
     tolerance: float | None = None,
     max_bytes: int | None = None,
+    cache: bool = True,
 ) -> TraceGate:
     """BASE against NEW (each a list of trace files or run directories, run_paths), limits in percent."""
     from analysis.gate import MIN_RUNS, compare, samples, step_walls
@@ -80,7 +81,7 @@ def gate_traces(
     for paths in (base, new):
         per_trace, walls = [], []
         for path in [r for p in paths for r in run_paths(p)]:
-            t = load_trace(path, max_bytes=max_bytes)
+            t = load_trace(path, max_bytes=max_bytes, cache=cache)
             per_trace.append(units(t))
             walls.append(step_walls(t.events))
         sides.append(samples(per_trace, walls))

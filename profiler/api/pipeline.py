@@ -25,7 +25,7 @@ def select_rank_of(trace: Trace, rank: int | None) -> Trace:
     return select_rank(trace, rank)
 
 
-def load_trace(path: str | Path, *, max_bytes: int | None = None) -> Trace:
+def load_trace(path: str | Path, *, max_bytes: int | None = None, cache: bool = True) -> Trace:
     """Load a trace file or a directory of per-rank files (Kineto / Chrome-trace JSON, gzip or not),
     or a Perfetto protobuf trace (recognised by its name or first byte; collectors.perfetto), or
     a SCALE-Sim report folder (holding COMPUTE_REPORT.csv; collectors.scalesim), or an ONNX Runtime
@@ -33,7 +33,12 @@ def load_trace(path: str | Path, *, max_bytes: int | None = None) -> Trace:
     profile (QNN's CSV or perf's perf.qnn_profile JSON; collectors.onnx.qnn_trace), or a trtexec
     --exportProfile JSON (collectors.onnx.tensorrt).
     Only regular files are read, each at most `max_bytes` once decompressed (default: half the
-    memory available; profiler.model.files)."""
+    memory available; profiler.model.files). `cache`: read and write the columnar cache
+    (profiler.api.cache; also off with PERF_NO_CACHE=1)."""
+    if cache:
+        from profiler.api.cache import cached_load
+
+        return cached_load(path, lambda: load_trace(path, max_bytes=max_bytes, cache=False))
     from collectors.perfetto import is_perfetto
     from collectors.scalesim import is_scalesim
 

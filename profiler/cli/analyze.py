@@ -8,8 +8,9 @@ from typing import Annotated
 
 import typer
 
-from profiler.cli.common import MaxBytes, app, one_line_errors
+from profiler.cli.common import MaxBytes, NoCache, app, one_line_errors
 from profiler.model.errors import InputError
+from profiler.model.files import describe_size, parse_size
 
 
 @app.command()
@@ -69,6 +70,19 @@ def analyze(
             "--strict", help="--engine dask: a rank file that cannot be read is an error (exit 2), not a warning."
         ),
     ] = False,
+    no_cache: NoCache = False,
+    memory_limit: Annotated[
+        int | None,
+        typer.Option(
+            "--memory-limit",
+            parser=parse_size,
+            metavar="SIZE",
+            help="Peak memory to stay under (e.g. 2G). A trace whose in-memory analysis would need more "
+            "(about 3x its decompressed size) is streamed in chunks through Parquet: summary and top "
+            "ops/kernels only. Default: three quarters of the memory available (then the default --max-bytes "
+            "still applies; with --memory-limit given, only an explicit --max-bytes does).",
+        ),
+    ] = None,
 ) -> None:
     """What bounds the run (the verdict, first), then device busy and idle time, the wall equation and the top ops;
     --full for every section."""
@@ -76,13 +90,19 @@ def analyze(
     from profiler.api import load_trace
 
     with one_line_errors(trace):
+        if (
+            counters is None
+            and engine == "local"
+            and _stream(trace, memory_limit, rank, json, top, max_bytes, not no_cache)
+        ):
+            return
         instances = None
         if engine == "dask":
             t, instances = _load_on_dask(trace, scheduler, workers, max_bytes, strict)
         elif engine != "local":
             raise InputError(None, f"--engine {engine}: expected local or dask")
         else:
-            t = load_trace(trace, max_bytes=max_bytes)
+            t = load_trace(trace, max_bytes=max_bytes, cache=not no_cache)
         if dtype and dtype not in ("fp32", "tf32", "bf16", "fp16", "fp8", "int8", "fp4"):
             raise InputError(None, f"--dtype {dtype}: expected one of fp32, tf32, bf16, fp16, fp8, int8, fp4")
         from profiler.api import SECTIONS
@@ -141,6 +161,47 @@ def _load_on_dask(trace: Path, scheduler: str | None, workers: int | None, max_b
             raise InputError(path, f"{why} (--strict)")
         print(printable(f"perf: warning: {path}: {why}; its rank is left out"), file=sys.stderr)
     return got.trace, got.instances
+
+
+def _stream(
+    trace: Path, limit: int | None, rank: int | None, json: bool, top: int, max_bytes: int | None, cache: bool
+) -> bool:
+    """The streamed analysis (profiler.api.stream) when the trace would not fit in `limit`: report it,
+    return True; else False (the in-memory path runs)."""
+    from profiler import api
+
+    asked = limit is not None
+    limit = limit if limit is not None else api.default_memory_limit()
+    if not api.should_stream(trace, limit):
+        return False
+    if max_bytes is None and not asked:  # the default reading limit guards a run that did not ask to stream
+        from profiler.model.files import default_max_bytes
+
+        max_bytes = default_max_bytes()
+    if rank is not None:
+        raise InputError(None, "--rank: not available when the trace is streamed (larger than --memory-limit)")
+    result, metadata = api.analyze_streamed(trace, memory_limit=limit, top=top, max_bytes=max_bytes, cache=cache)
+    if json:
+        from profiler.render.json import to_json
+
+        sys.stdout.buffer.write(to_json(result, metadata))
+        sys.stdout.flush()
+        return True
+    from profiler.render import console
+    from profiler.render.text import render
+
+    out = console()
+    out.print(
+        f"Streamed: the trace needs more than --memory-limit {describe_size(limit)} in memory; "
+        "computed: trace, device time, top ops (host time) and kernels. Not computed:"
+    )
+    for what, why in api.STREAM_SKIPS.items():
+        out.print(f"  {what}: {why}")
+    from dataclasses import replace
+
+    host_only = result.top_ops.assign(device_ns=0, share=0.0)  # the table of host time, no device columns
+    render(replace(result, top_ops=host_only), out, ("summary", "ops"))
+    return True
 
 
 def analyze_recorded(path: Path, *, top: int, json: bool, hardware: str | None, section: list[str] | None) -> None:

@@ -37,6 +37,15 @@ MaxBytes = Annotated[
         help="Refuse a file larger than this once decompressed (e.g. 512M, 8G). Default: half the memory available.",
     ),
 ]
+#: --no-cache: parse the trace again instead of reading (and writing) the columnar cache (profiler.api.cache).
+NoCache = Annotated[
+    bool,
+    typer.Option(
+        "--no-cache",
+        help="Parse the trace instead of reading the columnar cache, and write none "
+        "(the cache: $PERF_CACHE_DIR, default ~/.cache/perf-suite; PERF_NO_CACHE=1 turns it off too).",
+    ),
+]
 #: --force: replace an existing output file (never an input).
 Force = Annotated[
     bool, typer.Option("--force", help="Overwrite the output file if it exists (never one of the inputs).")

@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from profiler.cli.common import MaxBytes, app, one_line_errors
+from profiler.cli.common import MaxBytes, NoCache, app, one_line_errors
 
 
 @app.command()
@@ -51,6 +51,7 @@ def diff(
         bool, typer.Option("--json", help="Write the setup and the changes as JSON (schema perf.diff, version 2).")
     ] = False,
     max_bytes: MaxBytes = None,
+    no_cache: NoCache = False,
 ) -> None:
     """Compare two traces: first what differs in the setup (hardware, ranks, dtypes, versions, shapes; a
     comparison across hardware or rank counts is labelled not like-for-like), then ops and kernels
@@ -75,7 +76,7 @@ def diff(
     sides, setups = [], []
     for path in (base, new):
         with one_line_errors(path):
-            t = load_trace(path, max_bytes=max_bytes)
+            t = load_trace(path, max_bytes=max_bytes, cache=not no_cache)
             a = run_analysis(t, top=None, sections=("summary", "ops", "roofline"))
             sides.append(a)
             setups.append(setup(a.overview, t.metadata, a.by_dtype, a.top_ops))

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from profiler.cli.common import Force, MaxBytes, app, one_line_errors
+from profiler.cli.common import Force, MaxBytes, NoCache, app, one_line_errors
 from profiler.model.errors import InputError, printable
 
 
@@ -31,6 +31,7 @@ def export(
     ] = True,
     force: Force = False,
     max_bytes: MaxBytes = None,
+    no_cache: NoCache = False,
 ) -> None:
     """Write a trace for ui.perfetto.dev: tracks per rank, device and stream/thread, the analysis on every slice, \
 counters and launch flows.
@@ -44,7 +45,7 @@ counters and launch flows.
     with one_line_errors(output):  # before loading: a refused output costs nothing
         check_writable(output, force=force, inputs=[trace])
     with one_line_errors(trace):
-        t = load_trace(trace, max_bytes=max_bytes)
+        t = load_trace(trace, max_bytes=max_bytes, cache=not no_cache)
         units = run_analysis(t, top=None, hardware=hardware, sections=("roofline",)).units if analysis else None
     with one_line_errors(output):
         if name.endswith(".json"):

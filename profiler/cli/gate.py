@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from profiler.cli.common import MaxBytes, app, fail, one_line_errors
+from profiler.cli.common import MaxBytes, NoCache, app, fail, one_line_errors
 
 
 @app.command()
@@ -41,6 +41,7 @@ def gate(
         bool, typer.Option("--json", help="Write the verdicts as JSON (schema perf.gate, version 2).")
     ] = False,
     max_bytes: MaxBytes = None,
+    no_cache: NoCache = False,
     accuracy: Annotated[
         float | None,
         typer.Option(
@@ -147,7 +148,7 @@ def gate(
         fail("give the two traces to compare: perf gate BASE NEW (or --base A --new B)")
     base_runs, new_runs = ([positional[0]], [positional[1]]) if positional else (list(base or []), list(new or []))
     with one_line_errors(base_runs[0]):
-        g = gate_traces(base_runs, new_runs, max_regression, tolerance, max_bytes)
+        g = gate_traces(base_runs, new_runs, max_regression, tolerance, max_bytes, cache=not no_cache)
     verdicts, runs, tol, statistical, method = list(g.verdicts), list(g.runs), g.tolerance, g.statistical, g.method
     failed = [v for v in verdicts if v.regression]
     if json:
