@@ -21,7 +21,7 @@ def analyze_json(folder: str, *sections: str) -> dict:
 @pytest.mark.parametrize("folder", ["b200_eager", "ddp_allreduce_v100", "nccl_meta_a100"])
 def test_critical_path_within_wall_and_split_exactly(folder):
     doc = analyze_json(folder, "critical_path")
-    assert doc["schema_version"] == 7 and doc["critical_path"]
+    assert doc["schema_version"] == 8 and doc["critical_path"]
     for cp in doc["critical_path"]:
         assert 0 < cp["length_ns"] <= cp["wall_ns"]
         assert sum(cp["by_class"].values()) == cp["length_ns"]  # every ns of the path in one class

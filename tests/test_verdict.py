@@ -197,7 +197,7 @@ def test_cpu_run_with_host_stall_is_host_bound(tmp_path):
 def test_json_carries_the_verdict():
     r = CliRunner().invoke(app, ["analyze", str(real_trace("b200_eager")), "--json"])
     doc = json.loads(r.stdout)
-    assert doc["schema_version"] == 7
+    assert doc["schema_version"] == 8
     v = doc["verdict"]
     assert v["bound"] == "host" and 0.7 < v["share"] < 0.8
     assert sum(s["time_ns"] for s in v["shares"]) == v["window_ns"]  # the wall equation, whole
