@@ -128,7 +128,7 @@ def test_json_and_text_carry_the_cross_rank_section(tmp_path: Path):
     m = doc["cross_rank"]["comm_matrix"]  # rank 0's all_to_all bytes (64,448, see above) split over 4 ranks
     assert m["ranks"] == [0, 1, 2, 3] and m["bytes"][0] == [0.0, 64_448 / 4, 64_448 / 4, 64_448 / 4]
     r = runner.invoke(app, ["analyze", str(tmp_path)])
-    assert "straggler: rank 1 arrived last at 8 of 8 collectives, 2 ms" in r.stdout
+    assert "straggler: rank 1, last at 8 of 8 collectives, 2 ms late on average" in r.stdout
     assert "rank 1 sets the step time" in r.stdout
 
 

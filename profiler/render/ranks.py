@@ -17,10 +17,17 @@ from profiler.model.numfmt import fmt_bytes, fmt_ns, fmt_si
 MAX_RANKS, MAX_COLLECTIVES = 16, 5
 
 
-def render_ranks(a: Analysis, console: Console) -> None:
-    """Nothing on a one-rank trace."""
+def render_ranks(a: Analysis, console: Console, *, short: bool = False) -> None:
+    """Nothing on a one-rank trace. `short` (the default report): the rank that sets the step, the
+    stragglers and the 3 slowest collectives; the side-by-side table (the bound columns repeat the
+    wall equation's) behind --section ranks / --full."""
     rs = a.rank_summary
     if rs.empty:
+        return
+    if short:
+        console.print("Ranks (late: after the next-latest rank to arrive; --section ranks: side by side)")
+        _render_setter_and_stragglers(a, console)
+        _render_collectives(a, console, 3)
         return
     shown = rs.sort_values("wait_ns", kind="stable")
     if len(shown) > MAX_RANKS:
@@ -37,22 +44,31 @@ def render_ranks(a: Analysis, console: Console) -> None:
             fmt_ns(r.late_ns),
         )
     console.print(t)
-    setter = rs.loc[rs["sets_step"], "rank"]
+    console.print("  (late: after the next-latest rank to arrive at the collective)")
+    _render_setter_and_stragglers(a, console)
+    _render_collectives(a, console, MAX_COLLECTIVES)
+
+
+def _render_setter_and_stragglers(a: Analysis, console: Console) -> None:
+    rs = a.rank_summary
+    setter = rs.loc[rs["sets_step"]]
     if len(setter):
-        console.print(f"  * rank {int(setter.iat[0])} sets the step time: it waits least at collectives.")
+        r = setter.iloc[0]
+        console.print(
+            f"  * rank {int(r['rank'])} sets the step time: it waits least at collectives ({fmt_ns(r['wait_ns'])})"
+        )
     for s in a.stragglers.head(3).itertuples(index=False):
         console.print(
-            f"  straggler: rank {s.rank} arrived last at {s.collectives} of {len(a.collectives)} collectives, "
-            f"{fmt_ns(s.delay_ns)} after the next-latest rank on average ({fmt_ns(s.total_delay_ns)} in all)"
+            f"  straggler: rank {s.rank}, last at {s.collectives} of {len(a.collectives)} collectives, "
+            f"{fmt_ns(s.delay_ns)} late on average ({fmt_ns(s.total_delay_ns)} in all)"
         )
-    _render_collectives(a, console)
 
 
-def _render_collectives(a: Analysis, console: Console) -> None:
+def _render_collectives(a: Analysis, console: Console, limit: int) -> None:
     c = a.collectives
     if c.empty:
         return
-    slow = c.assign(total=c["wait_ns"] + c["transfer_ns"]).nlargest(MAX_COLLECTIVES, "total")
+    slow = c.assign(total=c["wait_ns"] + c["transfer_ns"]).nlargest(limit, "total")
     t = Table(box=box.SIMPLE_HEAD, title="Slowest collectives (wait = sync skew)", title_justify="left")
     for col in ("#", "collective", "bytes", "wait", "transfer", "last rank", "bus bw", "of link"):
         t.add_column(col, justify="left" if col == "collective" else "right")

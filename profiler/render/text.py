@@ -61,7 +61,7 @@ def render_short(a: Analysis, console: Console) -> None:
     _render_top(a, console, limit=SHORT_TOP)
     from profiler.render.ranks import render_ranks
 
-    render_ranks(a, console)  # multi-rank traces only
+    render_ranks(a, console, short=True)  # multi-rank traces only
     console.print(
         f"[dim]Full report: --full; one part: --section NAME ({', '.join(SECTIONS)}); --json for every number.[/]"
     )
@@ -75,17 +75,48 @@ def _render_problems(a: Analysis, console: Console) -> None:
             console.print(f"  {_text(line)}")
 
 
+def _files_line(files: tuple[str, ...] | list[str]) -> str:
+    """Every file on its own line; more than 3 in one folder: the folder, the count, first and last."""
+    from pathlib import PurePath
+
+    parents = {str(PurePath(f).parent) for f in files}
+    if len(files) <= 3 or len(parents) != 1:
+        return "\n".join(_text(f) for f in files)
+    first, last = PurePath(files[0]).name, PurePath(files[-1]).name
+    return _text(f"{len(files)} files in {parents.pop()}/\n{first} .. {last}")
+
+
+def _device_lines(devices) -> list[str]:
+    """One line per device name: 'gpu0-gpu7 (8): Tesla V100-SXM2-32GB' when several share it."""
+    import re
+
+    by_name: dict[str, list[str]] = {}
+    for _, d, n in devices:
+        if d != "cpu" and d not in by_name.setdefault(n or "unnamed", []):
+            by_name[n or "unnamed"].append(d)
+
+    def index(d: str) -> tuple[str, int]:
+        m = re.fullmatch(r"([a-z]+)(\d+)", d)
+        return (m[1], int(m[2])) if m else (d, -1)
+
+    lines = []
+    for name, devs in sorted(by_name.items(), key=lambda kv: sorted(map(index, kv[1]))):
+        devs = sorted(set(devs), key=index)
+        label = devs[0] if len(devs) == 1 else f"{devs[0]}-{devs[-1]} ({len(devs)})"
+        lines.append(_text(f"{label}: {name}"))
+    return lines
+
+
 def _render_summary(a: Analysis, console: Console) -> None:
     ov = a.overview
     head = Table(box=box.SIMPLE, show_header=False, title="Trace", title_justify="left")
     head.add_column(style="bold")
     head.add_column()
     head.add_row("source", _text(ov.framework))
-    head.add_row("files", "\n".join(_text(f) for f in ov.files))
+    head.add_row("files", _files_line(ov.files))
     ranks = f"{len(ov.ranks)} ({', '.join(map(str, ov.ranks))})" if len(ov.ranks) <= 16 else str(len(ov.ranks))
     head.add_row("ranks", ranks + (f" of world size {ov.world_size}" if ov.world_size else ""))
-    names = sorted({_text(f"{d}: {n or 'unnamed'}") for _, d, n in ov.devices if d != "cpu"})
-    head.add_row("devices", "\n".join(names) or "cpu only")
+    head.add_row("devices", "\n".join(_device_lines(ov.devices)) or "cpu only")
     head.add_row("span", fmt_ns(ov.wall_ns))
     head.add_row("events", ", ".join(f"{k} {v:,}" for k, v in ov.events_by_kind))
     if ov.steps:
