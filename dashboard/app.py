@@ -18,10 +18,10 @@ from typing import Any
 from dash import Dash, Input, Output, State, dcc, html, no_update
 
 from dashboard.components import error_box, problem_text
-from dashboard.pages import compare, compiler, counters, llm, memory, ops, overview, roofline, timeline
+from dashboard.pages import compare, compiler, counters, llm, memory, ops, overview, roofline, timeline, trials
 from dashboard.store import DEFAULT_UPLOAD_CAP, TraceStore, safe_label
 
-PAGES = (overview, roofline, timeline, ops, compare, memory, llm, compiler, counters)
+PAGES = (overview, roofline, timeline, ops, compare, memory, llm, compiler, counters, trials)
 
 CSS = """
 body { font-family: system-ui, sans-serif; margin: 0; }
@@ -62,15 +62,19 @@ def create_app(
     store: TraceStore | None = None,
     compile_report: Any = None,
     counters_report: Any = None,
+    trials: Sequence[dict] = (),
 ) -> Dash:
     """A Dash app over `paths` (trace files or directories). Bad paths raise InputError.
     `compile_report` (profiler.api.compile_report of a TORCH_TRACE directory) feeds the compiler page;
-    `counters_report` (profiler.api.counters_report) the counters page."""
+    `counters_report` (profiler.api.counters_report) the counters page; `trials` (documents of
+    trials databases, perf dashboard --trials) the autotune page."""
     store = store or TraceStore(upload_cap=upload_cap)
     if compile_report is not None:
         store.compile_report = compile_report
     if counters_report is not None:
         store.counters_report = counters_report
+    if trials:
+        store.trials_docs = list(trials)
     for p in paths:
         store.add_path(p)
     app = Dash(
@@ -204,6 +208,7 @@ def serve(
     compile_report: Any = None,
     max_bytes: int | None = None,
     counters_report: Any = None,
+    trials: Sequence[dict] = (),
 ) -> None:
     """Run the dashboard until interrupted (Ctrl+C, SIGINT or SIGTERM); uploads are deleted on
     every exit. `warm_up` parses and analyzes the given traces in the background (see `warm`), so
@@ -212,7 +217,7 @@ def serve(
     import threading
 
     store = TraceStore(upload_cap=upload_cap, max_bytes=max_bytes)
-    app = create_app(paths, store=store, compile_report=compile_report, counters_report=counters_report)
+    app = create_app(paths, store=store, compile_report=compile_report, counters_report=counters_report, trials=trials)
     if warm_up:
 
         def _warm() -> None:

@@ -163,6 +163,7 @@ class TraceStore:
         self._tmp: Path | None = None  # created on the first upload, never at construction
         self.compile_report: Any = None  # a TORCH_TRACE directory's CompileReport (perf dashboard --compile-log)
         self.counters_report: Any = None  # hardware counters' CountersReport (perf dashboard --counters)
+        self.trials_docs: list[dict] = []  # trials databases as documents (perf dashboard --trials)
 
     # --- registry -------------------------------------------------------------------------
     def add_path(self, path: str | Path) -> str:

@@ -142,3 +142,51 @@ def summary(space: Space, trials: list[Trial], plan: dict[str, Any] | None = Non
         "kernels": kernel_table(space, trials),
         "failures": [{"candidate_hash": t.candidate_hash, "failure": t.failure} for t in trials if not t.ok][:20],
     }
+
+
+def best_so_far(trials: list[Trial]) -> dict[str, list[tuple[int, int]]]:
+    """Per strategy, the best time (ns) after each of its trials: [(trials, best_ns)], its
+    trials being those it proposed, with the baseline (seq 0) first for every strategy; a
+    strategy's curve starts at its first passed trial."""
+    base = next((t for t in trials if t.seq == 0), None)
+    out: dict[str, list[tuple[int, int]]] = {}
+    for s in dict.fromkeys(t.strategy for t in trials):
+        mine = [t for t in trials if t.strategy == s and t.seq != 0]
+        best, curve = None, []
+        for n, t in enumerate(([base] if base else []) + mine, start=1):
+            if t.ok and (best is None or t.time_ns < best):  # type: ignore[operator]
+                best = t.time_ns
+            if best is not None:
+                curve.append((n, best))
+        out[s] = curve
+    return out
+
+
+def trials_document(path: Any) -> dict[str, Any]:
+    """What the dashboard's Autotune page shows of the trials database at `path` (read-only):
+    {path, studies: [{model, hardware, runner, workload_hash, space_size, dimensions, trials
+    [Trial.to_dict], curves {strategy: [(trials, best_ns)]}, summary (summary() of the study)}]}."""
+    from profiler.autotune.db import TrialDB
+
+    db = TrialDB.read_only(path)
+    try:
+        studies = []
+        for study, space_doc in db.studies():
+            trials = db.trials(study)
+            space = Space.from_dict(space_doc)
+            studies.append(
+                {
+                    "model": study.model,
+                    "hardware": study.hardware,
+                    "runner": study.runner,
+                    "workload_hash": study.workload_hash,
+                    "space_size": space.size,
+                    "dimensions": len(space.dimensions),
+                    "trials": [t.to_dict() for t in trials],
+                    "curves": best_so_far(trials),
+                    "summary": summary(space, trials),
+                }
+            )
+    finally:
+        db.close()
+    return {"path": str(path), "studies": studies}

@@ -32,10 +32,14 @@ def dashboard(
     hardware: Annotated[
         str | None, typer.Option(help="Ceilings of the Counters page's roofline (preset name or YAML).")
     ] = None,
+    trials: Annotated[
+        list[Path] | None,
+        typer.Option("--trials", help="A trials database (perf autotune --db) for the Autotune page; repeatable."),
+    ] = None,
     max_bytes: MaxBytes = None,
 ) -> None:
-    """Serve the Dash dashboard: overview, roofline, timeline, ops, compare, memory, LLM, compiler and counters
-    pages."""
+    """Serve the Dash dashboard: overview, roofline, timeline, ops, compare, memory, LLM, compiler, counters
+    and autotune pages."""
     from profiler.model.files import check_regular
 
     paths = list(traces or [])
@@ -55,6 +59,12 @@ def dashboard(
 
         with one_line_errors(counters):  # read now: a bad file is a one-line error, not a broken page
             counted = counters_report(load_counters(counters, max_bytes), hardware=hardware)
+    docs = []
+    for db in trials or []:
+        from profiler.autotune.report import trials_document
+
+        with one_line_errors(db):  # read now, read-only: a bad database is a one-line error
+            docs.append(trials_document(db))
     from dashboard.app import serve
 
     print(f"perf dashboard: http://{host}:{port}/ (Ctrl+C to stop)", file=sys.stderr)
@@ -67,4 +77,5 @@ def dashboard(
             compile_report=report,
             max_bytes=max_bytes,
             counters_report=counted,
+            trials=docs,
         )
