@@ -67,11 +67,13 @@ def _print_table(doc: dict) -> None:
         print("the compiler's own plan was the fastest found")
     else:
         print(f"{'kernel':<30}{'baseline us':>13}{'tuned us':>11}{'speedup':>9}  changed; finding")
+        said: set[str] = set()  # a whole-graph option's finding touches every kernel: said once
         for r in rows[:ROWS_SHOWN]:
             b = f"{r['baseline_ns'] / 1e3:,.3f}" if r["baseline_ns"] is not None else "-"
             t = f"{r['tuned_ns'] / 1e3:,.3f}" if r["tuned_ns"] is not None else "-"
             s = f"{r['speedup']:.2f}x" if r["speedup"] else "-"
-            why = f"; {r['finding']}" if r["finding"] else ""
+            why = f"; {r['finding']}" if r["finding"] and r["finding"] not in said else ""
+            said.add(r["finding"])
             print(f"{r['kernel']:<30}{b:>13}{t:>11}{s:>9}  {r['changed'] or '(placement/neighbours)'}{why}")
         if len(rows) > ROWS_SHOWN:
             print(f"... {len(rows) - ROWS_SHOWN} more kernels (--json has them all)")
