@@ -110,7 +110,10 @@ def register(app: typer.Typer) -> None:
         json: Annotated[bool, typer.Option("--json", help="Write the result as JSON.")] = False,
         accuracy_budget: Annotated[
             float | None,
-            typer.Option("--accuracy-budget", help="Largest relative error accepted; turns on per-layer precision."),
+            typer.Option(
+                "--accuracy-budget",
+                help="Largest relative error accepted; turns on per-layer precision (simulator).",
+            ),
         ] = None,
     ) -> None:
         """Search fusion, tiling, precision and partitioning for MODEL on the simulated accelerator
