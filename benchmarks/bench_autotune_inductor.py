@@ -32,6 +32,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 from profiler.autotune.db import Study, TrialDB
 from profiler.autotune.inductor import InductorRunner, inductor_space, load_inductor_workload
@@ -100,7 +101,7 @@ def bench(name: str, budget: int, n_confirm: int) -> dict:
     space = inductor_space(name, "fp32")
     runner = InductorRunner(w, space, analyze=True)
     measured = Measured(runner)
-    rows = {}
+    rows: dict[str, Any] = {}
     with tempfile.TemporaryDirectory() as tmp:
         for s in STRATEGIES:
             print(f"{name}: {s}", file=sys.stderr, flush=True)
@@ -113,7 +114,7 @@ def bench(name: str, budget: int, n_confirm: int) -> dict:
     base_c = space.candidate({})
     base_trial = rows[STRATEGIES[0]]["trials"][0]
     base_conf = confirm(runner, base_c, n_confirm)
-    out = {
+    out: dict[str, Any] = {
         "workload": name,
         "hardware": space.accel,
         "space_size": space.size,
