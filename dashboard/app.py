@@ -30,10 +30,11 @@ from dashboard.pages import (
     ranks,
     roofline,
     timeline,
+    trials,
 )
 from dashboard.store import DEFAULT_UPLOAD_CAP, TraceStore, safe_label
 
-PAGES = (overview, roofline, timeline, ops, compare, memory, llm, compiler, counters, ranks, numerics)
+PAGES = (overview, roofline, timeline, ops, compare, memory, llm, compiler, counters, ranks, numerics, trials)
 
 CSS = """
 body { font-family: system-ui, sans-serif; margin: 0; }
@@ -75,11 +76,13 @@ def create_app(
     compile_report: Any = None,
     counters_report: Any = None,
     numerics: dict[str, Any] | None = None,
+    trials: Sequence[dict] = (),
 ) -> Dash:
     """A Dash app over `paths` (trace files or directories). Bad paths raise InputError.
     `compile_report` (profiler.api.compile_report of a TORCH_TRACE directory) feeds the compiler page;
     `counters_report` (profiler.api.counters_report) the counters page; `numerics` (a perf.numerics
-    document, profiler.api.deploy.read_numerics) the numerics page."""
+    document, profiler.api.deploy.read_numerics) the numerics page; `trials` (documents of trials
+    databases, perf dashboard --trials) the autotune page."""
     store = store or TraceStore(upload_cap=upload_cap)
     if compile_report is not None:
         store.compile_report = compile_report
@@ -87,6 +90,8 @@ def create_app(
         store.counters_report = counters_report
     if numerics is not None:
         store.numerics = numerics
+    if trials:
+        store.trials_docs = list(trials)
     for p in paths:
         store.add_path(p)
     app = Dash(
@@ -221,6 +226,7 @@ def serve(
     max_bytes: int | None = None,
     counters_report: Any = None,
     numerics: dict[str, Any] | None = None,
+    trials: Sequence[dict] = (),
 ) -> None:
     """Run the dashboard until interrupted (Ctrl+C, SIGINT or SIGTERM); uploads are deleted on
     every exit. `warm_up` parses and analyzes the given traces in the background (see `warm`), so
@@ -230,7 +236,12 @@ def serve(
 
     store = TraceStore(upload_cap=upload_cap, max_bytes=max_bytes)
     app = create_app(
-        paths, store=store, compile_report=compile_report, counters_report=counters_report, numerics=numerics
+        paths,
+        store=store,
+        compile_report=compile_report,
+        counters_report=counters_report,
+        numerics=numerics,
+        trials=trials,
     )
     if warm_up:
 

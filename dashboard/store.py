@@ -165,6 +165,7 @@ class TraceStore:
         self.compile_report: Any = None  # a TORCH_TRACE directory's CompileReport (perf dashboard --compile-log)
         self.counters_report: Any = None  # hardware counters' CountersReport (perf dashboard --counters)
         self.numerics: dict[str, Any] | None = None  # a perf.numerics document (perf dashboard --numerics)
+        self.trials_docs: list[dict] = []  # trials databases as documents (perf dashboard --trials)
 
     # --- registry -------------------------------------------------------------------------
     def add_path(self, path: str | Path) -> str:

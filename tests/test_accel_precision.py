@@ -75,6 +75,25 @@ def test_per_layer_override_by_module_path():
     assert len(mms) == 14 and all(d == {"bfloat16"} for d in mms.values())
 
 
+def test_fp32_convolution_inside_a_bf16_program_runs_and_checks():
+    # the autotune benchmark's bug: `perf compile resnet --accel edge-npu --precision bf16
+    # --precision-override block1.conv1=fp32 --check` raised "expected scalar type BFloat16 but
+    # found Float" (the fp32 conv read a bf16 activation next to its fp32 weight). The conv now
+    # reads fp32 (its input cast at the boundary), its neighbours bf16 (the cast back planned
+    # before the fp32 island changed their input), and the check holds the bf16 bound (1e-2).
+    from accelerator.compiler.check import BOUNDS, check
+    from accelerator.compiler.pipeline import compile_model
+
+    model, xs = workload("resnet")
+    c = compile_model(model, xs, load_accel("edge-npu"), "bf16", precision_overrides={"block1.conv1": "fp32"})
+    types = c.program.types()
+    convs = {o.module: {types[r].dtype for r in o.refs()} for o in c.program.ops if "convolution" in o.target}
+    assert convs.pop("block1.conv1") == {"float32"} and all(d == {"bfloat16"} for d in convs.values())
+    assert len(convs) == 5  # stem, block1.conv2, block2.conv1, block2.conv2, block2.shortcut
+    result = check(c.program, model, xs, c.programs["decompose"], BOUNDS["bf16"])
+    assert result.ok and 0 < result.max_rel_error < BOUNDS["bf16"]
+
+
 def test_fp8_only_where_the_preset_has_it():
     p = compiled("mlp", "datacenter-npu", "fp8").program
     assert operand_dtypes(p, {"npu.qmm"}) == {"float8_e4m3fn"}

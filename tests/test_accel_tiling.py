@@ -55,6 +55,24 @@ def test_heuristic_shrinks_the_tile_to_the_capacity():
         tile_kernels(fuse(compiled("mlp", "edge-npu", "bf16").program, ctx), ctx)
 
 
+def test_fitting_tiles_are_the_pass_candidates_that_fit_in_its_order():
+    # MLP fc1 (M 4, N 64, K 32 on 32 x 32 arrays): m in {4}, n in {32, 64}, k in {32}; local
+    # bytes (test above) 4x64x32: 11520 B, 4x32x32: 6400 B
+    from accelerator.compiler.fusion import fuse
+    from accelerator.compiler.pipeline import CompileContext
+    from accelerator.compiler.tiling import fitting_tiles, tile_kernels
+
+    hw = load_accel("edge-npu")
+    program = fused("mlp", "edge-npu", "bf16")
+    k = _kernel(program, "addmm")
+    tiles = fitting_tiles(program, k, hw)
+    assert tiles == [{"m": 4, "n": 64, "k": 32}, {"m": 4, "n": 32, "k": 32}] and tiles[0] == k.tile
+    small = replace(hw, local_memory=replace(hw.local_memory, capacity_bytes=8192))  # 11520 B no longer fits
+    ctx = CompileContext(small, "bf16")
+    p = tile_kernels(fuse(compiled("mlp", "edge-npu", "bf16").program, ctx), ctx)
+    assert fitting_tiles(p, _kernel(p, "addmm"), small) == [{"m": 4, "n": 32, "k": 32}]
+
+
 def test_vector_kernel_tile():
     # layer 0's rotary chain for q (mul_90, mul_107, add_104): streams permute_1 (bf16), the cos
     # and sin tables index/index_1 (fp32), cat (bf16), output add_104 (fp32): 2+4+2+4+4 = 16 B per

@@ -7,7 +7,9 @@ resolved by CompileContext.policy):
 - `bf16`: matrix ops (MATMULS) read bf16 operands and accumulate in fp32 (their result is
   rounded to bf16 once); statistics (STATS: mean, sum, softmax, rsqrt, ...) read fp32, so
   softmax and normalisation statistics stay fp32; other elementwise ops follow their inputs
-  (torch's type promotion); the program's outputs are cast back to their captured dtype.
+  (torch's type promotion); the program's outputs are cast back to their captured dtype. A
+  matrix op of a layer overridden to fp32 (or int8/fp8 where quantisation leaves it, as a
+  convolution) reads fp32: its bf16 operands are cast at its boundary.
 - `int8` (accelerator/compiler/quantize.py): every linear (mm/addmm whose weight operand is a
   parameter, through permute/t) runs as
   `npu.qmm` on int8 x int8 with an int32 accumulator: weights quantized per output channel
@@ -97,21 +99,34 @@ def _bf16(program: Program, ctx: CompileContext) -> Program:
     ops: list[Op] = []
     for op in program.ops:
         in_place = "in_place" in op.attrs and op.args[0].name in caches
-        if ctx.policy(op.module) != "bf16" or (op.target not in MATMULS | STATS and not in_place):
+        # a matrix op of an fp32 layer (or an int8/fp8 one quantisation left as is) in a bf16
+        # program: it reads fp32, so a bf16 value from its neighbours is cast at the boundary
+        island = ctx.policy(op.module) != "bf16" and op.target in MATMULS
+        if not island and (ctx.policy(op.module) != "bf16" or (op.target not in MATMULS | STATS and not in_place)):
             ops.append(op)
             continue
-        want = "bfloat16" if op.target in MATMULS or in_place else "float32"
-        renames = {}
+        want = "float32" if island else "bfloat16" if op.target in MATMULS or in_place else "float32"
+        renames, boundary = {}, False
         for name in dict.fromkeys(op.refs()):
             t = types.get(name)
             if in_place and name == op.args[0].name:
                 continue
-            if isinstance(t, TensorType) and t.dtype in _FLOAT and t.dtype != want:
+            # planned even when the dtype is `want` now: an fp32 island upstream changes it once
+            # dtypes propagate; _drop_noop_casts removes the casts that stay no-ops
+            if isinstance(t, TensorType) and t.dtype in _FLOAT:
+                boundary |= t.dtype != want
                 key = (name, want)
                 if key not in casts:
                     casts[key] = _cast_op(name, t, want, op)
                     ops.append(casts[key])
                 renames[name] = casts[key].name
+        if island:
+            ops.append(rename_uses([op], renames)[0])
+            if boundary:
+                ctx.decide(
+                    op.name, "fp32 operands", f"policy {ctx.policy(op.module)} in a bf16 program: cast at its boundary"
+                )
+            continue
         attrs = {} if in_place else {"accumulate": "float32"} if want == "bfloat16" else {"stats": "float32"}
         ops.append(replace(rename_uses([op], renames)[0], attrs={**op.attrs, **attrs}))
         if in_place:

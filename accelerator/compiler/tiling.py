@@ -422,3 +422,31 @@ def tile_kernels(program: Program, ctx: CompileContext) -> Program:
     tiled = {(tiler.anchor(k)[1] or tiler.ops[k.ops[0]]).name: _fmt(k.tile) for k in kernels if k.tile}
     ops = [replace(o, attrs={**o.attrs, "tile": tiled[o.name]}) if o.name in tiled else o for o in program.ops]
     return program.with_ops(ops, kernels=tuple(kernels))
+
+
+def fitting_tiles(program: Program, kernel: Kernel, hw: AccelSpec) -> list[dict[str, int]]:
+    """Every tile of a matmul or attention kernel that fits its memory with double buffering
+    (the local-bytes formulas of the module docstring against the capacity the pass uses), in
+    the pass's order of preference: matmul by (tm*tn, tk, -tm, tn), so the first is the pass's
+    own choice; attention by (bq*bk, bk). [] for a vector, DMA or host kernel. The autotune
+    space (profiler/autotune/build.py) offers these as a kernel's tile options."""
+    tiler = _Tiler(program, hw)
+    k, op = tiler.anchor(kernel)
+    if op is None:
+        return []
+    if k == "matmul":
+        d = tiler._dims(kernel, op)
+        rows, cols = hw.matrix.rows, hw.matrix.cols
+        grid = [
+            {"m": m, "n": n, "k": kk}
+            for m in _candidates(d["m"], rows)
+            for n in _candidates(d["n"], cols)
+            for kk in _candidates(d["k"], rows)
+        ]
+        order = sorted(grid, key=lambda t: (t["m"] * t["n"], t["k"], -t["m"], t["n"]), reverse=True)
+    else:
+        a = attention_dims(program, op)
+        grid = [{"q": q, "kv": kv} for q in _candidates(a["lq"], 1) for kv in _candidates(a["lk"], 1)]
+        order = sorted(grid, key=lambda t: (t["q"] * t["kv"], t["kv"]), reverse=True)
+    cap, _ = tiler.capacity(kernel)
+    return [t for t in order if tiler.local_bytes(kernel, t) <= cap]

@@ -74,6 +74,7 @@ FACADE: dict[str, tuple[str, str]] = {
     "run_model": ("collectors.torch_runtime", "run_model"),  # perf profile --model (torch)
     "run_script": ("collectors.torch_runtime", "run_script"),  # perf profile SCRIPT (torch)
     "prepare_model": ("collectors.torch_runtime.run_model", "prepare"),
+    "torch_profile": ("collectors.torch_runtime.session", "profile"),  # a profiled block (autotune's Inductor runner)
     "load_factory": ("collectors.torch_runtime.specs", "load_factory"),  # perf compile --model (torch)
     "load_accel": ("accelerator.hardware", "load_accel"),  # perf compile --accel
     "accel_workloads": ("accelerator.workloads", "WORKLOADS"),  # perf compile's built-in models (torch)

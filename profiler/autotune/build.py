@@ -66,36 +66,14 @@ def split_groups(graph: Any, ops: tuple[str, ...]) -> list[tuple[str, ...]]:
 
 def _tile_options(program: Any, kernel: Any, hw: Any) -> list[tuple[tuple[str, int], ...]]:
     """The kernel's tiles that fit local memory (double buffered), the compiler's first, then
-    by output reuse (tm*tn, then tk) down, at most MAX_TILES."""
-    from accelerator.compiler.tiling import _candidates, _Tiler, attention_dims
+    by output reuse (tm*tn, then tk) down, at most MAX_TILES (accelerator/compiler/tiling.py
+    fitting_tiles: the tiling pass's own formulas and order)."""
+    from accelerator.compiler.tiling import fitting_tiles
 
-    tiler = _Tiler(program, hw)
-    kind, op = tiler.anchor(kernel)
-    if op is None or kernel.tile is None:
+    if kernel.tile is None:
         return []
-    cap, _ = tiler.capacity(kernel)
-    if kind == "matmul":
-        d = tiler._dims(kernel, op)
-        rows, cols = hw.matrix.rows, hw.matrix.cols
-        grid = [
-            {"m": m, "n": n, "k": k}
-            for m in _candidates(d["m"], rows)
-            for n in _candidates(d["n"], cols)
-            for k in _candidates(d["k"], rows)
-        ]
-        order: tuple[str, ...] = ("m*n", "k", "-m", "n")  # the tiling pass's order
-    else:
-        d = attention_dims(program, op)
-        grid = [{"q": q, "kv": kv} for q in _candidates(d["lq"], 1) for kv in _candidates(d["lk"], 1)]
-        order = ("q*kv", "kv")
-
-    def key(t: dict[str, int]) -> tuple[int, ...]:
-        terms = {"m*n": t.get("m", 0) * t.get("n", 0), "-m": -t.get("m", 0), "q*kv": t.get("q", 0) * t.get("kv", 0)}
-        return tuple(terms.get(o, t.get(o, 0)) for o in order)
-
-    fits = [t for t in grid if tiler.local_bytes(kernel, t) <= cap]
     chosen = tuple(sorted(kernel.tile.items()))
-    rest = [tuple(sorted(t.items())) for t in sorted(fits, key=key, reverse=True)]
+    rest = [tuple(sorted(t.items())) for t in fitting_tiles(program, kernel, hw)]
     return list(dict.fromkeys([chosen, *rest]))[:MAX_TILES]
 
 

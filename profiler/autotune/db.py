@@ -120,6 +120,34 @@ class TrialDB:
         except sqlite3.DatabaseError as e:
             raise InputError(self.path, f"not a trials database: {e}") from None
 
+    @classmethod
+    def read_only(cls, path: str | Path) -> TrialDB:
+        """The database at `path` opened read-only (the dashboard reads it; nothing is created or
+        changed): InputError when it is missing, not SQLite, or holds no trials tables."""
+        from profiler.model.errors import InputError
+
+        p = Path(path)
+        if not p.is_file():
+            raise InputError(p, "no such trials database")
+        self = cls.__new__(cls)
+        self.path = p
+        try:
+            self.conn = sqlite3.connect(f"{p.resolve().as_uri()}?mode=ro", uri=True)
+            tables = {r[0] for r in self.conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+        except sqlite3.DatabaseError as e:
+            raise InputError(p, f"not a trials database: {e}") from None
+        if not {"trials", "studies"} <= tables:
+            self.conn.close()
+            raise InputError(p, "not a trials database: no trials and studies tables (perf autotune --db writes them)")
+        return self
+
+    def studies(self) -> list[tuple[Study, dict[str, Any]]]:
+        """Every study the database holds, in the order started, with its space (JSON)."""
+        rows = self.conn.execute(
+            "SELECT workload_hash, hardware, runner, model, space FROM studies ORDER BY created_at"
+        ).fetchall()
+        return [(Study(w, h, r, m), json.loads(space)) for w, h, r, m, space in rows]
+
     def close(self) -> None:
         self.conn.close()
 

@@ -42,18 +42,16 @@ def kernel_table(space: Space, trials: list[Trial]) -> list[dict[str, Any]]:
     after = {renamed.get(k, k): t for k, t in after.items()}
     why = _why(trials)
     touches: dict[str, list[str]] = {}
+    names = list(dict.fromkeys([*before, *after]))
     for name, option in best.candidate.items():
-        try:
-            kernels = space.dimension(name).kernels
-        except KeyError:
-            kernels = ()
-        for k in kernels if name != "chips" else ():
-            touches.setdefault(k, []).append(f"{name.split(':')[0]}={_fmt(option)}")
+        for k in _kernels(space, name, names) if name != "chips" else ():
+            lever = name.split(":")[0] if not name.startswith("inductor:") else name.split(":", 1)[1]
+            touches.setdefault(k, []).append(f"{lever}={_fmt(option)}")
     rows = []
-    for k in dict.fromkeys([*before, *after]):
+    for k in names:
         b, a = before.get(k), after.get(k)
         changed = touches.get(k, [])
-        dims = [n for n in best.candidate if k in _kernels(space, n)]
+        dims = [n for n in best.candidate if k in _kernels(space, n, names)]
         rows.append(
             {
                 "kernel": k,
@@ -87,9 +85,11 @@ def _renamed(base: list[dict], best: list[dict]) -> dict[str, str]:
     return out
 
 
-def _kernels(space: Space, name: str) -> tuple[str, ...]:
+def _kernels(space: Space, name: str, every: list[str]) -> tuple[str, ...] | list[str]:
+    """The kernels dimension `name` changes: those it names, or `every` kernel when it names
+    none (a whole-graph option: the Inductor runner's)."""
     try:
-        return space.dimension(name).kernels
+        return space.dimension(name).kernels or every
     except KeyError:
         return ()
 
@@ -102,7 +102,8 @@ def _fmt(option: Any) -> str:
 
 def summary(space: Space, trials: list[Trial], plan: dict[str, Any] | None = None) -> dict[str, Any]:
     """The JSON of `perf autotune --json`: trials, failed, best {candidate_hash, time_ns,
-    accuracy_error, candidate, finding, plan}, baseline {...}, speedup, front [{candidate_hash,
+    accuracy_error, candidate, finding, plan, spread (a measured runner's: median_ns, q1_ns,
+    q3_ns, iqr_ns, min_ns, max_ns, number, repeats, warmup)}, baseline {...}, speedup, front [{candidate_hash,
     time_ns, accuracy_error}], kernels (kernel_table)."""
     best = best_trial(trials)
     base = next((t for t in trials if t.seq == 0), None)
@@ -117,6 +118,7 @@ def summary(space: Space, trials: list[Trial], plan: dict[str, Any] | None = Non
             "candidate": t.candidate,
             "finding": t.finding,
             "seq": t.seq,
+            **({"spread": t.trace_summary["measure"]} if "measure" in t.trace_summary else {}),
         }
 
     speedup = base.time_ns / best.time_ns if base and best and base.time_ns and best.time_ns else None
@@ -140,3 +142,51 @@ def summary(space: Space, trials: list[Trial], plan: dict[str, Any] | None = Non
         "kernels": kernel_table(space, trials),
         "failures": [{"candidate_hash": t.candidate_hash, "failure": t.failure} for t in trials if not t.ok][:20],
     }
+
+
+def best_so_far(trials: list[Trial]) -> dict[str, list[tuple[int, int]]]:
+    """Per strategy, the best time (ns) after each of its trials: [(trials, best_ns)], its
+    trials being those it proposed, with the baseline (seq 0) first for every strategy; a
+    strategy's curve starts at its first passed trial."""
+    base = next((t for t in trials if t.seq == 0), None)
+    out: dict[str, list[tuple[int, int]]] = {}
+    for s in dict.fromkeys(t.strategy for t in trials):
+        mine = [t for t in trials if t.strategy == s and t.seq != 0]
+        best, curve = None, []
+        for n, t in enumerate(([base] if base else []) + mine, start=1):
+            if t.ok and (best is None or t.time_ns < best):  # type: ignore[operator]
+                best = t.time_ns
+            if best is not None:
+                curve.append((n, best))
+        out[s] = curve
+    return out
+
+
+def trials_document(path: Any) -> dict[str, Any]:
+    """What the dashboard's Autotune page shows of the trials database at `path` (read-only):
+    {path, studies: [{model, hardware, runner, workload_hash, space_size, dimensions, trials
+    [Trial.to_dict], curves {strategy: [(trials, best_ns)]}, summary (summary() of the study)}]}."""
+    from profiler.autotune.db import TrialDB
+
+    db = TrialDB.read_only(path)
+    try:
+        studies = []
+        for study, space_doc in db.studies():
+            trials = db.trials(study)
+            space = Space.from_dict(space_doc)
+            studies.append(
+                {
+                    "model": study.model,
+                    "hardware": study.hardware,
+                    "runner": study.runner,
+                    "workload_hash": study.workload_hash,
+                    "space_size": space.size,
+                    "dimensions": len(space.dimensions),
+                    "trials": [t.to_dict() for t in trials],
+                    "curves": best_so_far(trials),
+                    "summary": summary(space, trials),
+                }
+            )
+    finally:
+        db.close()
+    return {"path": str(path), "studies": studies}

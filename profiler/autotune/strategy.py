@@ -7,11 +7,14 @@ lost to their floor (time_ns - floor_ns). For the top kernel not yet worked on i
 levers that fit its bound:
 
     runtime bound           fusion (fewer kernels: fewer dispatches)
-    memory bound            fusion, precision (narrower operands), tiling (operand re-reads)
-    compute bound           tiling, precision (a faster matrix rate)
+    memory bound            fusion, precision (narrower operands), tiling (operand re-reads),
+                            codegen (Inductor: frozen, prepacked weights)
+    compute bound           tiling, codegen (Inductor: the C++ GEMM template, the vector
+                            width), precision (a faster matrix rate)
     communication bound     chips (repartition)
     unknown                 every lever
 
+A dimension that names no kernel (the Inductor runner's options) applies to every kernel.
 and proposes the best candidate with one of those dimensions changed, ordered by analytic floor
 and pruned when the floor exceeds the best measured time. The analytic floor of a candidate
 (a lower bound on its time, from the best trial's analysis, all in ns):
@@ -41,10 +44,10 @@ from profiler.autotune.space import Candidate, Space
 
 LEVERS_BY_BOUND = {
     "runtime": ("fusion",),
-    "memory": ("fusion", "precision", "tile"),
-    "compute": ("tile", "precision"),
+    "memory": ("fusion", "precision", "tile", "codegen"),
+    "compute": ("tile", "codegen", "precision"),
     "communication": ("chips",),
-    "unknown": ("tile", "fusion", "precision", "chips"),
+    "unknown": ("tile", "fusion", "codegen", "precision", "chips"),
 }
 BYTES = {"fp32": 4, "bf16": 2, "int8": 1, "fp8": 1}
 MAX_DRAWS = 10_000  # random draws before a strategy says the space has no untried candidate left
@@ -200,7 +203,7 @@ class RooflineStrategy(Strategy):
                 continue
             self.done.add(r["name"])
             fitting = LEVERS_BY_BOUND.get(r["bound"], LEVERS_BY_BOUND["unknown"])
-            dims = [d.name for d in self.space.dimensions if r["name"] in d.kernels and d.lever in fitting]
+            dims = [d.name for d in self.space.dimensions if _applies(d, r["name"]) and d.lever in fitting]
             if not dims:
                 continue
             finding = f"{self._finding(r)}: " + "/".join(dict.fromkeys(self.space.dimension(n).lever for n in dims))
@@ -210,7 +213,7 @@ class RooflineStrategy(Strategy):
             self.widened = True
             found = False
             for r in ranked:
-                dims = [d.name for d in self.space.dimensions if r["name"] in d.kernels]
+                dims = [d.name for d in self.space.dimensions if _applies(d, r["name"])]
                 levers = "/".join(dict.fromkeys(self.space.dimension(n).lever for n in dims))
                 finding = f"{self._finding(r)}: {levers} (beyond the {r['bound']} bound's levers)"
                 found = self._enqueue(best_c, rows, dims, finding) or found
@@ -247,7 +250,7 @@ class RooflineStrategy(Strategy):
         d = self.space.dimension(name)
         before, after = old.get(name, d.default), new.get(name, d.default)
         by_name = {r["name"]: r for r in rows}
-        touched = [by_name[k] for k in d.kernels if k in by_name] if d.lever != "chips" else rows
+        touched = [by_name[k] for k in d.kernels if k in by_name] if d.lever != "chips" and d.kernels else rows
         total = sum(r["time_ns"] for r in rows) - sum(r["time_ns"] for r in touched)
         for r in touched:
             comp, mem, run = r["t_compute_ns"], r["t_memory_ns"], r["t_runtime_ns"]
@@ -260,6 +263,11 @@ class RooflineStrategy(Strategy):
         if d.lever == "fusion" and after == "split":
             total += max((r["t_runtime_ns"] for r in touched), default=0.0)
         return total
+
+
+def _applies(d: Any, kernel: str) -> bool:
+    """`d` changes `kernel`: it names it, or it names none (a whole-graph option)."""
+    return not d.kernels or kernel in d.kernels
 
 
 STRATEGIES = {

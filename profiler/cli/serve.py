@@ -36,10 +36,14 @@ def dashboard(
         Path | None,
         typer.Option(help="A perf diff --numerics --json file (or a gate's JSON holding one) for the Numerics page."),
     ] = None,
+    trials: Annotated[
+        list[Path] | None,
+        typer.Option("--trials", help="A trials database (perf autotune --db) for the Autotune page; repeatable."),
+    ] = None,
     max_bytes: MaxBytes = None,
 ) -> None:
-    """Serve the Dash dashboard: overview, roofline, timeline, ops, compare, memory, LLM, compiler, counters and
-    numerics pages."""
+    """Serve the Dash dashboard: overview, roofline, timeline, ops, compare, memory, LLM, compiler, counters,
+    numerics and autotune pages."""
     from profiler.model.files import check_regular
 
     paths = list(traces or [])
@@ -65,6 +69,12 @@ def dashboard(
 
         with one_line_errors(numerics):
             diffed = read_numerics(numerics)
+    docs = []
+    for db in trials or []:
+        from profiler.autotune.report import trials_document
+
+        with one_line_errors(db):  # read now, read-only: a bad database is a one-line error
+            docs.append(trials_document(db))
     from dashboard.app import serve
 
     print(f"perf dashboard: http://{host}:{port}/ (Ctrl+C to stop)", file=sys.stderr)
@@ -78,4 +88,5 @@ def dashboard(
             max_bytes=max_bytes,
             counters_report=counted,
             numerics=diffed,
+            trials=docs,
         )
