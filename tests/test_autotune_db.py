@@ -68,6 +68,11 @@ def _rows(path: Path) -> list[tuple]:
             return []
 
 
+def _lines(log: Path) -> int:
+    """Trials started so far (the child writes a line as each begins)."""
+    return log.read_text().count("\n") if log.exists() else 0
+
+
 def _child(tmp: Path, db: Path, log: Path) -> subprocess.Popen:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     return subprocess.Popen(
@@ -91,7 +96,14 @@ def test_sigkill_twenty_times_loses_and_repeats_nothing(tmp_path):
     kills = 0
     while kills < 20:
         p = _child(tmp_path, db, log)
-        time.sleep(rng.uniform(0.05, 0.5))
+        # each life runs 1-3 trials, then dies at a random point of the next one (its 20 ms run, its
+        # commit, or between): the kills follow the loop's progress, not the machine's speed (a
+        # fixed sleep let a fast start finish the study in 4 lives)
+        seen = _lines(log) + rng.randint(1, 3)
+        deadline = time.monotonic() + 60
+        while _lines(log) < seen and p.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.002)
+        time.sleep(rng.uniform(0.0, 0.03))
         if p.poll() is not None:  # finished before the kill: the study is complete
             break
         p.send_signal(signal.SIGKILL)
