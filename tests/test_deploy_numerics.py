@@ -277,3 +277,31 @@ def test_gate_on_a_user_task_metric():
         f"{BATCH}x{IN}",
     )
     assert missing.exit_code == 2 and "--metric tests.deploy_models:nope" in missing.output
+
+
+def test_accelerator_candidate_per_layer_from_the_functional_mode(inputs):
+    # the program compiled for edge-npu, run tile by tile; each layer's value is its module's last
+    # op of the eager output's size. fp32: the same fp32 arithmetic (the MLP's K of 16 and 32 fit
+    # one tile): within the compiler's fp32 bound 1e-5. bf16: 8 significant bits, every layer
+    # above 1e-4 (so the values are the program's, not eager's) and within the bf16 bound 1e-2
+    from profiler.api.deploy_accel import diff_accelerator
+
+    fp32 = diff_accelerator(mlp().eval(), inputs, "accelerator:fp32")
+    assert [x.name for x in fp32.layers] == ["fc1", "act1", "mid", "fc2"]
+    assert all(x.rel_error <= 1e-5 for x in fp32.layers)
+    bf16 = diff_accelerator(mlp().eval(), inputs, "accelerator:bf16")
+    assert all(1e-4 < x.rel_error < 1e-2 for x in bf16.layers), [(x.name, x.rel_error) for x in bf16.layers]
+    assert bf16.candidate == "accelerator:bf16@edge-npu"
+    r = run(
+        "diff", "--numerics", "tests.deploy_models:mlp", "--candidate", "accelerator:int4", "--input", f"{BATCH}x{IN}"
+    )
+    assert r.exit_code == 2 and "the accelerator compiles fp32, bf16, int8, fp8" in r.output
+
+
+def test_eager_candidate_at_half_precision(inputs):
+    # fp16 keeps 11 significant bits: unit roundoff 2^-11 = 4.9e-4 per rounding; measured 5.1e-4
+    # on the output: above fp32's rounding (1e-6), below a few roundoffs
+    from profiler.api.deploy import diff_inductor
+
+    fp16 = diff_inductor(mlp().eval(), inputs, "fp16", compiled=False)
+    assert fp16.candidate == "eager:fp16" and 1e-5 < fp16.output.rel_error < 2e-3

@@ -138,8 +138,18 @@ def numerics_diff(
     from collectors.onnx.precision import load_batches
     from collectors.torch_runtime.run_model import prepare
 
-    inductor = candidate.partition(":")[0] == "inductor"
+    kind = candidate.partition(":")[0].partition("@")[0]
+    inductor = kind in ("inductor", "eager")  # eager: the model cast to the precision, not compiled
     task_metric = (metric, load_metric(metric)) if metric else None
+    if kind == "accelerator":
+        from profiler.api.deploy_accel import diff_accelerator, parse_accelerator_candidate
+
+        parse_accelerator_candidate(candidate)  # a bad candidate is told before the model is built
+        model, xs = prepare(spec, input_specs, "fp32", False, eager_check=True)
+        report = diff_accelerator(model.eval(), tuple(xs), candidate, threshold=threshold, metric=task_metric)
+        return dataclasses.replace(
+            report, notes=(f"compared on seeded random inputs ({', '.join(input_specs)})", *report.notes)
+        )
     backend, precision = parse_inductor_candidate(candidate) if inductor else parse_candidate(candidate)
     model, xs = prepare(spec, input_specs, "fp32", False, eager_check=True)
     model = model.eval()
@@ -148,7 +158,9 @@ def numerics_diff(
         xs = [torch.from_numpy(a) for a in load_batches(inputs_file, len(xs)).batches[0]]
         seen = f"compared on the first batch of {inputs_file} ({', '.join('x'.join(map(str, x.shape)) for x in xs)})"
     if inductor:
-        report = diff_inductor(model, tuple(xs), precision, threshold=threshold, metric=task_metric)
+        report = diff_inductor(
+            model, tuple(xs), precision, threshold=threshold, metric=task_metric, compiled=kind == "inductor"
+        )
         return dataclasses.replace(report, notes=(seen, *report.notes))
     if calibration is not None and quantized(precision):
         load_batches(calibration, len(xs))  # an unreadable file is told before the export's seconds
@@ -168,23 +180,31 @@ def numerics_diff(
 
 
 def parse_inductor_candidate(text: str) -> tuple[str, str]:
-    """`inductor[:fp32|bf16|fp16]` -> ('inductor', precision); fp32 by default."""
-    precision = text.partition(":")[2] or "fp32"
+    """`inductor|eager[:fp32|bf16|fp16]` -> (backend, precision); fp32 by default."""
+    backend, _, precision = text.partition(":")
+    precision = precision or "fp32"
     if precision not in INDUCTOR_PRECISIONS:
         raise InputError(
             None,
-            f"--candidate {text}: inductor runs {', '.join(INDUCTOR_PRECISIONS)} "
+            f"--candidate {text}: {backend} runs {', '.join(INDUCTOR_PRECISIONS)} "
             "(int8 and plans are ONNX Runtime's: --candidate onnxruntime:int8)",
         )
-    return "inductor", precision
+    return backend, precision
 
 
 def diff_inductor(
-    model: Any, inputs: tuple[Any, ...], precision: str, *, threshold: float = DEFAULT_THRESHOLD, metric: Any = None
+    model: Any,
+    inputs: tuple[Any, ...],
+    precision: str,
+    *,
+    threshold: float = DEFAULT_THRESHOLD,
+    metric: Any = None,
+    compiled: bool = True,
 ) -> NumericsReport:
-    """Eager fp32 against the model cast to `precision` and compiled by Inductor, per layer: the same
-    forward hooks on both sides (collectors.torch_runtime.layer_outputs); on the compiled side
-    dynamo traces them into the graph, so each layer's output is the one Inductor's kernels made."""
+    """Eager fp32 against the model cast to `precision` and compiled by Inductor (or, `compiled`
+    False, run eagerly at that precision), per layer: the same forward hooks on both sides
+    (collectors.torch_runtime.layer_outputs); on the compiled side dynamo traces them into the
+    graph, so each layer's output is the one Inductor's kernels made."""
     import copy
 
     import torch
@@ -195,11 +215,11 @@ def diff_inductor(
     dtype = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[precision]
     cand = copy.deepcopy(model).to(dtype).eval()
     xs = tuple(x.to(dtype) if isinstance(x, torch.Tensor) and x.is_floating_point() else x for x in inputs)
-    torch._dynamo.reset()  # a fresh compile: no cache entry of another dtype is reused
-    got, _, cand_out = eager_outputs(cand, xs, run=torch.compile(cand, backend="inductor"))
-    return compare_layers(
-        ref, got, ops, ref_out, cand_out, threshold=threshold, candidate=f"inductor:{precision}", metric=metric
-    )
+    if compiled:
+        torch._dynamo.reset()  # a fresh compile: no cache entry of another dtype is reused
+    got, _, cand_out = eager_outputs(cand, xs, run=torch.compile(cand, backend="inductor") if compiled else None)
+    name = f"{'inductor' if compiled else 'eager'}:{precision}"
+    return compare_layers(ref, got, ops, ref_out, cand_out, threshold=threshold, candidate=name, metric=metric)
 
 
 def load_metric(spec: str) -> Any:

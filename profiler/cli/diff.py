@@ -34,7 +34,7 @@ def diff(
         str | None,
         typer.Option(
             help="--numerics: BACKEND[:PRECISION]: onnxruntime or qnn-sim (fp32, fp16, int8, int8-qnn, a plan .json), "
-            "inductor (fp32, bf16, fp16)."
+            "inductor or eager (fp32, bf16, fp16), accelerator[:fp32|bf16|int8|fp8][@PRESET]."
         ),
     ] = None,
     input: Annotated[

@@ -26,7 +26,7 @@ def _report(
     if not candidate:
         fail(
             "give the candidate to compare with eager fp32: --candidate onnxruntime[:fp32|fp16|int8|int8-qnn], "
-            "qnn-sim[:int8-qnn] or inductor[:fp32|bf16|fp16]"
+            "qnn-sim[:int8-qnn], inductor|eager[:fp32|bf16|fp16] or accelerator[:bf16|...][@PRESET]"
         )
     with one_line_errors(calibration or inputs_file or Path(model)):
         return numerics_diff(
