@@ -150,7 +150,9 @@ def test_roofline_points_roofs_click_and_hardware_switch(env):
         return True
 
     wait_for(click_last_point, 20, what="a click on a point of the graph")
-    details = wait_for(lambda: d.find_elements(By.CSS_SELECTOR, "#op-details"), 20, what="op details")[0].text
+    # the text read inside the retried predicate: the details panel may be re-rendered between
+    # finding it and reading it (a stale element, seen once in a full serial run)
+    details = wait_for(lambda: d.find_elements(By.CSS_SELECTOR, "#op-details")[0].text, 20, what="op details")
     names = d.execute_script(
         "return document.querySelector('#roofline-graph .js-plotly-plot')._fullData"
         ".filter(t => t.meta && t.meta.points === 'ops').flatMap(t => t.customdata.map(c => c[1]));"
