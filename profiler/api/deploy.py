@@ -139,27 +139,28 @@ def numerics_diff(
     from collectors.torch_runtime.run_model import prepare
 
     kind = candidate.partition(":")[0].partition("@")[0]
-    inductor = kind in ("inductor", "eager")  # eager: the model cast to the precision, not compiled
     task_metric = (metric, load_metric(metric)) if metric else None
+    # every candidate is parsed before the model is built: a bad one is told first
     if kind == "accelerator":
         from profiler.api.deploy_accel import diff_accelerator, parse_accelerator_candidate
 
-        parse_accelerator_candidate(candidate)  # a bad candidate is told before the model is built
-        model, xs = prepare(spec, input_specs, "fp32", False, eager_check=True)
-        report = diff_accelerator(model.eval(), tuple(xs), candidate, threshold=threshold, metric=task_metric)
-        return dataclasses.replace(
-            report, notes=(f"compared on seeded random inputs ({', '.join(input_specs)})", *report.notes)
-        )
-    backend, precision = parse_inductor_candidate(candidate) if inductor else parse_candidate(candidate)
+        backend, precision = kind, parse_accelerator_candidate(candidate)[0]
+    elif kind in ("inductor", "eager"):  # eager: the model cast to the precision, not compiled
+        backend, precision = parse_inductor_candidate(candidate)
+    else:
+        backend, precision = parse_candidate(candidate)
     model, xs = prepare(spec, input_specs, "fp32", False, eager_check=True)
     model = model.eval()
     seen = f"compared on seeded random inputs ({', '.join(input_specs)})"
     if inputs_file is not None:
         xs = [torch.from_numpy(a) for a in load_batches(inputs_file, len(xs)).batches[0]]
         seen = f"compared on the first batch of {inputs_file} ({', '.join('x'.join(map(str, x.shape)) for x in xs)})"
-    if inductor:
+    if backend == "accelerator":
+        report = diff_accelerator(model, tuple(xs), candidate, threshold=threshold, metric=task_metric)
+        return dataclasses.replace(report, notes=(seen, *report.notes))
+    if backend in ("inductor", "eager"):
         report = diff_inductor(
-            model, tuple(xs), precision, threshold=threshold, metric=task_metric, compiled=kind == "inductor"
+            model, tuple(xs), precision, threshold=threshold, metric=task_metric, compiled=backend == "inductor"
         )
         return dataclasses.replace(report, notes=(seen, *report.notes))
     if calibration is not None and quantized(precision):
